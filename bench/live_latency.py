@@ -1,0 +1,234 @@
+"""How long from a trainer reporting an event to that event reaching every browser watching the run.
+
+Real pieces only: a daphne server (subprocess) serving webapp.asgi on Postgres + Redis, 50 websocket
+subscribers signed in with session cookies (the `websockets` client), and events posted one batch at a
+time through the HTTP ingestion API, exactly as a trainer's reporter does.
+
+What is measured, per event and subscriber, on one monotonic clock (this process holds both the
+poster and the subscribers):
+- end-to-end: from the moment the trainer starts sending its POST to the moment the subscriber has the
+  event frame. It includes the ingestion itself (validation, the database transaction, the commit), the
+  channel layer hop through Redis, the consumer and the websocket.
+- after reply: arrival minus the moment the POST's 200 reply arrived at the trainer. Often negative:
+  the broadcast leaves at commit, before the HTTP response is written. This is the push latency the
+  goal (p99 under 100 ms) is about; the last line reports it and, next to it, the end-to-end figure.
+- ingestion request: the POST's own round trip, for reference.
+
+Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/rollout_bench; created and
+migrated if missing), REDIS_URL (default redis://127.0.0.1:6379/14), LIVE_BENCH_SUBSCRIBERS (50),
+LIVE_BENCH_EVENTS (300), LIVE_BENCH_INTERVAL_S (0.05 between batches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rollout_bench")
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/14")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+
+SUBSCRIBERS = int(os.environ.get("LIVE_BENCH_SUBSCRIBERS", "50"))
+EVENTS = int(os.environ.get("LIVE_BENCH_EVENTS", "300"))
+INTERVAL_S = float(os.environ.get("LIVE_BENCH_INTERVAL_S", "0.05"))
+WARMUP = 10  # the first events pay for cold caches and connection pools; not counted
+GOAL_MS = 100.0
+POLLING_PEER_MS = 1000.0  # the fastest polling peer (Inspect) refreshes every second
+
+
+def ensure_database(url: str) -> None:
+    """Create the Postgres database named in the URL if it does not exist."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("postgres", "postgresql"):
+        return
+    import psycopg
+
+    name = parsed.path.lstrip("/")
+    admin = parsed._replace(path="/postgres").geturl().replace("postgres://", "postgresql://", 1)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def setup_django_and_run() -> tuple[str, int, str, str]:
+    """Migrate, then create a user, a project and a run. Returns (session cookie, run id, token, slug)."""
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test import Client
+
+    from webapp.experiments.services import environment_create, rubric_create, run_create
+    from webapp.projects.services import project_create
+
+    call_command("migrate", verbosity=0)
+    stamp = f"{int(time.time())}-{os.getpid()}"
+    user = get_user_model().objects.create_user(f"bench-{stamp}", password=None)
+    project = project_create(name=f"Live bench {stamp}", owner=user)
+    environment = environment_create(project=project, name="arith", kind="arithmetic_calculator", config={}, user=user)
+    rubric = rubric_create(project=project, name="r", user=user, spec={
+        "aggregation": "weighted_sum",
+        "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}],
+    })
+    run, token = run_create(project=project, name="bench", environment=environment, rubric=rubric, preset="grpo",
+                            overrides={}, user=user, dispatch=False)
+    client = Client()
+    client.force_login(user)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    return cookie, run.pk, token, project.slug
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_daphne(port: int) -> subprocess.Popen:
+    log_path = ROOT / "var" / "bench-live-daphne.log"
+    log_path.parent.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "WARNING"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
+        cwd=ROOT, env=env, stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
+    )
+    import requests
+
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"daphne exited; see {log_path}")
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).ok:
+                return proc
+        except requests.RequestException:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"daphne did not answer in 60 s; see {log_path}")
+        time.sleep(0.2)
+
+
+def metrics_event(seq: int) -> dict:
+    return {"seq": seq, "type": "metrics", "time": time.time(), "step": seq, "tokens": 1000 * seq,
+            "values": {"reward/mean": 0.5, "reward/std": 0.1, "kl": 0.01, "entropy": 1.2, "step_time": 2.0}}
+
+
+async def subscriber(url: str, cookie: str, origin: str, arrivals: dict[int, list[float]], ready: asyncio.Event,
+                     counter: list[int], done: asyncio.Event) -> None:
+    from websockets.asyncio.client import connect
+
+    async with connect(url, origin=origin, additional_headers=[("Cookie", cookie)], max_queue=None) as ws:
+        first = json.loads(await ws.recv())
+        assert first["type"] == "snapshot", first
+        counter[0] += 1
+        if counter[0] == SUBSCRIBERS:
+            ready.set()
+        while not done.is_set():
+            try:
+                raw = await asyncio.wait_for(ws.recv(), timeout=0.5)
+            except TimeoutError:
+                continue
+            now = time.perf_counter()
+            frame = json.loads(raw)
+            seq = frame.get("event", {}).get("seq") if frame.get("type") == "event" else None
+            if seq is not None:
+                arrivals.setdefault(seq, []).append(now)
+
+
+def poster(base: str, run_id: int, token: str, sent: dict[int, float], replied: dict[int, float]) -> None:
+    """The trainer's side: one batch at a time, over one keep-alive HTTP connection."""
+    import requests
+
+    session = requests.Session()
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    for seq in range(1, EVENTS + 1):
+        body = json.dumps({"events": [metrics_event(seq)]})
+        sent[seq] = time.perf_counter()
+        response = session.post(f"{base}/api/runs/{run_id}/events", data=body, headers=headers, timeout=10)
+        replied[seq] = time.perf_counter()
+        if response.status_code != 200:
+            raise RuntimeError(f"ingestion answered {response.status_code}: {response.text[:300]}")
+        time.sleep(INTERVAL_S)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def measure(port: int, cookie: str, run_id: int, token: str) -> tuple[list[float], list[float], list[float], int]:
+    base = f"http://127.0.0.1:{port}"
+    url = f"ws://127.0.0.1:{port}/ws/runs/{run_id}/"
+    arrivals: dict[int, list[float]] = {}
+    ready, done = asyncio.Event(), asyncio.Event()
+    counter = [0]
+    tasks = [asyncio.create_task(subscriber(url, cookie, base, arrivals, ready, counter, done))
+             for _ in range(SUBSCRIBERS)]
+    await asyncio.wait_for(ready.wait(), timeout=60)
+    sent: dict[int, float] = {}
+    replied: dict[int, float] = {}
+    await asyncio.to_thread(poster, base, run_id, token, sent, replied)
+    # Let the last frames land, then stop the subscribers.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(arrivals.get(EVENTS, [])) < SUBSCRIBERS:
+        await asyncio.sleep(0.05)
+    done.set()
+    await asyncio.gather(*tasks)
+    end_to_end, after_reply, missing = [], [], 0
+    ingestion = [(replied[seq] - sent[seq]) * 1000 for seq in range(WARMUP + 1, EVENTS + 1)]
+    for seq in range(WARMUP + 1, EVENTS + 1):
+        got = arrivals.get(seq, [])
+        missing += SUBSCRIBERS - len(got)
+        end_to_end.extend((t - sent[seq]) * 1000 for t in got)
+        after_reply.extend((t - replied[seq]) * 1000 for t in got)
+    return end_to_end, after_reply, ingestion, missing
+
+
+def main() -> None:
+    ensure_database(os.environ["DATABASE_URL"])
+    cookie, run_id, token, _slug = setup_django_and_run()
+    port = free_port()
+    daphne = start_daphne(port)
+    try:
+        end_to_end, after_reply, ingestion, missing = asyncio.run(measure(port, cookie, run_id, token))
+    finally:
+        daphne.terminate()
+        try:
+            daphne.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            daphne.kill()
+    counted = EVENTS - WARMUP
+    print(f"live latency: {SUBSCRIBERS} websocket subscribers, {counted} events (after {WARMUP} warm-up), "
+          f"one batch every {INTERVAL_S * 1000:.0f} ms; daphne on {urlparse(os.environ['DATABASE_URL']).scheme} "
+          f"+ {urlparse(os.environ['REDIS_URL']).scheme}; {os.cpu_count()} CPU cores shared by everything")
+    print(f"deliveries: {len(end_to_end)} of {counted * SUBSCRIBERS} ({missing} missing)")
+    for name, values in [("ingestion request (POST sent -> 200 received)", ingestion),
+                         ("end-to-end (POST sent -> frame received)", end_to_end),
+                         ("after reply (200 received -> frame received)", after_reply)]:
+        print(f"{name}: p50 {percentile(values, 50):.1f} ms, p95 {percentile(values, 95):.1f} ms, "
+              f"p99 {percentile(values, 99):.1f} ms, max {max(values):.1f} ms, mean {statistics.fmean(values):.1f} ms")
+    p99_reply = percentile(after_reply, 99)
+    p99_end_to_end = percentile(end_to_end, 99)
+    verdict = "meets" if p99_reply <= GOAL_MS and not missing else "MISSES"
+    print(f"p99 {p99_reply:.1f} ms from the ingestion API's 200 to the subscriber: {verdict} the {GOAL_MS:.0f} ms goal "
+          f"(polling peers: up to {POLLING_PEER_MS:.0f} ms); end-to-end incl. the ingestion request p99 "
+          f"{p99_end_to_end:.1f} ms ({'meets' if p99_end_to_end <= GOAL_MS else 'misses'} it)")
+
+if __name__ == "__main__":
+    main()

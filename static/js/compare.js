@@ -1,0 +1,168 @@
+// Compare page: one metric of several runs overlaid; active runs keep growing over their websockets.
+// Protocol: docs/live.md. Run names and metric keys reach the DOM as text only.
+(function () {
+  "use strict";
+  const dataNode = document.getElementById("compare-runs");
+  const chart = document.getElementById("compare-chart");
+  if (!dataNode || !chart || !window.Plotly) return;
+
+  const runs = JSON.parse(dataNode.textContent);
+  const FINAL = ["SUCCEEDED", "FAILED", "CANCELLED", "LOST"];
+  const STATUS_NAMES = { QUEUED: "Queued", STARTING: "Starting", RUNNING: "Running", SUCCEEDED: "Succeeded",
+    FAILED: "Failed", CANCELLED: "Cancelled", LOST: "Lost" };
+  const ui = {
+    metric: document.querySelector("[data-compare-metric]"),
+    x: document.querySelector("[data-compare-x]"),
+    smoothing: document.querySelector("[data-compare-smoothing]"),
+    smoothingValue: document.querySelector("[data-compare-smoothing-value]"),
+    note: document.querySelector("[data-compare-note]"),
+  };
+  const state = { metric: ui.metric.value, xAxis: "step", alpha: 0, loading: true, generation: 0 };
+  // Per run: its curve for the chosen metric, the origin of its time axis, the EMA's last value, its socket.
+  runs.forEach(function (run) {
+    run.series = { x: [], y: [] };
+    run.t0 = null;
+    run.lastSeq = null;
+    run.held = [];
+    run.emaLast = null;
+  });
+  window.websocketConnected = false;
+  window.liveEventsReceived = 0;
+
+  function ema(values) {
+    const alpha = state.alpha;
+    let last = null;
+    return values.map(function (v) { last = last === null || !alpha ? v : alpha * last + (1 - alpha) * v; return last; });
+  }
+
+  function xOf(run, event) {
+    if (state.xAxis === "time") {
+      // Runs started at different times: compare elapsed minutes since each run's first point.
+      if (typeof event.time !== "number") return null;
+      if (run.t0 === null) run.t0 = event.time;
+      return (event.time - run.t0) / 60;
+    }
+    if (state.xAxis === "tokens") return typeof event.tokens === "number" ? event.tokens : null;
+    return event.step;
+  }
+
+  function draw() {
+    const traces = runs.map(function (run) {
+      const smoothed = ema(run.series.y);
+      run.emaLast = smoothed.length ? smoothed[smoothed.length - 1] : null;
+      return { x: run.series.x.slice(), y: smoothed, name: run.name + " (#" + run.id + ")", mode: "lines" };
+    });
+    const xTitle = { step: "step", time: "minutes since the run's first point", tokens: "tokens seen" }[state.xAxis];
+    Plotly.react(chart, traces, {
+      title: { text: state.metric, font: { size: 14 } }, margin: { l: 56, r: 16, t: 40, b: 44 },
+      xaxis: { title: { text: xTitle } }, hovermode: "x unified", legend: { orientation: "h", y: -0.18 },
+      uirevision: state.metric + state.xAxis,
+    }, { displaylogo: false, responsive: true });
+  }
+
+  function setOptions(keys) {
+    const current = state.metric;
+    const all = Array.from(new Set(keys.concat([current]))).sort();
+    ui.metric.textContent = "";
+    all.forEach(function (key) {
+      const option = document.createElement("option");
+      option.value = key;
+      option.textContent = key;
+      option.selected = key === current;
+      ui.metric.appendChild(option);
+    });
+  }
+
+  function load() {
+    const generation = ++state.generation;
+    state.loading = true;
+    ui.note.textContent = "loading…";
+    const query = "?keys=" + encodeURIComponent(state.metric) + "&x=" + state.xAxis + "&max_points=2000";
+    return Promise.all(runs.map(function (run) {
+      return fetch(run.metrics_url + query, { credentials: "same-origin" })
+        .then(function (response) { if (!response.ok) throw new Error(run.name + ": " + response.status); return response.json(); });
+    })).then(function (bodies) {
+      if (generation !== state.generation) return;  // a newer choice is loading
+      const keys = [];
+      let downsampled = false;
+      bodies.forEach(function (body, index) {
+        const run = runs[index];
+        const s = body.series[state.metric] || { x: [], y: [] };
+        run.t0 = state.xAxis === "time" && s.x.length ? s.x[0] : null;
+        const xs = state.xAxis === "time" ? s.x.map(function (v) { return (v - run.t0) / 60; }) : s.x;
+        run.series = { x: xs, y: s.y.slice() };
+        if (run.lastSeq === null) run.lastSeq = body.last_seq;
+        downsampled = downsampled || Boolean(s.downsampled);
+        body.keys.forEach(function (key) { if (keys.indexOf(key) === -1) keys.push(key); });
+      });
+      setOptions(keys);
+      ui.note.textContent = downsampled ? "long curves are downsampled (each bucket's min and max)" : "";
+      state.loading = false;
+      draw();
+      runs.forEach(function (run) {
+        const held = run.held;
+        run.held = [];
+        held.forEach(function (event) { addPoint(run, event); });
+      });
+    }).catch(function (error) {
+      state.loading = false;
+      ui.note.textContent = "could not load: " + error.message;
+    });
+  }
+
+  function addPoint(run, event) {
+    if (state.loading) { run.held.push(event); return; }
+    const y = event.values && event.values[state.metric];
+    const x = xOf(run, event);
+    if (typeof y !== "number" || x === null || x === undefined) return;
+    const s = run.series;
+    if (s.x.length && x <= s.x[s.x.length - 1]) return;  // already in the loaded history
+    s.x.push(x);
+    s.y.push(y);
+    run.emaLast = run.emaLast === null || !state.alpha ? y : state.alpha * run.emaLast + (1 - state.alpha) * y;
+    Plotly.extendTraces(chart, { x: [[x]], y: [[run.emaLast]] }, [runs.indexOf(run)]);
+  }
+
+  function setStatus(run, status) {
+    run.status = status;
+    document.querySelectorAll('[data-compare-status="' + run.id + '"]').forEach(function (badge) {
+      badge.className = "badge status-" + status;
+      badge.textContent = STATUS_NAMES[status] || status;
+    });
+  }
+
+  function follow(run, attempt) {
+    const scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
+    const socket = new WebSocket(scheme + window.location.host + run.ws_path + "?last_seq=" + run.lastSeq);
+    socket.addEventListener("open", function () { attempt = 0; window.websocketConnected = true; });
+    socket.addEventListener("message", function (message) {
+      let data;
+      try { data = JSON.parse(message.data); } catch (error) { return; }
+      if (data.type === "snapshot") { setStatus(run, data.run.status); return; }
+      if (data.type !== "event") return;
+      window.liveEventsReceived += 1;
+      const event = data.event;
+      if (typeof event.seq === "number" && event.seq > run.lastSeq) run.lastSeq = event.seq;
+      if (event.type === "metrics") addPoint(run, event);
+      else if (event.type === "status") setStatus(run, event.status);
+    });
+    socket.addEventListener("close", function (event) {
+      if (event.code >= 4400 && event.code < 4500) return;  // refused: not reconnecting
+      if (FINAL.indexOf(run.status) !== -1) return;
+      const delay = Math.min(30000, 500 * Math.pow(2, attempt)) * (0.75 + Math.random() * 0.5);
+      window.setTimeout(function () { follow(run, attempt + 1); }, delay);
+    });
+  }
+
+  ui.metric.addEventListener("change", function () { state.metric = ui.metric.value; load(); });
+  ui.x.addEventListener("change", function () { state.xAxis = ui.x.value; load(); });
+  ui.smoothing.addEventListener("input", function () {
+    state.alpha = Number(ui.smoothing.value) || 0;
+    ui.smoothingValue.textContent = state.alpha.toFixed(2);
+    draw();
+  });
+
+  load().then(function () {
+    runs.forEach(function (run) { if (run.active) follow(run, 0); });
+  });
+})();

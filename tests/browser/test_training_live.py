@@ -1,0 +1,68 @@
+"""End to end in real Chromium: a run trains on a real Celery worker, the run page's reward chart
+gains points as it learns, and pressing Cancel stops it — the status changes on the page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from tests.browser.conftest import sign_in
+from tests.processes import celery_worker
+
+pytestmark = pytest.mark.slow
+PASSWORD = "a-long-browser-password"
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshot-live.png"
+
+
+@pytest.fixture
+def training_setup(transactional_db):
+    from webapp.experiments.services import environment_create, rubric_create
+    from webapp.projects.services import project_create
+
+    user = get_user_model().objects.create_user("rosa", "rosa@example.com", PASSWORD)
+    project = project_create(name="Live agents", owner=user)
+    environment = environment_create(project=project, name="tiny arithmetic", kind="arithmetic_calculator",
+                                     config={"max_turns": 1}, user=user)
+    rubric = rubric_create(project=project, name="partial credit", user=user, spec={
+        "aggregation": "weighted_sum",
+        "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}},
+                     {"name": "environment", "kind": "env_reward", "weight": 0.5, "params": {}}],
+    })
+    return user, project, environment, rubric
+
+
+def chart_points(page) -> int:
+    return page.evaluate("(document.getElementById('chart-reward').data[0] || {x: []}).x.length")
+
+
+def test_watch_a_run_learn_and_cancel_it(training_setup, server, page):
+    from webapp.experiments.services import run_create
+
+    user, project, environment, rubric = training_setup
+    with celery_worker("cpu", name="browser", DASHBOARD_URL=server):
+        run, _ = run_create(project=project, name="watched", environment=environment, rubric=rubric,
+                            preset="grpo", user=user, overrides={
+                                "max_steps": 200, "group_size": 2, "prompts_per_step": 1, "max_new_tokens": 8,
+                                "eval_tasks": 0, "checkpoint_every": 0})
+        sign_in(page, server, "rosa", PASSWORD)
+        page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
+        page.wait_for_function("window.websocketConnected === true")
+
+        page.wait_for_function(
+            "(document.getElementById('chart-reward').data[0] || {x: []}).x.length >= 2", timeout=240_000
+        )
+        seen = chart_points(page)
+        page.wait_for_function(
+            f"document.getElementById('chart-reward').data[0].x.length > {seen}", timeout=120_000
+        )  # still growing, without a reload
+        assert page.locator("[data-live-status]").inner_text() == "Running"
+        page.screenshot(path=str(SCREENSHOT), full_page=False)
+
+        page.click("button:has-text('Cancel run')")
+        page.wait_for_function(
+            "document.querySelector('[data-live-status]').textContent === 'Cancelled'", timeout=120_000
+        )
+    run.refresh_from_db()
+    assert run.status == "CANCELLED" and run.current_step < 200

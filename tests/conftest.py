@@ -1,0 +1,117 @@
+"""Fixtures shared by the whole suite.
+
+The web tests run on whatever DATABASE_URL / REDIS_URL name (CI: the machine's Postgres and Redis);
+without them, on SQLite and the embedded redis-server, exactly like the demo. Tests of `trainers/`
+need no Django at all (they also run with `-p no:django`).
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+
+def _django_active(config) -> bool:
+    return config.pluginmanager.hasplugin("django")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _embedded_redis(request):
+    """Start the embedded redis-server when no REDIS_URL is set (the embedded default)."""
+    if _django_active(request.config):
+        from django.conf import settings
+
+        if settings.EMBEDDED:
+            from webapp.embedded import ensure_embedded_redis
+
+            ensure_embedded_redis(settings.VAR_DIR)
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(request):
+    """Hashing passwords properly costs ~0.3 s a user; tests make many users. Browser tests keep the
+    real hasher because the server process they start must verify the passwords."""
+    if _django_active(request.config) and "browser" not in request.keywords:
+        settings = request.getfixturevalue("settings")
+        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    yield
+
+
+# --- the people and objects of a story ---------------------------------------------------------------
+# alice owns the project, bob researches, carol annotates, dave views, and eve is an outsider.
+PASSWORD = "correct-horse-battery"
+
+ROLES = {"alice": "owner", "bob": "researcher", "carol": "annotator", "dave": "viewer"}
+
+ARITHMETIC_CONFIG: dict = {}
+RUBRIC_SPEC = {
+    "aggregation": "weighted_sum",
+    "criteria": [
+        {"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}},
+        {"name": "format", "kind": "regex", "weight": 0.2, "params": {"pattern": "<answer>.*</answer>"}},
+    ],
+}
+
+
+@pytest.fixture
+def users(db):
+    User = get_user_model()
+    made = {name: User.objects.create_user(name, f"{name}@example.com", PASSWORD) for name in [*ROLES, "eve"]}
+    return made
+
+
+@pytest.fixture
+def project(users):
+    from webapp.projects.models import Membership
+    from webapp.projects.services import project_create
+
+    project = project_create(name="Agents", owner=users["alice"])
+    for name, role in ROLES.items():
+        if role != "owner":
+            Membership.objects.create(project=project, user=users[name], role=role)
+    return project
+
+
+@pytest.fixture
+def environment(project, users):
+    from webapp.experiments.services import environment_create
+
+    return environment_create(
+        project=project, name="arith", kind="arithmetic_calculator", config=dict(ARITHMETIC_CONFIG), user=users["alice"]
+    )
+
+
+@pytest.fixture
+def rubric(project, users):
+    from webapp.experiments.services import rubric_create
+
+    return rubric_create(project=project, name="correctness", spec=RUBRIC_SPEC, user=users["alice"])
+
+
+@pytest.fixture
+def run(project, environment, rubric, users):
+    from webapp.experiments.services import run_create
+
+    run, _token = run_create(
+        project=project,
+        name="first run",
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={},
+        user=users["bob"],
+        dispatch=False,
+    )
+    return run
+
+
+@pytest.fixture
+def client_for(client, users):
+    """client_for("bob") -> a test client signed in as bob."""
+
+    def sign_in(name: str):
+        client.force_login(users[name])
+        return client
+
+    return sign_in

@@ -1,0 +1,72 @@
+"""The command line, run as a real subprocess."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainers.cli import ProgressSink, load_config
+from trainers.events import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "trainers" / "examples" / "arithmetic_grpo.yaml"
+
+
+def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trainers", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_the_example_config_is_valid_and_overrides_apply():
+    config = load_config(EXAMPLE, ["lora.enabled=true", "group_size=4"])
+    assert config["environment"]["kind"] == "arithmetic_calculator"
+    assert config["lora"]["enabled"] is True and config["group_size"] == 4
+
+
+def test_bad_configs_and_missing_report_credentials_exit_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"clip_low": 5, "environment": {"kind": "arithmetic_calculator"}}))
+    result = run_cli("train", str(bad), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2 and "clip_low" in result.stderr
+    result = run_cli("train", str(EXAMPLE), "--out", str(tmp_path / "out"), "--report-to", "http://127.0.0.1:9")
+    assert result.returncode == 2 and "--token" in result.stderr
+
+
+def test_progress_is_plain_lines_off_a_terminal():
+    stream = io.StringIO()
+    sink = ProgressSink(10, stream=stream, tty=False)
+    sink.emit({"type": "metrics", "step": 3, "split": "train", "values": {"reward/mean": 0.25, "loss": -0.1}})
+    sink.emit({"type": "status", "status": "SUCCEEDED", "message": "finished 10 steps"})
+    assert stream.getvalue().splitlines() == ["step 3/10 reward=0.25 loss=-0.1", "SUCCEEDED: finished 10 steps"]
+
+
+@pytest.mark.slow
+def test_train_then_eval_from_the_checkpoint(tmp_path):
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump({
+        "environment": {"kind": "arithmetic_calculator", "config": {"max_turns": 1}},
+        "group_size": 2, "prompts_per_step": 1, "max_steps": 1, "max_new_tokens": 8, "max_turns": 1,
+        "eval_tasks": 2, "checkpoint_every": 0, "torch_threads": 1,
+    }))
+    out = tmp_path / "run"
+    result = run_cli("train", str(config), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["status"] == "SUCCEEDED" and summary["step"] == 1
+    assert "step 1/1" in result.stderr
+    events = read_jsonl(out / "events.jsonl")
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert events[-1]["type"] == "status" and events[-1]["status"] == "SUCCEEDED"
+    checkpoint = Path(summary["checkpoint"])
+    assert (checkpoint / "trainer_state.json").exists() and (checkpoint / "optimizer.pt").exists()
+
+    result = run_cli("eval", str(config), "--checkpoint", str(checkpoint))
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads(result.stdout)
+    assert "eval/reward/mean" in metrics and "eval/accuracy" in metrics

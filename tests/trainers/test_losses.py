@@ -1,0 +1,88 @@
+"""The clipped policy loss, KL and aggregation modes against values computed by hand."""
+
+import math
+
+import pytest
+import torch
+
+from trainers.losses import aggregate, k3_kl, policy_loss
+
+MASK = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+ADV = torch.tensor([2.0, -1.0])
+
+
+def on_policy(values=None):
+    logp = torch.zeros(2, 3, requires_grad=True) if values is None else values
+    return logp, logp.detach().clone()
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("token-mean", (-2 - 2 + 1) / 3),
+        ("seq-mean-token-mean", (-4 / 2 + 1 / 1) / 2),
+        ("seq-mean-token-sum", (-4 + 1) / 2),
+        ("seq-mean-token-sum-norm", (-4 + 1) / (2 * 4)),
+    ],
+)
+def test_aggregation_modes(mode, expected):
+    logp, old = on_policy()
+    loss, stats = policy_loss(logp, old, ADV, MASK, loss_agg=mode, norm_constant=4)
+    assert loss.item() == pytest.approx(expected)
+    assert stats.tokens == 3 and stats.clipped_tokens == 0
+
+
+def test_step_totals_override_micro_batch_counts():
+    # Two micro-batches of one sequence each must add up to the full-batch loss.
+    logp, old = on_policy()
+    full, _ = policy_loss(logp, old, ADV, MASK, loss_agg="token-mean")
+    parts = sum(policy_loss(logp[i:i + 1], old[i:i + 1], ADV[i:i + 1], MASK[i:i + 1], loss_agg="token-mean",
+                            num_tokens=3)[0] for i in range(2))
+    assert parts.item() == pytest.approx(full.item())
+
+
+def test_asymmetric_clip():
+    old = torch.zeros(1, 1)
+    up = torch.full((1, 1), math.log(1.5), requires_grad=True)
+    one = torch.ones(1, 1)
+    loss, stats = policy_loss(up, old, torch.tensor([1.0]), one, clip_low=0.2, clip_high=0.2)
+    assert loss.item() == pytest.approx(-1.2) and stats.clipped_tokens == 1
+    loss.backward()
+    assert up.grad.item() == 0  # clipped: no gradient pushes the ratio further up
+    loss, _ = policy_loss(up.detach(), old, torch.tensor([1.0]), one, clip_low=0.2, clip_high=0.28)
+    assert loss.item() == pytest.approx(-1.28)
+    down = torch.full((1, 1), math.log(0.5))
+    loss, stats = policy_loss(down, old, torch.tensor([-1.0]), one, clip_low=0.2, clip_high=0.28)
+    assert loss.item() == pytest.approx(0.8) and stats.clipped_tokens == 1
+    loss, stats = policy_loss(down, old, torch.tensor([1.0]), one, clip_low=0.2, clip_high=0.28)
+    assert loss.item() == pytest.approx(-0.5) and stats.clipped_tokens == 0
+
+
+def test_k3_kl_and_its_weight():
+    logp = torch.zeros(1, 1)
+    ref = torch.full((1, 1), math.log(2.0))
+    assert k3_kl(logp, ref).item() == pytest.approx(1 - math.log(2))
+    loss, stats = policy_loss(logp, logp, torch.tensor([0.0]), torch.ones(1, 1), ref_logp=ref, kl_coef=0.5)
+    assert loss.item() == pytest.approx(0.5 * (1 - math.log(2)))
+    assert stats.kl_sum == pytest.approx(1 - math.log(2))
+
+
+def test_masked_tool_tokens_get_exactly_zero_gradient():
+    # Sequence 0: model, model, tool, tool, model; sequence 1: model, tool, padding.
+    mask = torch.tensor([[1, 1, 0, 0, 1], [1, 0, 0, 0, 0]])
+    logp = torch.randn(2, 5, requires_grad=True)
+    ref = torch.randn(2, 5)
+    for mode in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"):
+        logp.grad = None
+        loss, _ = policy_loss(logp, logp.detach() - 0.1, torch.tensor([1.5, -0.7]), mask, loss_agg=mode,
+                              ref_logp=ref, kl_coef=0.1, norm_constant=8)
+        loss.backward()
+        assert torch.all(logp.grad[mask == 0] == 0), mode
+        assert torch.all(logp.grad[mask == 1] != 0), mode
+
+
+def test_unknown_mode_and_missing_constant():
+    with pytest.raises(ValueError):
+        aggregate(torch.zeros(1, 1), torch.ones(1, 1), "sum")
+    with pytest.raises(ValueError):
+        aggregate(torch.zeros(1, 1), torch.ones(1, 1), "seq-mean-token-sum-norm")

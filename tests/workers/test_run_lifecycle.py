@@ -1,0 +1,124 @@
+"""Runs on a real Celery worker process, reporting over HTTP to a real daphne server, streaming to a
+real websocket client — the default model trains for real (tiny settings so it stays quick)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+
+import pytest
+import websockets
+from django.test import Client
+
+from tests.processes import asgi_server, celery_worker
+from webapp.experiments.models import Checkpoint, Run
+from webapp.experiments.services import run_create, run_request_cancel, run_resume
+from webapp.fleet.services import reap_lost_runs
+from webapp.rollouts.models import MetricPoint, Trajectory
+from webapp.rollouts.selectors import lineage_trajectories
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+TINY = {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 8, "eval_tasks": 0, "checkpoint_every": 1,
+        "temperature": 1.0}
+
+
+@pytest.fixture
+def tiny_environment(project, users):
+    from webapp.experiments.services import environment_create
+
+    return environment_create(project=project, name="tiny arithmetic", kind="arithmetic_calculator",
+                              config={"max_turns": 1}, user=users["alice"])
+
+
+def launch(project, environment, rubric, user, **knobs) -> Run:
+    run, _ = run_create(project=project, name="on a worker", environment=environment, rubric=rubric,
+                        preset="grpo", overrides={**TINY, **knobs}, user=user)
+    return run
+
+
+def wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def status_of(run: Run) -> str:
+    return Run.objects.values_list("status", flat=True).get(pk=run.pk)
+
+
+def test_a_launched_run_trains_on_a_worker_and_streams_to_a_websocket(project, tiny_environment, rubric, users):
+    client = Client()
+    client.force_login(users["dave"])  # a viewer may watch
+    cookie = client.cookies["sessionid"].value
+
+    with asgi_server() as url, celery_worker("cpu", DASHBOARD_URL=url):
+        received: list[dict] = []
+
+        async def watch(run_id: int) -> None:
+            ws_url = url.replace("http://", "ws://") + f"/ws/runs/{run_id}/"
+            async with websockets.connect(ws_url, additional_headers={"Cookie": f"sessionid={cookie}",
+                                                                     "Origin": url}) as socket:
+                while True:
+                    frame = json.loads(await asyncio.wait_for(socket.recv(), timeout=240))
+                    received.append(frame)
+                    event = frame.get("event", {})
+                    if event.get("type") == "status" and event.get("status") in ("SUCCEEDED", "FAILED"):
+                        return
+
+        run = launch(project, tiny_environment, rubric, users["bob"], max_steps=2)
+        asyncio.run(watch(run.pk))
+
+    run.refresh_from_db()
+    assert run.status == "SUCCEEDED", run.error_message + run.error_traceback
+    assert run.current_step == 2 and run.worker
+    assert Trajectory.objects.filter(run=run, split="train").count() == 2 * 2
+    assert MetricPoint.objects.filter(run=run, key="reward/mean").count() == 2
+    assert Checkpoint.objects.filter(run=run).count() >= 2
+    events = [frame["event"] for frame in received if frame.get("type") == "event"]
+    assert {e.get("step") for e in events if e["type"] == "metrics"} >= {1, 2}
+    assert any(e["type"] == "trajectories" for e in events)
+    assert received[0]["type"] == "snapshot"
+
+
+def test_cancel_stops_the_trainer_between_steps(project, tiny_environment, rubric, users):
+    with asgi_server() as url, celery_worker("cpu", DASHBOARD_URL=url):
+        run = launch(project, tiny_environment, rubric, users["bob"], max_steps=200)
+        wait_for(lambda: MetricPoint.objects.filter(run=run, key="reward/mean").exists(), 240, "the first step")
+        assert run_request_cancel(run=Run.objects.get(pk=run.pk)) == "cancel_requested"
+        wait_for(lambda: status_of(run) == "CANCELLED", 120, "the run to stop")
+    run.refresh_from_db()
+    assert run.current_step < 200 and run.finished_at
+
+
+def test_a_killed_worker_loses_the_run_and_resume_continues_without_gaps_or_duplicates(
+    project, tiny_environment, rubric, users
+):
+    with asgi_server() as url:
+        with celery_worker("cpu", name="doomed", DASHBOARD_URL=url) as worker:
+            run = launch(project, tiny_environment, rubric, users["bob"], max_steps=4)
+            wait_for(lambda: Checkpoint.objects.filter(run=run, step__gte=2).exists(), 300, "checkpoint 2")
+            os.killpg(worker.pid, signal.SIGKILL)  # the worker and everything it started, mid-run
+            worker.wait()
+        time.sleep(3)
+        assert reap_lost_runs(timeout_s=2) == [run.pk]
+        assert status_of(run) == "LOST"
+
+        with celery_worker("cpu", name="rescuer", DASHBOARD_URL=url):
+            resumed, _ = run_resume(run=Run.objects.get(pk=run.pk), user=users["bob"])
+            assert resumed.parent_checkpoint.step >= 2
+            wait_for(lambda: status_of(resumed) in ("SUCCEEDED", "FAILED"), 300, "the resumed run to finish")
+
+    resumed.refresh_from_db()
+    assert resumed.status == "SUCCEEDED", resumed.error_message + resumed.error_traceback
+    keys = [(t.step, t.group_index, t.sample_index) for t in lineage_trajectories(run=resumed).filter(split="train")]
+    assert sorted(keys) == [(step, 0, sample) for step in range(1, 5) for sample in range(2)]
+    own_steps = set(Trajectory.objects.filter(run=resumed).values_list("step", flat=True))
+    assert min(own_steps) == resumed.parent_checkpoint.step + 1

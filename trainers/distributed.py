@@ -1,0 +1,162 @@
+"""Rollout workers as Ray actors.
+
+The learner keeps the trainable model; `num_rollout_workers` actors each hold a generation copy
+(transformers on CPU, or vLLM on a GPU), build their own environments from the run config, and
+return finished, token-level rollouts. After every update the learner puts the new weights in the
+object store once (`ray.put`) and every actor loads them; Ray runs an actor's calls in submission
+order, so a generation submitted after an update always sees the new weights.
+
+One-step off-policy: the trainer submits step n+1's generation before it updates on step n, so
+generation and the update overlap; the batch is then one policy version stale and the loss uses
+the actors' own (behaviour) log-probs as the "old" policy in the importance ratio.
+
+`RAY_ADDRESS` set: join that cluster (its nodes must have this package installed). Otherwise a
+local Ray starts with one CPU per worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class RolloutWorker:
+    """The actor body (wrapped with `ray.remote` at runtime, so importing this module needs no Ray)."""
+
+    def __init__(self, config: dict[str, Any], index: int, threads: int = 1) -> None:
+        import torch
+
+        torch.set_num_threads(max(threads, 1))
+        from trainers.backends import make_backend
+        from trainers.models import load_model, load_tokenizer
+        from trainers.registry import environment_kind
+        from trainers.rollout import ChatFormat
+
+        self.config = config
+        self.index = index
+        self.tokenizer = load_tokenizer(config["model"])
+        if config["backend"] == "vllm":
+            self.backend = make_backend("vllm", model_name=config["model"], tokenizer=self.tokenizer, seed=config["seed"])
+        else:
+            # A plain model even for LoRA runs: the learner pushes merged weights.
+            dtype = config["dtype"] if config.get("generation_dtype", "auto") == "auto" else config["generation_dtype"]
+            self.model = load_model(config["model"], config["device"], dtype).eval()
+            self.backend = make_backend("transformers", model=self.model, tokenizer=self.tokenizer)
+        self.chat = ChatFormat(self.tokenizer)
+        spec = environment_kind(config["environment"]["kind"])
+        env_config = dict(config["environment"].get("config") or {})
+        self.make_env: Callable[[], Any] = lambda: spec.build(env_config)
+        probe = self.make_env()
+        self.stop = tuple(getattr(probe, "stop", None) or ("</tool_call>", "</answer>"))
+        self.version = 0
+
+    def generate(self, tasks: list[Any], seeds: list[list[int]], options: dict[str, Any]) -> list[list[Any]]:
+        from trainers.rollout import generate_rollouts
+
+        cfg = self.config
+        return generate_rollouts(
+            self.backend, self.chat, self.make_env, tasks, seeds, max_turns=options["max_turns"],
+            max_new_tokens=cfg["max_new_tokens"], max_context_tokens=cfg["max_context_tokens"],
+            temperature=options["temperature"], top_p=cfg["top_p"], generation_seed=options["generation_seed"],
+            stop=self.stop, policy_version=self.version, split=options["split"], first_group=options["first_group"])
+
+    def update_weights(self, state_dict: dict[str, Any], version: int) -> int:
+        self.backend.update_weights(state_dict)
+        self.version = version
+        return version
+
+    def weights_digest(self) -> str:
+        """A hash of the generation weights (tests compare it with the learner's)."""
+        return state_digest(self.backend.model.state_dict())
+
+    def info(self) -> dict[str, Any]:
+        return {"index": self.index, "pid": os.getpid(), "version": self.version}
+
+
+def state_digest(state_dict: dict[str, Any]) -> str:
+    digest = hashlib.sha256()
+    for key in sorted(state_dict):
+        digest.update(key.encode())
+        digest.update(state_dict[key].detach().float().contiguous().cpu().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def init_ray(num_cpus: int | None = None) -> bool:
+    """Join `RAY_ADDRESS` or start a local Ray; returns True when this call started Ray."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=False)
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    return True
+
+
+class RayRollouts:
+    """The trainer's rollout source backed by `num_rollout_workers` Ray actors."""
+
+    def __init__(self, config: dict[str, Any], initial_state: Callable[[], dict[str, Any]] | None = None,
+                 initial_version: int = 0) -> None:
+        import ray
+
+        self.config = config
+        workers = config["num_rollout_workers"]
+        self.started_ray = init_ray(num_cpus=workers)
+        remote = ray.remote(num_cpus=1)(RolloutWorker)
+        self.actors = [remote.remote(config, i, 1) for i in range(workers)]
+        self._pending_updates: list[Any] = []
+        ray.get([a.info.remote() for a in self.actors])  # surface load errors here, not mid-step
+        if initial_state is not None and initial_version > 0:
+            self.update_weights(initial_state, initial_version)
+
+    def submit(self, tasks: list[Any], seeds: list[list[int]], *, max_turns: int, generation_seed: int,
+               policy_version: int, temperature: float | None = None, split: str = "train",
+               first_group: int = 0) -> list[Any]:
+        """Start generating; returns futures (one per actor chunk) for `collect`."""
+        temperature = self.config["temperature"] if temperature is None else temperature
+        futures = []
+        chunk = -(-len(tasks) // len(self.actors)) if tasks else 0
+        for a, start in enumerate(range(0, len(tasks), chunk or 1)):
+            options = {"max_turns": max_turns, "temperature": temperature, "generation_seed": generation_seed + a,
+                       "split": split, "first_group": first_group + start}
+            futures.append(self.actors[a].generate.remote(tasks[start:start + chunk], seeds[start:start + chunk], options))
+        return futures
+
+    def collect(self, futures: list[Any]) -> list[list[Any]]:
+        import ray
+
+        if self._pending_updates:
+            ray.get(self._pending_updates)  # raise a failed weight load here
+            self._pending_updates = []
+        return [group for part in ray.get(futures) for group in part]
+
+    def generate(self, tasks: list[Any], seeds: list[list[int]], **kwargs: Any) -> list[list[Any]]:
+        return self.collect(self.submit(tasks, seeds, **kwargs))
+
+    def update_weights(self, state_dict_fn: Callable[[], dict[str, Any]], version: int) -> None:
+        import ray
+
+        reference = ray.put({k: v.detach().cpu() for k, v in state_dict_fn().items()})
+        self._pending_updates += [a.update_weights.remote(reference, version) for a in self.actors]
+
+    def weights_digests(self) -> list[str]:
+        import ray
+
+        return ray.get([a.weights_digest.remote() for a in self.actors])
+
+    def close(self) -> None:
+        import ray
+
+        for actor in self.actors:
+            ray.kill(actor)
+        self.actors = []
+        if self.started_ray:
+            ray.shutdown()

@@ -1,0 +1,200 @@
+"""How the trainer reports: an `EventSink` receives plain-dict events and may send control back.
+
+The trainer never talks to the dashboard or a database; it calls `sink.emit(event)`. A sink decides
+where events go (a JSONL file here; the HTTP reporter that batches to the dashboard's ingestion API
+lives in `trainers.reporting`). Every event carries `type` and `time` (Unix seconds, set by the
+trainer); the *sink* numbers events per run (`seq`, from 1) so that retries are idempotent.
+
+Event shapes (all JSON-serialisable):
+
+    {"type": "status", "status": "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED",
+     "message": str, "traceback": str | None, "step": int}
+    {"type": "metrics", "step": int, "split": "train" | "eval", "values": {name: float}}
+    {"type": "trajectories", "step": int, "items": [trajectory dicts, see trajectory_item()]}
+    {"type": "checkpoint", "step": int, "path": str, "metrics": {name: float}, "kind": "full" | "adapter"}
+    {"type": "log", "level": "debug" | "info" | "warning" | "error", "message": str}
+
+`control()` returns what the other side asks for, e.g. `{"cancel": True}`; the trainer checks it
+between steps. Sinks must not block training for long: a remote sink queues and sends in a
+background thread.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any, Protocol, runtime_checkable
+
+STATUSES = ("RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    def emit(self, event: dict[str, Any]) -> None:
+        """Accept one event (do not block on I/O for long)."""
+
+    def flush(self) -> None:
+        """Deliver everything accepted so far."""
+
+    def close(self) -> None:
+        """Flush and release resources; further emits are errors."""
+
+    def control(self) -> dict[str, Any]:
+        """Requests from the other side, e.g. {"cancel": True}; {} when none."""
+
+
+class _Sequenced:
+    """Shared by the sinks here: assigns per-run sequence numbers under a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    def _number(self, event: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self._seq += 1
+            return {"seq": self._seq, **event}
+
+
+class NullSink(_Sequenced):
+    """Drops everything (a run with nowhere to report)."""
+
+    def emit(self, event: dict[str, Any]) -> None:
+        self._number(event)
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def control(self) -> dict[str, Any]:
+        return {}
+
+
+class MemorySink(_Sequenced):
+    """Keeps events in a list (tests, notebooks). `request_cancel()` simulates the dashboard's button."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[dict[str, Any]] = []
+        self._control: dict[str, Any] = {}
+
+    def emit(self, event: dict[str, Any]) -> None:
+        self.events.append(self._number(event))
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def control(self) -> dict[str, Any]:
+        return dict(self._control)
+
+    def request_cancel(self) -> None:
+        self._control["cancel"] = True
+
+    def of_type(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == kind]
+
+
+class JsonlSink(_Sequenced):
+    """Appends one JSON object per line to `path`. Cancel by creating `<path>.cancel` next to it.
+
+    Sequence numbers continue from the file's last event, so a resumed run appending to the same
+    file keeps them unique.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._seq = self._last_seq()
+        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+
+    def _last_seq(self) -> int:
+        if not self.path.exists():
+            return 0
+        last = 0
+        with self.path.open(encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    last = max(last, int(json.loads(line).get("seq", 0)))
+                except (ValueError, AttributeError):
+                    continue  # a torn last line from a crash: skip it
+        return last
+
+    def emit(self, event: dict[str, Any]) -> None:
+        if self._file is None:
+            raise RuntimeError("emit on a closed JsonlSink")
+        numbered = self._number(event)
+        with self._lock:
+            self._file.write(json.dumps(numbered, default=_json_default) + "\n")
+
+    def flush(self) -> None:
+        if self._file is not None:
+            with self._lock:
+                self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self.flush()
+            self._file.close()
+            self._file = None
+
+    def control(self) -> dict[str, Any]:
+        return {"cancel": True} if self.path.with_name(self.path.name + ".cancel").exists() else {}
+
+
+class MultiSink:
+    """Fans events out to several sinks; control requests are merged."""
+
+    def __init__(self, *sinks: EventSink) -> None:
+        self.sinks = list(sinks)
+
+    def emit(self, event: dict[str, Any]) -> None:
+        for sink in self.sinks:
+            sink.emit(event)
+
+    def flush(self) -> None:
+        for sink in self.sinks:
+            sink.flush()
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
+
+    def control(self) -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        for sink in self.sinks:
+            merged.update(sink.control())
+        return merged
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if hasattr(value, "item"):  # numpy / torch scalars
+        return value.item()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)
+
+
+def make_event(type_: str, **fields: Any) -> dict[str, Any]:
+    return {"type": type_, "time": time.time(), **fields}
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Events of a JsonlSink file (skipping a torn last line)."""
+    events = []
+    with Path(path).open(encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+    return events

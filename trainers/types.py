@@ -1,0 +1,86 @@
+"""Plain data types shared by environments, rubrics, the trainer and the dashboard.
+
+Nothing here imports torch or Django: the web process reads these to render forms and to score
+rubric previews, and the trainer uses the same definitions, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+TrajectoryStatus = Literal["ok", "truncated", "error"]
+
+
+@dataclass
+class ToolSpec:
+    """A tool an environment offers: shown to the model in the system prompt."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON schema of the arguments object
+
+
+@dataclass
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class Turn:
+    """One message of a trajectory.
+
+    `tool_*` fields are set on assistant turns that call a tool (name, arguments) and on the tool
+    turns that answer them (result). `reward` is a per-turn reward where a criterion gives one.
+    `token_ids` / `loss_mask` are filled by the trainer: tool-output tokens have mask 0.
+    """
+
+    role: Role
+    text: str
+    tool_name: str | None = None
+    tool_args: dict[str, Any] | None = None
+    tool_result: str | None = None
+    reward: float | None = None
+    token_ids: list[int] | None = None
+    loss_mask: list[int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Turn:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class Task:
+    """One problem instance. `answer` is what rubrics compare against; `meta` is free-form."""
+
+    id: str
+    prompt: str
+    answer: Any = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Trajectory:
+    task: Task
+    turns: list[Turn] = field(default_factory=list)
+    status: TrajectoryStatus = "ok"
+    env_reward: float = 0.0  # sum of rewards the environment itself returned from step()
+    info: dict[str, Any] = field(default_factory=dict)  # e.g. tool call counts, final env state
+
+    @property
+    def final_answer(self) -> str:
+        """The text of the last assistant turn (empty if the model never spoke)."""
+        for turn in reversed(self.turns):
+            if turn.role == "assistant":
+                return turn.text
+        return ""
+
+    @property
+    def tool_calls(self) -> int:
+        return sum(1 for t in self.turns if t.role == "assistant" and t.tool_name)

@@ -1,0 +1,71 @@
+"""Seed the demo project: a user, an environment, a rubric and a run definition. Idempotent."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from webapp.experiments.models import Environment, Rubric, Run
+from webapp.experiments.services import environment_create, rubric_create, run_create
+from webapp.projects.models import Project
+from webapp.projects.services import project_create
+
+DEMO_USERNAME = "demo"
+DEMO_PASSWORD = "rollout-demo"
+DEMO_PROJECT_SLUG = "demo"
+
+DEMO_ENVIRONMENT = {
+    "name": "Arithmetic with a calculator",
+    "kind": "arithmetic_calculator",
+    "config": {"min_digits": 1, "max_digits": 2, "max_turns": 3, "curriculum": True},
+    "description": "Two-digit sums and differences; the model may call a calculator tool before answering.",
+}
+DEMO_RUBRIC = {
+    "name": "Correct and well-formed",
+    "description": "Mostly correctness, some credit for a well-formed answer, a penalty for rambling.",
+    "spec": {
+        "aggregation": "weighted_sum",
+        "criteria": [
+            {"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {"extract": "answer_tag"}},
+            {"name": "answer format", "kind": "regex", "weight": 0.2,
+             "params": {"pattern": "<answer>\\s*-?\\d+\\s*</answer>", "must_match": True}},
+            {"name": "tool use", "kind": "tool_calls", "weight": 0.1, "params": {"min_calls": 1, "max_calls": 2}},
+            {"name": "overlong", "kind": "overlong_penalty", "weight": 0.5, "params": {"max_len": 64, "buffer": 16}},
+        ],
+    },
+}
+DEMO_RUN = {
+    "name": "GRPO on arithmetic (demo)",
+    "preset": "grpo",
+    "overrides": {"max_steps": 20, "group_size": 4, "prompts_per_step": 2, "max_new_tokens": 48,
+                  "checkpoint_every": 10, "eval_every": 10, "eval_tasks": 8},
+}
+
+
+class Command(BaseCommand):
+    help = "Create the demo user and project (idempotent). Prints the login."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--launch", action="store_true", help="queue the demo run on the worker")
+
+    @transaction.atomic
+    def handle(self, *args, launch: bool = False, **options):
+        User = get_user_model()
+        user, created = User.objects.get_or_create(username=DEMO_USERNAME, defaults={"email": "demo@example.com"})
+        if created:
+            user.set_password(DEMO_PASSWORD)
+            user.save()
+        project = Project.objects.filter(slug=DEMO_PROJECT_SLUG).first() or project_create(
+            name="Demo: arithmetic agents", slug=DEMO_PROJECT_SLUG, owner=user,
+            description="A tool-using arithmetic agent trained with GRPO on the bundled SmolLM2-135M.",
+        )
+        environment = Environment.objects.filter(project=project, name=DEMO_ENVIRONMENT["name"]).first()
+        if environment is None:
+            environment = environment_create(project=project, user=user, **DEMO_ENVIRONMENT)
+        rubric = Rubric.objects.filter(project=project, name=DEMO_RUBRIC["name"]).first()
+        if rubric is None:
+            rubric = rubric_create(project=project, user=user, **DEMO_RUBRIC)
+        if launch or not Run.objects.filter(project=project).exists():
+            run_create(project=project, environment=environment, rubric=rubric, user=user, dispatch=launch, **DEMO_RUN)
+        self.stdout.write(f"demo project ready: /p/{project.slug}/  (login: {DEMO_USERNAME} / {DEMO_PASSWORD})")

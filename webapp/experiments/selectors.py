@@ -1,0 +1,214 @@
+"""Reads for the experiments pages. Every function takes the project it is scoped to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
+
+from trainers.registry import criterion_kinds
+from trainers.rubrics import ComponentScore, score_trajectory
+from trainers.types import Trajectory
+from webapp.experiments.models import (
+    ACTIVE_STATUSES,
+    Environment,
+    EnvironmentVersion,
+    Rubric,
+    RubricVersion,
+    Run,
+    RunStatus,
+)
+from webapp.projects.models import Project
+
+
+def run_list(*, project: Project, status: str | None = None) -> QuerySet[Run]:
+    """The project's runs, newest first, optionally of one status (an unknown status matches none)."""
+    runs = Run.objects.filter(project=project).select_related(
+        "created_by", "environment_version__environment", "rubric_version__rubric"
+    )
+    if status:
+        runs = runs.filter(status=status)
+    return runs.order_by("-created_at", "-pk")
+
+
+def run_detail(*, project: Project, run_id: int) -> Run | None:
+    return (
+        Run.objects.filter(project=project, pk=run_id)
+        .select_related(
+            "created_by",
+            "environment_version__environment",
+            "environment_version__created_by",
+            "rubric_version__rubric",
+            "rubric_version__created_by",
+            "parent",
+            "parent_checkpoint__run",
+        )
+        .first()
+    )
+
+
+def run_children(run: Run) -> QuerySet[Run]:
+    """Runs resumed or forked from this one."""
+    return Run.objects.filter(parent=run).order_by("created_at", "pk")
+
+
+def environment_list(*, project: Project) -> QuerySet[Environment]:
+    """Environments with their latest version number and kind and how many runs used any version."""
+    newest = EnvironmentVersion.objects.filter(environment=OuterRef("pk")).order_by("-number")
+    return (
+        Environment.objects.filter(project=project)
+        .annotate(
+            latest_number=Subquery(newest.values("number")[:1]),
+            latest_kind=Subquery(newest.values("kind")[:1]),
+            run_count=Count("versions__runs", distinct=True),
+        )
+        .order_by("name")
+    )
+
+
+def environment_versions(environment: Environment) -> QuerySet[EnvironmentVersion]:
+    """Every version, newest first, with the runs that pinned it."""
+    return (
+        environment.versions.select_related("created_by")
+        .prefetch_related(Prefetch("runs", queryset=Run.objects.order_by("-created_at")))
+        .order_by("-number")
+    )
+
+
+def rubric_list(*, project: Project) -> QuerySet[Rubric]:
+    newest = RubricVersion.objects.filter(rubric=OuterRef("pk")).order_by("-number")
+    return (
+        Rubric.objects.filter(project=project)
+        .annotate(
+            latest_number=Subquery(newest.values("number")[:1]),
+            run_count=Count("versions__runs", distinct=True),
+        )
+        .order_by("name")
+    )
+
+
+def rubric_versions(rubric: Rubric) -> QuerySet[RubricVersion]:
+    return (
+        rubric.versions.select_related("created_by")
+        .prefetch_related(Prefetch("runs", queryset=Run.objects.order_by("-created_at")))
+        .order_by("-number")
+    )
+
+
+@dataclass(frozen=True)
+class ProjectCounts:
+    runs: int
+    active_runs: int
+    environments: int
+    rubrics: int
+
+
+def project_counts(project: Project) -> ProjectCounts:
+    runs = Run.objects.filter(project=project).aggregate(
+        total=Count("pk"), active=Count("pk", filter=Q(status__in=ACTIVE_STATUSES))
+    )
+    return ProjectCounts(
+        runs=runs["total"],
+        active_runs=runs["active"],
+        environments=Environment.objects.filter(project=project).count(),
+        rubrics=Rubric.objects.filter(project=project).count(),
+    )
+
+
+def recent_runs(project: Project, limit: int = 10) -> list[Run]:
+    return list(run_list(project=project)[:limit])
+
+
+@dataclass(frozen=True)
+class EnvironmentBest:
+    environment_id: int
+    name: str
+    best_reward: float | None
+    run_count: int
+
+
+def best_reward_per_environment(project: Project) -> list[EnvironmentBest]:
+    """For each environment of the project: the best reward any of its runs reached, best first
+    (environments without a rewarded run last)."""
+    rows = (
+        Environment.objects.filter(project=project)
+        .annotate(best=Max("versions__runs__best_reward"), runs=Count("versions__runs", distinct=True))
+        .values_list("pk", "name", "best", "runs")
+    )
+    found = [EnvironmentBest(pk, name, best, runs) for pk, name, best, runs in rows]
+    return sorted(found, key=lambda e: (e.best_reward is None, -(e.best_reward or 0.0), e.name))
+
+
+RUN_STATUS_CHOICES = RunStatus.choices
+
+
+# --- rubric preview ---------------------------------------------------------------------------------
+
+# Criterion kinds the dashboard never runs: they call code named by the user, which belongs on the
+# workers. Plugin kinds (classes outside trainers/) are not imported here either: they may pull in
+# torch. Kinds that need a model are skipped by the scorer itself: no model is attached here.
+CUSTOM_CODE_CRITERIA = frozenset({"custom_python"})
+
+
+def _runs_only_on_workers(kind: str) -> bool:
+    spec = criterion_kinds().get(kind)
+    return kind in CUSTOM_CODE_CRITERIA or spec is None or not spec.target.startswith("trainers.")
+
+
+@dataclass(frozen=True)
+class PreviewComponent:
+    name: str
+    kind: str
+    scored: bool
+    not_scored_because: str = ""  # e.g. "needs a model": scored on the workers only
+    raw: float = 0.0
+    weight: float = 0.0
+    weighted: float = 0.0
+    explanation: str = ""
+
+
+@dataclass(frozen=True)
+class RubricPreview:
+    components: list[PreviewComponent]
+    total: float
+    aggregation: str
+
+    @property
+    def partial(self) -> bool:
+        return any(not c.scored for c in self.components)
+
+
+def rubric_preview(spec: dict, trajectory: Trajectory) -> RubricPreview:
+    """Score one pasted trajectory with an unsaved, valid rubric spec, in the web process.
+
+    Criteria that need a model or run user code are listed but not scored; the total is the sum
+    of the scored components' weighted values.
+    """
+    kinds = criterion_kinds()
+    criteria = spec.get("criteria", [])
+    positions = [i for i, c in enumerate(criteria) if not _runs_only_on_workers(c["kind"])]
+    scored: dict[int, ComponentScore] = {}
+    if positions:
+        score = score_trajectory({**spec, "criteria": [criteria[i] for i in positions]}, trajectory, skip_unavailable=True)
+        scored = dict(zip(positions, score.components, strict=True))
+    components = []
+    for i, criterion in enumerate(criteria):
+        result = scored.get(i)
+        spec_of_kind = kinds.get(criterion["kind"])
+        on_workers = result is None or result.skipped or (spec_of_kind is not None and spec_of_kind.needs_model)
+        if on_workers:
+            if criterion["kind"] in CUSTOM_CODE_CRITERIA:
+                why = "runs custom code"
+            elif spec_of_kind is not None and spec_of_kind.needs_model:
+                why = "needs a model"
+            else:
+                why = "not available in the dashboard"
+            components.append(PreviewComponent(criterion["name"], criterion["kind"], False, why))
+        else:
+            components.append(
+                PreviewComponent(
+                    result.name, result.kind, True, "", result.raw, result.weight, result.weighted, result.explanation
+                )
+            )
+    total = sum(c.weighted for c in components if c.scored)
+    return RubricPreview(components, total, spec.get("aggregation", "weighted_sum"))

@@ -1,0 +1,24 @@
+from django.urls import path
+
+from webapp.experiments import views
+
+app_name = "experiments"
+urlpatterns = [
+    path("environments/", views.environment_list, name="environment_list"),
+    path("environments/new/", views.environment_create, name="environment_create"),
+    path("environments/config-fields/", views.environment_config_fields, name="environment_config_fields"),
+    path("environments/<int:environment_id>/", views.environment_detail, name="environment_detail"),
+    path("environments/<int:environment_id>/edit/", views.environment_edit, name="environment_edit"),
+    path("rubrics/", views.rubric_list, name="rubric_list"),
+    path("rubrics/new/", views.rubric_create, name="rubric_create"),
+    path("rubrics/criterion-params/", views.criterion_params, name="criterion_params"),
+    path("rubrics/preview/", views.rubric_preview, name="rubric_preview"),
+    path("rubrics/<int:rubric_id>/", views.rubric_detail, name="rubric_detail"),
+    path("rubrics/<int:rubric_id>/edit/", views.rubric_edit, name="rubric_edit"),
+    path("runs/", views.run_list, name="run_list"),
+    path("runs/new/", views.run_create, name="run_create"),
+    path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
+    path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
+    path("runs/<int:run_id>/resume/", views.run_resume, name="run_resume"),
+    path("runs/<int:run_id>/fork/", views.run_fork, name="run_fork"),
+]

@@ -1,0 +1,405 @@
+"""Pages for environments, rubrics and runs. Thin: access check, form, one service or selector call.
+
+Every view resolves the project through webapp.projects.access (outsiders get 404, members whose
+role lacks the capability get 403) and looks objects up inside that project only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from trainers.registry import criterion_kinds
+from trainers.rubrics import TranscriptError, parse_transcript
+from webapp.experiments import selectors, services
+from webapp.experiments.forms import (
+    EnvironmentEditor,
+    ForkForm,
+    RubricBuilder,
+    RubricPreviewForm,
+    RunLauncher,
+    criterion_params_form,
+    environment_config_form,
+)
+from webapp.experiments.models import Environment, Rubric, RunStatus
+from webapp.projects.access import NotFound, ProjectAccess, access_project
+from webapp.projects.views import project_context
+
+log = logging.getLogger(__name__)
+
+RUNS_PER_PAGE = 50
+CRITERION_PARAMS_PREFIX = re.compile(r"criteria-(\d+|__prefix__)-params")
+
+
+def _posted(request: HttpRequest):
+    return request.POST if request.method == "POST" else None
+
+
+# --- environments ---------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def environment_list(request: HttpRequest, slug: str) -> HttpResponse:
+    access = access_project(request.user, slug, "read")
+    environments = selectors.environment_list(project=access.project)
+    return render(request, "experiments/environment_list.html", project_context(access, environments=environments))
+
+
+@login_required
+@require_GET
+def environment_detail(request: HttpRequest, slug: str, environment_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "read")
+    environment = get_object_or_404(Environment, project=access.project, pk=environment_id)
+    versions = list(selectors.environment_versions(environment))
+    for version in versions:
+        version.config_json = json.dumps(version.config, indent=2, sort_keys=True)
+    return render(
+        request,
+        "experiments/environment_detail.html",
+        project_context(access, environment=environment, versions=versions, latest=versions[0] if versions else None),
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def environment_create(request: HttpRequest, slug: str) -> HttpResponse:
+    access = access_project(request.user, slug, "launch")
+    editor = EnvironmentEditor(_posted(request))
+    if request.method == "POST" and editor.is_valid():
+        try:
+            environment = services.environment_create(project=access.project, user=request.user, **editor.values())
+        except ValidationError as error:
+            editor.add_service_errors(error)
+        else:
+            messages.success(request, f"Environment “{environment.name}” created (v1).")
+            return redirect("experiments:environment_detail", slug, environment.pk)
+    return render(request, "experiments/environment_form.html", project_context(access, editor=editor, environment=None))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def environment_edit(request: HttpRequest, slug: str, environment_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "launch")
+    environment = get_object_or_404(Environment, project=access.project, pk=environment_id)
+    latest = environment.latest_version
+    editor = EnvironmentEditor(
+        _posted(request),
+        initial={"name": environment.name, "description": environment.description, "kind": latest.kind},
+        config=latest.config,
+    )
+    if request.method == "POST" and editor.is_valid():
+        values = editor.values(previous=latest)
+        try:
+            version = services.environment_update(
+                environment=environment, user=request.user, note=editor.form.cleaned_data["note"], **values
+            )
+        except ValidationError as error:
+            editor.add_service_errors(error)
+        else:
+            if version.pk == latest.pk:
+                messages.info(request, f"Saved. The kind and config are unchanged, so runs still use v{version.number}.")
+            else:
+                messages.success(request, f"Saved as v{version.number}. Runs that used earlier versions keep them.")
+            return redirect("experiments:environment_detail", slug, environment.pk)
+    return render(
+        request, "experiments/environment_form.html", project_context(access, editor=editor, environment=environment, latest=latest)
+    )
+
+
+@login_required
+@require_GET
+def environment_config_fields(request: HttpRequest, slug: str) -> HttpResponse:
+    """htmx partial: the config fields of the chosen kind, at their defaults — or, on the edit page
+    and back at the environment's current kind, at its current config."""
+    access = access_project(request.user, slug, "launch")
+    kind = request.GET.get("kind", "")
+    current = None
+    if request.GET.get("environment", "").isdigit():
+        environment = Environment.objects.filter(project=access.project, pk=request.GET["environment"]).first()
+        current = environment.latest_version if environment else None
+    values = current.config if current is not None and current.kind == kind else None
+    config_form = environment_config_form(kind, values=values)
+    return render(request, "experiments/_environment_config_fields.html", project_context(access, config_form=config_form))
+
+
+# --- rubrics --------------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def rubric_list(request: HttpRequest, slug: str) -> HttpResponse:
+    access = access_project(request.user, slug, "read")
+    return render(
+        request, "experiments/rubric_list.html", project_context(access, rubrics=selectors.rubric_list(project=access.project))
+    )
+
+
+@login_required
+@require_GET
+def rubric_detail(request: HttpRequest, slug: str, rubric_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "read")
+    rubric = get_object_or_404(Rubric, project=access.project, pk=rubric_id)
+    versions = list(selectors.rubric_versions(rubric))
+    kinds = criterion_kinds()
+    for version in versions:
+        version.spec_json = json.dumps(version.spec, indent=2, sort_keys=True)
+        version.criteria = [
+            {
+                **item,
+                "weight": item.get("weight", 1.0),
+                "params_json": json.dumps(item.get("params", {}), sort_keys=True),
+                "spec": kinds.get(item.get("kind")),
+            }
+            for item in version.spec.get("criteria", [])
+        ]
+    return render(
+        request,
+        "experiments/rubric_detail.html",
+        project_context(access, rubric=rubric, versions=versions, latest=versions[0] if versions else None),
+    )
+
+
+def _rubric_form_page(request: HttpRequest, access: ProjectAccess, builder: RubricBuilder, rubric: Rubric | None):
+    return render(
+        request,
+        "experiments/rubric_form.html",
+        project_context(access, builder=builder, rubric=rubric, preview_form=RubricPreviewForm(), criterion_kinds=criterion_kinds()),
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def rubric_create(request: HttpRequest, slug: str) -> HttpResponse:
+    access = access_project(request.user, slug, "launch")
+    builder = RubricBuilder(_posted(request))
+    if request.method == "POST" and builder.is_valid():
+        try:
+            rubric = services.rubric_create(project=access.project, user=request.user, **builder.values())
+        except ValidationError as error:
+            builder.add_service_errors(error)
+        else:
+            messages.success(request, f"Rubric “{rubric.name}” created (v1).")
+            return redirect("experiments:rubric_detail", slug, rubric.pk)
+    return _rubric_form_page(request, access, builder, None)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def rubric_edit(request: HttpRequest, slug: str, rubric_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "launch")
+    rubric = get_object_or_404(Rubric, project=access.project, pk=rubric_id)
+    latest = rubric.latest_version
+    builder = RubricBuilder(
+        _posted(request), initial={"name": rubric.name, "description": rubric.description}, spec=latest.spec
+    )
+    if request.method == "POST" and builder.is_valid():
+        try:
+            version = services.rubric_update(
+                rubric=rubric,
+                user=request.user,
+                note=builder.form.cleaned_data["note"],
+                **builder.values(previous=latest.spec),
+            )
+        except ValidationError as error:
+            builder.add_service_errors(error)
+        else:
+            if version.pk == latest.pk:
+                messages.info(request, f"Saved. The criteria are unchanged, so runs still use v{version.number}.")
+            else:
+                messages.success(request, f"Saved as v{version.number}. Runs that used earlier versions keep them.")
+            return redirect("experiments:rubric_detail", slug, rubric.pk)
+    return _rubric_form_page(request, access, builder, rubric)
+
+
+@login_required
+@require_GET
+def criterion_params(request: HttpRequest, slug: str) -> HttpResponse:
+    """htmx partial: the params fields of a criterion kind for one builder row, at their defaults."""
+    access = access_project(request.user, slug, "launch")
+    prefix = request.GET.get("prefix", "")
+    if not CRITERION_PARAMS_PREFIX.fullmatch(prefix):
+        prefix = "criteria-__prefix__-params"
+    kind = request.GET.get("kind", "")
+    params = criterion_params_form(kind, prefix)
+    return render(
+        request,
+        "experiments/_criterion_params.html",
+        project_context(access, params=params, kind_spec=criterion_kinds().get(kind)),
+    )
+
+
+@login_required
+@require_POST
+def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
+    """htmx partial: score a pasted transcript with the unsaved rubric on the page. Saves nothing."""
+    access = access_project(request.user, slug, "launch")
+    builder = RubricBuilder(request.POST)
+    preview_form = RubricPreviewForm(request.POST)
+    context = project_context(access, builder=builder, problems=[], score=None)
+    builder_ok = builder.is_valid()
+    preview_ok = preview_form.is_valid()
+    if not preview_ok:
+        context["problems"] += [f"{field}: {', '.join(errs)}" for field, errs in preview_form.errors.items()]
+    if not builder_ok:
+        context["problems"] += builder.error_messages()
+    if builder_ok and preview_ok:
+        spec = builder.spec()
+        try:
+            services.validate_rubric_spec(spec)
+            answer = preview_form.cleaned_data["answer"] or None
+            trajectory = parse_transcript(preview_form.cleaned_data["transcript"], answer=answer)
+            context["score"] = selectors.rubric_preview(spec, trajectory)
+            context["trajectory"] = trajectory
+        except ValidationError as error:
+            context["problems"] += [f"{path}: {m}" if path else m for path, msgs in error.message_dict.items() for m in msgs]
+        except TranscriptError as error:
+            context["problems"].append(f"Transcript: {error}")
+        except Exception as error:  # a criterion failing on odd input: say so rather than answer 500
+            log.warning("rubric preview failed", exc_info=True)
+            context["problems"].append(f"Scoring failed: {type(error).__name__}: {error}")
+    return render(request, "experiments/_rubric_preview.html", context)
+
+
+# --- runs -----------------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def run_list(request: HttpRequest, slug: str) -> HttpResponse:
+    access = access_project(request.user, slug, "read")
+    status = request.GET.get("status", "")
+    if status not in RunStatus.values:
+        status = ""
+    page = Paginator(selectors.run_list(project=access.project, status=status or None), RUNS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    return render(
+        request,
+        "experiments/run_list.html",
+        project_context(access, page=page, runs=page.object_list, status=status, statuses=RunStatus.choices),
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def run_create(request: HttpRequest, slug: str) -> HttpResponse:
+    access = access_project(request.user, slug, "launch")
+    launcher = RunLauncher(_posted(request), project=access.project)
+    if request.method == "POST" and launcher.is_valid():
+        try:
+            run, _token = services.run_create(project=access.project, user=request.user, dispatch=True, **launcher.values())
+        except ValidationError as error:
+            launcher.add_service_errors(error)
+        else:
+            messages.success(request, f"Run “{run.name}” queued on the {run.queue} queue.")
+            return redirect("experiments:run_detail", slug, run.pk)
+    return render(
+        request,
+        "experiments/run_form.html",
+        project_context(access, launcher=launcher),
+    )
+
+
+@login_required
+@require_GET
+def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "read")
+    run = selectors.run_detail(project=access.project, run_id=run_id)
+    if run is None:
+        raise NotFound("No such run.")
+    config = run.resolved_config or {}
+    knobs = [(key, json.dumps(value)) for key, value in sorted(config.items()) if key not in ("environment", "rubric")]
+    return render(
+        request,
+        "experiments/run_detail.html",
+        project_context(
+            access,
+            run=run,
+            knobs=knobs,
+            overrides=run.overrides or {},
+            config_json=json.dumps(config, indent=2, sort_keys=True),
+            checkpoints=list(run.checkpoints.order_by("step")),
+            children=list(selectors.run_children(run)),
+            can_cancel=access.can("launch") and run.is_active,
+            can_continue=access.can("launch") and not run.is_active and any(not c.deleted for c in run.checkpoints.all()),
+        ),
+    )
+
+
+def _stopped_run(access: ProjectAccess, run_id: int):
+    run = selectors.run_detail(project=access.project, run_id=run_id)
+    if run is None:
+        raise NotFound("No such run.")
+    return run, list(run.checkpoints.filter(deleted=False).order_by("step"))
+
+
+@login_required
+@require_POST
+def run_resume(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    """Continue a stopped run from a checkpoint (the latest unless one is chosen) as a linked new run."""
+    access = access_project(request.user, slug, "launch")
+    run, checkpoints = _stopped_run(access, run_id)
+    chosen = request.POST.get("checkpoint")
+    checkpoint = next((c for c in checkpoints if str(c.pk) == chosen), None) if chosen else None
+    if chosen and checkpoint is None:
+        messages.error(request, "Choose a kept checkpoint of this run.")
+        return redirect("experiments:run_detail", slug, run.pk)
+    try:
+        resumed, _token = services.run_resume(run=run, user=request.user, checkpoint=checkpoint)
+    except ValidationError as error:
+        for message in error.messages:
+            messages.error(request, message)
+        return redirect("experiments:run_detail", slug, run.pk)
+    messages.success(request, f"Resuming from step {resumed.parent_checkpoint.step} on the {resumed.queue} queue.")
+    return redirect("experiments:run_detail", slug, resumed.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def run_fork(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    """A new run from one of this run's checkpoints with edited knobs."""
+    access = access_project(request.user, slug, "launch")
+    run, checkpoints = _stopped_run(access, run_id)
+    form = ForkForm(_posted(request), run=run, checkpoints=checkpoints)
+    if request.method == "POST" and form.is_valid():
+        values = form.values()
+        checkpoint = next(c for c in checkpoints if c.pk == values["checkpoint_id"])
+        try:
+            fork, _token = services.run_fork(run=run, user=request.user, checkpoint=checkpoint,
+                                             name=values["name"], overrides=values["overrides"])
+        except ValidationError as error:
+            form.add_service_errors(error)
+        else:
+            messages.success(request, f"Fork “{fork.name}” queued from step {checkpoint.step}.")
+            return redirect("experiments:run_detail", slug, fork.pk)
+    return render(request, "experiments/run_fork.html", project_context(access, run=run, fork=form))
+
+
+@login_required
+@require_POST
+def run_cancel(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "launch")
+    run = selectors.run_detail(project=access.project, run_id=run_id)
+    if run is None:
+        raise NotFound("No such run.")
+    try:
+        outcome = services.run_request_cancel(run=run)
+    except ValidationError as error:
+        for message in error.messages:
+            messages.error(request, message)
+    else:
+        if outcome == RunStatus.CANCELLED:
+            messages.success(request, "Run cancelled before it started.")
+        else:
+            messages.info(request, "Cancellation requested: the trainer stops at its next report.")
+    return redirect("experiments:run_detail", slug, run.pk)

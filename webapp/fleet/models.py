@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from django.db import models
+
+
+class WorkerNode(models.Model):
+    """A Celery worker process as it last reported itself: what it serves and what it has."""
+
+    hostname = models.CharField(max_length=200, unique=True)
+    queues = models.JSONField(default=list)
+    gpus = models.JSONField(default=list, help_text="[{'index', 'name', 'memory_mb'}]")
+    cpus = models.PositiveIntegerField(default=0)
+    ray_address = models.CharField(max_length=200, blank=True)
+    pid = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    current_run = models.ForeignKey(
+        "experiments.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    stopped = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["hostname"]
+
+    def __str__(self) -> str:
+        return self.hostname

@@ -1,0 +1,12 @@
+from django.urls import path
+
+from webapp.projects import views
+
+app_name = "projects"
+urlpatterns = [
+    path("", views.project_list, name="list"),
+    path("p/<slug:slug>/", views.project_home, name="home"),
+    path("p/<slug:slug>/members/", views.members, name="members"),
+    path("p/<slug:slug>/members/<int:membership_id>/role/", views.member_role, name="member_role"),
+    path("p/<slug:slug>/members/<int:membership_id>/remove/", views.member_remove, name="member_remove"),
+]

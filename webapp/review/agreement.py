@@ -1,0 +1,172 @@
+"""Inter-annotator agreement: pure functions over plain values (no Django), tested against textbook examples.
+
+- Cohen's kappa (two raters, the same items): κ = (p_o − p_e) / (1 − p_e), where p_o is the observed
+  agreement and p_e the agreement expected from each rater's own category frequencies.
+- Fleiss' kappa (any number of raters per item, the same number n for every item; the raters need not
+  be the same people): P̄ = mean over items of Σ_j n_ij(n_ij − 1) / (n(n − 1)), P̄_e = Σ_j p_j².
+- An annotator × annotator matrix of Cohen's kappa and percent agreement over the items both rated.
+- Human vs LLM judge: the judge "prefers" the trajectory its component scored higher (equal: tie), and
+  is compared with each pair's human majority like a second rater.
+
+Kappa is undefined when expected agreement is 1 (both raters always used one and the same category);
+these functions return None then, and callers show "—" rather than a misleading number.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+Category = Hashable
+
+
+def percent_agreement(first: Sequence[Category], second: Sequence[Category]) -> float | None:
+    if len(first) != len(second):
+        raise ValueError("both raters must rate the same items")
+    if not first:
+        return None
+    return sum(x == y for x, y in zip(first, second, strict=True)) / len(first)
+
+
+def cohens_kappa(first: Sequence[Category], second: Sequence[Category]) -> float | None:
+    """Cohen's kappa of two raters' labels for the same items, in the same order."""
+    observed = percent_agreement(first, second)
+    if observed is None:
+        return None
+    n = len(first)
+    counts_first, counts_second = Counter(first), Counter(second)
+    expected = sum(counts_first[c] * counts_second[c] for c in counts_first) / (n * n)
+    if expected == 1.0:
+        return None
+    return (observed - expected) / (1 - expected)
+
+
+def fleiss_kappa(table: Sequence[Sequence[int]]) -> float | None:
+    """Fleiss' kappa from an items × categories table of counts (row i: how many raters put item i in
+    each category). Every row must sum to the same number of raters n ≥ 2."""
+    rows = [list(row) for row in table]
+    if not rows:
+        return None
+    raters = sum(rows[0])
+    if raters < 2 or any(sum(row) != raters for row in rows):
+        raise ValueError("every item needs the same number (≥ 2) of ratings")
+    items = len(rows)
+    categories = len(rows[0])
+    proportions = [sum(row[j] for row in rows) / (items * raters) for j in range(categories)]
+    per_item = [(sum(c * c for c in row) - raters) / (raters * (raters - 1)) for row in rows]
+    observed = sum(per_item) / items
+    expected = sum(p * p for p in proportions)
+    if expected == 1.0:
+        return None
+    return (observed - expected) / (1 - expected)
+
+
+def fleiss_table(ratings: Mapping[Hashable, Sequence[Category]], categories: Sequence[Category]) -> list[list[int]]:
+    """item -> its ratings, as the counts table fleiss_kappa reads (columns in `categories` order)."""
+    return [[Counter(labels)[c] for c in categories] for labels in ratings.values()]
+
+
+@dataclass
+class PairwiseAgreement:
+    first: str
+    second: str
+    items: int
+    percent: float | None
+    kappa: float | None
+
+
+def agreement_matrix(judgements: Iterable[tuple[Hashable, str, Category]]) -> tuple[list[str], dict[tuple[str, str], PairwiseAgreement]]:
+    """From (item, rater, label) triples: the raters (sorted) and, for every two of them, Cohen's kappa
+    and percent agreement over the items both rated."""
+    by_rater: dict[str, dict[Hashable, Category]] = defaultdict(dict)
+    for item, rater, label in judgements:
+        by_rater[rater][item] = label
+    raters = sorted(by_rater)
+    cells: dict[tuple[str, str], PairwiseAgreement] = {}
+    for first, second in itertools.combinations(raters, 2):
+        shared = sorted(set(by_rater[first]) & set(by_rater[second]), key=repr)
+        x = [by_rater[first][i] for i in shared]
+        y = [by_rater[second][i] for i in shared]
+        cell = PairwiseAgreement(first, second, len(shared), percent_agreement(x, y), cohens_kappa(x, y))
+        cells[(first, second)] = cells[(second, first)] = cell
+    return raters, cells
+
+
+def judge_preference(value_a: float | None, value_b: float | None, *, tolerance: float = 1e-9) -> str | None:
+    """The LLM judge's implied choice between A and B from its scores of each: "a", "b" or "tie"."""
+    if value_a is None or value_b is None:
+        return None
+    if abs(value_a - value_b) <= tolerance:
+        return "tie"
+    return "a" if value_a > value_b else "b"
+
+
+@dataclass
+class JudgeAgreement:
+    criterion: str
+    items: int
+    percent: float | None
+    kappa: float | None
+
+
+def human_vs_judge(human: Mapping[Hashable, Category], judge: Mapping[Hashable, Category], criterion: str = "") -> JudgeAgreement:
+    """Agreement of the humans' label per item (e.g. the majority) with the judge's, on items both have."""
+    shared = sorted(set(human) & set(judge), key=repr)
+    x = [human[i] for i in shared]
+    y = [judge[i] for i in shared]
+    return JudgeAgreement(criterion, len(shared), percent_agreement(x, y), cohens_kappa(x, y))
+
+
+CHOICES = ("a", "b", "tie", "both_bad")
+
+
+def majority_label(labels: Sequence[Category]) -> Category | None:
+    """The label more than half of `labels` carry, else None."""
+    if not labels:
+        return None
+    label, count = Counter(labels).most_common(1)[0]
+    return label if count * 2 > len(labels) else None
+
+
+@dataclass
+class AgreementSummary:
+    raters: list[str]
+    cells: dict[tuple[str, str], PairwiseAgreement]
+    cohen: PairwiseAgreement | None  # when exactly two people judged
+    fleiss: float | None  # over the pairs with exactly `fleiss_raters` judgements
+    fleiss_items: int
+    fleiss_raters: int
+    judge: JudgeAgreement | None
+
+    def cell(self, first: str, second: str) -> PairwiseAgreement | None:
+        return self.cells.get((first, second))
+
+
+def summarize(
+    judgements: Sequence[tuple[Hashable, str, Category]],
+    *,
+    overlap: int,
+    judge_scores: Mapping[Hashable, tuple[str, float | None, float | None]] | None = None,
+) -> AgreementSummary:
+    """Everything the queue page shows about agreement, from (pair, annotator, choice) triples.
+
+    Fleiss' kappa needs the same number of ratings per item: it uses the pairs with exactly `overlap`
+    judgements (a pair cannot get more). `judge_scores` maps a pair to (criterion, score of A, score of B).
+    """
+    raters, cells = agreement_matrix(judgements)
+    cohen = cells.get((raters[0], raters[1])) if len(raters) == 2 else None
+    by_item: dict[Hashable, list[Category]] = defaultdict(list)
+    for item, _, label in judgements:
+        by_item[item].append(label)
+    complete = {item: labels for item, labels in by_item.items() if len(labels) == overlap}
+    fleiss = fleiss_kappa(fleiss_table(complete, CHOICES)) if overlap >= 2 and complete else None
+    judge = None
+    if judge_scores:
+        preferences = {item: judge_preference(a, b) for item, (_, a, b) in judge_scores.items()}
+        preferences = {item: label for item, label in preferences.items() if label is not None}
+        humans = {item: label for item, labels in by_item.items() if (label := majority_label(labels)) is not None}
+        criteria = sorted({name for name, _, _ in judge_scores.values()})
+        judge = human_vs_judge(humans, preferences, ", ".join(criteria))
+    return AgreementSummary(raters, cells, cohen, fleiss, len(complete) if overlap >= 2 else 0, overlap, judge)

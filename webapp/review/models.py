@@ -1,0 +1,320 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from webapp.projects.models import Project
+from webapp.rollouts.models import Trajectory
+
+
+class Tag(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tags")
+    name = models.CharField(max_length=50)
+    color = models.CharField(max_length=7, default="#6b7280")
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="unique_tag_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TrajectoryTag(models.Model):
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="tag_links")
+    tag = models.ForeignKey(Tag, on_delete=models.CASCADE, related_name="trajectory_links")
+    added_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["trajectory", "tag"], name="tag_once_per_trajectory")]
+
+    def __str__(self) -> str:
+        return f"{self.tag} on {self.trajectory_id}"
+
+
+class Comment(models.Model):
+    """A comment on a trajectory, or on one of its turns when turn_index is set."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="comments")
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="comments")
+    turn_index = models.PositiveIntegerField(null=True, blank=True)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="comments")
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    edited_at = models.DateTimeField(null=True, blank=True)
+    # Deleting keeps the row (replies and the activity log still point at it) and clears the body.
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [models.Index(fields=["trajectory", "created_at"], name="comment_traj_time")]
+
+    def __str__(self) -> str:
+        return f"comment by {self.author} on {self.trajectory_id}"
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted_at is not None
+
+
+# --- working together -----------------------------------------------------------------------------
+
+
+class FlagReason(models.TextChoices):
+    REWARD_WRONG = "reward_wrong", "Reward looks wrong"
+    ENV_BUG = "env_bug", "Environment bug"
+    UNSAFE = "unsafe", "Unsafe or harmful output"
+    INTERESTING = "interesting", "Interesting example"
+    OTHER = "other", "Other"
+
+
+class Flag(models.Model):
+    """A trajectory raised for attention ("the reward looks wrong here"); open until someone resolves it."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="flags")
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="flags")
+    reason = models.CharField(max_length=16, choices=FlagReason.choices, default=FlagReason.OTHER)
+    note = models.TextField(blank=True)
+    raised_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["project", "resolved_at"], name="flag_project_open")]
+
+    def __str__(self) -> str:
+        return f"{self.get_reason_display()} on {self.trajectory_id}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.resolved_at is None
+
+
+class Notification(models.Model):
+    """Someone @mentioned the recipient in a comment. Read when the recipient opens it (or marks all read)."""
+
+    recipient = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="notifications")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    comment = models.ForeignKey(Comment, null=True, on_delete=models.CASCADE, related_name="notifications")
+    trajectory = models.ForeignKey(Trajectory, null=True, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["recipient", "read_at"], name="notification_unread")]
+        constraints = [
+            models.UniqueConstraint(fields=["recipient", "comment"], name="one_mention_notification_per_comment")
+        ]
+
+    def __str__(self) -> str:
+        return f"mention of {self.recipient} by {self.actor}"
+
+
+class ActivityVerb(models.TextChoices):
+    COMMENT_ADDED = "comment.added", "commented on"
+    COMMENT_EDITED = "comment.edited", "edited a comment on"
+    COMMENT_DELETED = "comment.deleted", "deleted a comment on"
+    TAG_ADDED = "tag.added", "tagged"
+    TAG_REMOVED = "tag.removed", "removed a tag from"
+    FLAG_RAISED = "flag.raised", "flagged"
+    FLAG_RESOLVED = "flag.resolved", "resolved a flag on"
+    QUEUE_CREATED = "queue.created", "created the preference queue"
+    JUDGEMENT_RECORDED = "judgement.recorded", "judged a pair in"
+    JUDGEMENT_CHANGED = "judgement.changed", "changed a judgement in"
+    SNAPSHOT_CREATED = "snapshot.created", "exported a preference dataset from"
+
+
+class Activity(models.Model):
+    """Who changed what, when: the project's audit trail and the "recent activity" on its home page.
+
+    `data` keeps what the change was (a tag's name, a comment's previous body, a judgement's choice)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="activities")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    verb = models.CharField(max_length=24, choices=ActivityVerb.choices)
+    trajectory = models.ForeignKey(Trajectory, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    queue = models.ForeignKey("PreferenceQueue", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["project", "-created_at"], name="activity_project_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.verb}"
+
+    @property
+    def detail(self) -> str:
+        """A few words on what changed: the tag, the flag's reason, the dataset version. Never a judgement's
+        choice: annotators read this log too, and must not see each other's votes."""
+        data = self.data or {}
+        if "tag" in data:
+            return f"“{data['tag']}”"
+        if "reason" in data and data["reason"] in FlagReason.values:
+            return FlagReason(data["reason"]).label.lower()
+        if "version" in data:
+            return f"v{data['version']}, {data.get('pairs', 0)} pairs"
+        if "pairs" in data:
+            return f"{data['pairs']} pairs"
+        return ""
+
+
+# --- preference annotation ------------------------------------------------------------------------
+
+
+class PairSource(models.TextChoices):
+    GROUP = "group", "Siblings of one GRPO group"
+    CHECKPOINTS = "checkpoints", "Same evaluation task across steps"
+
+
+class Pairing(models.TextChoices):
+    ALL = "all", "All pairs"
+    BEST_WORST = "best_worst", "Best vs worst reward (per group)"
+    FIRST_LAST = "first_last", "Earliest vs latest step (per task)"
+
+
+class Choice(models.TextChoices):
+    """Stored in canonical order: A and B are the pair's `a` and `b`, whatever side they were shown on."""
+
+    A = "a", "A is better"
+    B = "b", "B is better"
+    TIE = "tie", "Tie"
+    BOTH_BAD = "both_bad", "Both bad"
+
+
+class PreferenceQueue(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="preference_queues")
+    name = models.CharField(max_length=120)
+    instructions = models.TextField(blank=True)
+    source = models.CharField(max_length=12, choices=PairSource.choices, default=PairSource.GROUP)
+    pairing = models.CharField(max_length=12, choices=Pairing.choices, default=Pairing.ALL)
+    distinct_rewards = models.BooleanField(default=False, help_text="skip pairs whose rewards are equal")
+    # How the queue was built, for provenance: {"runs": [...], "steps": [...], "split": ..., "max_pairs": ...}
+    build_params = models.JSONField(default=dict)
+    runs = models.ManyToManyField("experiments.Run", related_name="preference_queues")
+    annotators = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="preference_queues")
+    overlap = models.PositiveSmallIntegerField(default=1, help_text="judgements wanted per pair")
+    rationale_required = models.BooleanField(default=False)
+    lock_seconds = models.PositiveIntegerField(default=600)
+    seed = models.BigIntegerField(default=0, help_text="decides pair order and each annotator's left/right order")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="unique_queue_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PreferencePair(models.Model):
+    """Two trajectories of the same task. `judgement_count` is kept by the judging service."""
+
+    queue = models.ForeignKey(PreferenceQueue, on_delete=models.CASCADE, related_name="pairs")
+    position = models.PositiveIntegerField(help_text="order in which annotators meet the pairs")
+    a = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="+")
+    b = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="+")
+    prompt = models.TextField(blank=True)
+    judgement_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["queue", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "a", "b"], name="one_pair_per_queue"),
+            models.UniqueConstraint(fields=["queue", "position"], name="one_pair_per_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"pair {self.position} of {self.queue_id}"
+
+
+class PairSlot(models.Model):
+    """One of a pair's `overlap` places. Claiming a slot is one conditional UPDATE (free, or its lock
+    expired), so two annotators can never hold the same slot and a pair never gets more than `overlap`
+    judgements. `left_is_a` is the holder's left/right order, kept so a resume shows the same layout."""
+
+    pair = models.ForeignKey(PreferencePair, on_delete=models.CASCADE, related_name="slots")
+    index = models.PositiveSmallIntegerField()
+    holder = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    locked_until = models.DateTimeField(null=True, blank=True)
+    left_is_a = models.BooleanField(default=True)
+    judged = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["pair", "index"]
+        constraints = [models.UniqueConstraint(fields=["pair", "index"], name="one_slot_per_index")]
+        indexes = [models.Index(fields=["judged", "locked_until"], name="slot_free")]
+
+    def __str__(self) -> str:
+        return f"slot {self.index} of pair {self.pair_id}"
+
+
+class Judgement(models.Model):
+    pair = models.ForeignKey(PreferencePair, on_delete=models.CASCADE, related_name="judgements")
+    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="judgements")
+    choice = models.CharField(max_length=8, choices=Choice.choices)
+    rationale = models.TextField(blank=True)
+    left_is_a = models.BooleanField(help_text="the layout the annotator saw")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["pair", "annotator"], name="one_judgement_per_annotator")]
+
+    def __str__(self) -> str:
+        return f"{self.annotator} on pair {self.pair_id}: {self.choice}"
+
+
+class PreferenceSnapshot(models.Model):
+    """A frozen, versioned preference dataset: what a queue's judgements said at one moment.
+
+    Its pairs are copied (prompt, chosen and rejected text), so later edits to judgements or deleted
+    runs never change a snapshot. The learned-reward trainer and the DPO/parquet exports read it."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="preference_snapshots")
+    queue = models.ForeignKey(PreferenceQueue, null=True, on_delete=models.SET_NULL, related_name="snapshots")
+    version = models.PositiveIntegerField()
+    # {"queue": {...}, "annotators": [...], "runs": [...], "steps": [...], "rule": ..., "counts": {...}}
+    provenance = models.JSONField(default=dict)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["queue", "version"], name="one_snapshot_per_version")]
+
+    def __str__(self) -> str:
+        return f"{self.provenance.get('queue', {}).get('name', 'queue')} v{self.version}"
+
+
+class SnapshotPair(models.Model):
+    snapshot = models.ForeignKey(PreferenceSnapshot, on_delete=models.CASCADE, related_name="pairs")
+    index = models.PositiveIntegerField()
+    prompt = models.TextField()
+    chosen = models.TextField()
+    rejected = models.TextField()
+    # Chat form of the same pair, [{"role", "content"}], for conversational DPO / reward models.
+    prompt_messages = models.JSONField(default=list)
+    chosen_messages = models.JSONField(default=list)
+    rejected_messages = models.JSONField(default=list)
+    chosen_reward = models.FloatField(null=True)
+    rejected_reward = models.FloatField(null=True)
+    # {"pair_id", "chosen_trajectory", "rejected_trajectory", "runs", "steps", "task_id", "votes", "annotators"}
+    provenance = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["snapshot", "index"]
+        constraints = [models.UniqueConstraint(fields=["snapshot", "index"], name="one_snapshot_pair_per_index")]
+
+    def __str__(self) -> str:
+        return f"row {self.index} of snapshot {self.snapshot_id}"

@@ -1,0 +1,203 @@
+"""Reads for review pages. Callers have already resolved the project through webapp.projects.access."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db.models import Count, F, Max, Q, QuerySet
+
+from webapp.projects.models import ROLE_CAPABILITIES, Membership, Project
+from webapp.review.models import (
+    Activity,
+    Comment,
+    Flag,
+    Judgement,
+    Notification,
+    PreferencePair,
+    PreferenceQueue,
+    PreferenceSnapshot,
+    Tag,
+    TrajectoryTag,
+)
+from webapp.rollouts.models import Trajectory
+
+RECENT_ACTIVITY = 15
+
+
+# --- collaboration -------------------------------------------------------------------------------------
+
+
+@dataclass
+class CollaborationPanel:
+    comments: list[Comment]
+    tags: list[TrajectoryTag]
+    flags: list[Flag]
+    project_tags: list[Tag]
+
+
+def collaboration_panel(trajectory: Trajectory) -> CollaborationPanel:
+    """Everything the comments / tags / flags panel of one trajectory shows."""
+    return CollaborationPanel(
+        comments=list(Comment.objects.filter(trajectory=trajectory).select_related("author").order_by("created_at", "id")),
+        tags=list(TrajectoryTag.objects.filter(trajectory=trajectory).select_related("tag", "added_by").order_by("tag__name")),
+        flags=list(Flag.objects.filter(trajectory=trajectory).select_related("raised_by", "resolved_by")),
+        project_tags=list(Tag.objects.filter(project_id=trajectory.run.project_id)),
+    )
+
+
+def recent_activity(*, project: Project, limit: int = RECENT_ACTIVITY) -> list[Activity]:
+    return list(
+        Activity.objects.filter(project=project).select_related("actor", "trajectory", "queue").order_by("-created_at", "-id")[:limit]
+    )
+
+
+def unread_notification_count(user) -> int:
+    if user is None or not user.is_authenticated:
+        return 0
+    return Notification.objects.filter(recipient=user, read_at__isnull=True).count()
+
+
+def notification_list(user, *, limit: int = 100) -> list[Notification]:
+    return list(
+        Notification.objects.filter(recipient=user)
+        .select_related("actor", "project", "comment", "trajectory")
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
+def open_flags(*, project: Project) -> QuerySet[Flag]:
+    return Flag.objects.filter(project=project, resolved_at__isnull=True).select_related("trajectory", "raised_by")
+
+
+# --- queues --------------------------------------------------------------------------------------------
+
+
+def sees_all_queues(role: str) -> bool:
+    """Researchers and owners see every queue; annotators only the ones they are assigned to."""
+    return "launch" in ROLE_CAPABILITIES[role]
+
+
+def queue_list(*, project: Project, user, role: str) -> list[PreferenceQueue]:
+    queues = PreferenceQueue.objects.filter(project=project)
+    if not sees_all_queues(role):
+        queues = queues.filter(annotators=user)
+    queues = queues.annotate(
+        total_pairs=Count("pairs", distinct=True),
+        done_pairs=Count("pairs", filter=Q(pairs__judgement_count__gte=F("overlap")), distinct=True),
+    ).select_related("created_by")
+    return list(queues.order_by("-created_at", "-id"))
+
+
+def queue_visible(queue: PreferenceQueue, *, user, role: str) -> bool:
+    return sees_all_queues(role) or queue.annotators.filter(pk=user.pk).exists()
+
+
+def may_annotate(queue: PreferenceQueue, *, user, role: str) -> bool:
+    """Assigned annotators judge; researchers and owners may too (they can assign themselves anyway)."""
+    return "annotate" in ROLE_CAPABILITIES[role] and queue_visible(queue, user=user, role=role)
+
+
+@dataclass
+class AnnotatorProgress:
+    username: str
+    judged: int
+    available: int  # pairs this annotator could still judge (not done, not judged by them)
+    last_at: object = None
+
+
+@dataclass
+class QueueProgress:
+    total_pairs: int
+    done_pairs: int
+    judgements: int
+    wanted: int  # total_pairs × overlap
+    annotators: list[AnnotatorProgress] = field(default_factory=list)
+    choices: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.judgements / self.wanted) if self.wanted else 0
+
+
+def queue_progress(queue: PreferenceQueue) -> QueueProgress:
+    pairs = PreferencePair.objects.filter(queue=queue)
+    totals = pairs.aggregate(
+        total=Count("id"),
+        done=Count("id", filter=Q(judgement_count__gte=queue.overlap)),
+    )
+    judgements = Judgement.objects.filter(pair__queue=queue)
+    per_user = {
+        row["annotator__username"]: row
+        for row in judgements.values("annotator__username").annotate(n=Count("id"), last=Max("updated_at"))
+    }
+    open_pairs = totals["total"] - totals["done"]
+    judged_open = defaultdict(int)
+    for username in judgements.filter(pair__judgement_count__lt=queue.overlap).values_list("annotator__username", flat=True):
+        judged_open[username] += 1
+    assigned = list(queue.annotators.order_by("username").values_list("username", flat=True))
+    names = assigned + sorted(set(per_user) - set(assigned))
+    rows = [
+        AnnotatorProgress(
+            username=name,
+            judged=per_user.get(name, {}).get("n", 0),
+            available=open_pairs - judged_open[name] if name in assigned else 0,
+            last_at=per_user.get(name, {}).get("last"),
+        )
+        for name in names
+    ]
+    choices = dict(judgements.values_list("choice").annotate(n=Count("id")).order_by())
+    return QueueProgress(
+        total_pairs=totals["total"],
+        done_pairs=totals["done"],
+        judgements=judgements.count(),
+        wanted=totals["total"] * queue.overlap,
+        annotators=rows,
+        choices=choices,
+    )
+
+
+def judged_pair_ids(queue: PreferenceQueue, annotator) -> list[int]:
+    """The pairs this annotator judged, in the order they first judged them (for ← / → navigation)."""
+    return list(
+        Judgement.objects.filter(pair__queue=queue, annotator=annotator).order_by("created_at", "id").values_list("pair_id", flat=True)
+    )
+
+
+def queue_judgements(queue: PreferenceQueue) -> list[tuple[int, str, str]]:
+    """(pair id, annotator username, canonical choice) for agreement statistics."""
+    return list(
+        Judgement.objects.filter(pair__queue=queue).order_by("pair_id", "annotator__username").values_list(
+            "pair_id", "annotator__username", "choice"
+        )
+    )
+
+
+def judge_components(queue: PreferenceQueue) -> dict[int, tuple[str, float | None, float | None]]:
+    """For pairs whose trajectories carry an `llm_judge` component: pair id -> (criterion name, raw value
+    on A, raw value on B). Pairs without one are left out."""
+    pairs = PreferencePair.objects.filter(queue=queue).select_related("a", "b")
+    found: dict[int, tuple[str, float | None, float | None]] = {}
+    for pair in pairs:
+        judged_a = {c.get("name"): c for c in pair.a.components or [] if isinstance(c, dict) and c.get("kind") == "llm_judge"}
+        judged_b = {c.get("name"): c for c in pair.b.components or [] if isinstance(c, dict) and c.get("kind") == "llm_judge"}
+        common = sorted(set(judged_a) & set(judged_b), key=str)
+        if common:
+            name = common[0]
+            found[pair.pk] = (str(name), _number(judged_a[name].get("raw")), _number(judged_b[name].get("raw")))
+    return found
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def snapshot_list(queue: PreferenceQueue) -> QuerySet[PreferenceSnapshot]:
+    return PreferenceSnapshot.objects.filter(queue=queue).select_related("created_by").annotate(rows=Count("pairs")).order_by("-version")
+
+
+def membership_role(project: Project, user) -> str | None:
+    return Membership.objects.filter(project=project, user=user).values_list("role", flat=True).first()
+

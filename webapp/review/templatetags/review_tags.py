@@ -1,0 +1,44 @@
+"""Template tags other pages use to show review data without their views knowing about it:
+`{% unread_badge %}` in the header and `{% recent_activity project %}` on the project home."""
+
+from __future__ import annotations
+
+from django import template
+
+from webapp.review import selectors
+
+register = template.Library()
+
+
+@register.inclusion_tag("review/_unread_badge.html", takes_context=True)
+def unread_badge(context) -> dict:
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    return {"unread": selectors.unread_notification_count(user), "signed_in": bool(user and user.is_authenticated)}
+
+
+@register.inclusion_tag("review/_activity_list.html")
+def recent_activity(project, limit: int = 10) -> dict:
+    return {"project": project, "activities": selectors.recent_activity(project=project, limit=limit), "compact": True}
+
+
+@register.inclusion_tag("review/_collaboration.html", takes_context=True)
+def collaboration_panel(context) -> dict:
+    """The discussion panel of `trajectory`, rendered inside the trajectory page (whose context has
+    `project`, `can`, `user`); writes re-render it through webapp.review.views."""
+    from webapp.review.forms import CommentForm, FlagForm, TagForm
+
+    trajectory = context["trajectory"]
+    turn_indexes = list(trajectory.turns.order_by("index").values_list("index", flat=True))
+    return {
+        "project": context["project"],
+        "can": context.get("can", {}),
+        "user": context.get("user"),
+        "csrf_token": context.get("csrf_token"),
+        "trajectory": trajectory,
+        "panel": selectors.collaboration_panel(trajectory),
+        "comment_form": CommentForm(turn_indexes=turn_indexes, auto_id="id_comment_%s"),
+        "tag_form": TagForm(auto_id="id_tag_%s"),
+        "flag_form": FlagForm(auto_id="id_flag_%s"),
+        "error": "",
+    }

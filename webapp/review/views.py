@@ -1,0 +1,421 @@
+"""Review pages: the collaboration panel of a trajectory (comments, tags, flags), activity, notifications,
+preference queues, the pairwise annotation page, agreement and dataset exports.
+
+Thin: resolve the project through webapp.projects.access (outsiders 404, too small a role 403), then one
+service or selector call. Capabilities: read for comments/tags/flags and activity; annotate to write
+them and to judge; launch to create queues, snapshots and downloads.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from webapp.projects.access import Forbidden, ProjectAccess, access_project
+from webapp.projects.views import project_context
+from webapp.review import agreement, exports, selectors, services
+from webapp.review.forms import AnnotatorsForm, CommentForm, FlagForm, JudgementForm, QueueForm, TagForm
+from webapp.review.models import Comment, Flag, PreferencePair, PreferenceQueue, PreferenceSnapshot, Tag
+from webapp.review.texts import trajectory_text
+from webapp.rollouts.models import Trajectory
+
+
+def _error_text(error: ValidationError) -> str:
+    return " ".join(error.messages)
+
+
+# --- collaboration panel -------------------------------------------------------------------------------
+
+
+def _trajectory(access: ProjectAccess, trajectory_id: int) -> Trajectory:
+    return get_object_or_404(Trajectory.objects.select_related("run"), run__project=access.project, pk=trajectory_id)
+
+
+def _panel(request: HttpRequest, access: ProjectAccess, trajectory: Trajectory, *, comment_form=None,
+           error: str = "") -> HttpResponse:
+    turn_indexes = list(trajectory.turns.order_by("index").values_list("index", flat=True))
+    return render(
+        request,
+        "review/_collaboration.html",
+        project_context(
+            access,
+            trajectory=trajectory,
+            panel=selectors.collaboration_panel(trajectory),
+            comment_form=comment_form or CommentForm(turn_indexes=turn_indexes, auto_id="id_comment_%s"),
+            tag_form=TagForm(auto_id="id_tag_%s"),
+            flag_form=FlagForm(auto_id="id_flag_%s"),
+            error=error,
+        ),
+    )
+
+
+def _after_write(request: HttpRequest, access: ProjectAccess, trajectory: Trajectory) -> HttpResponse:
+    """htmx swaps the panel in place; a plain form post goes back to the trajectory page."""
+    if request.htmx:
+        return _panel(request, access, trajectory)
+    return redirect(reverse("rollouts:trajectory_detail", args=[access.project.slug, trajectory.pk]) + "#collaboration")
+
+
+def _refuse(request: HttpRequest, access: ProjectAccess, trajectory: Trajectory, error: ValidationError) -> HttpResponse:
+    if request.htmx:  # htmx swaps 2xx only: the panel comes back with the message in it
+        return _panel(request, access, trajectory, error=_error_text(error))
+    messages.error(request, _error_text(error))
+    return _after_write(request, access, trajectory)
+
+
+@login_required
+@require_GET
+def collaboration_panel(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "read")
+    return _panel(request, access, _trajectory(access, trajectory_id))
+
+
+@login_required
+@require_POST
+def comment_create(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "annotate")
+    trajectory = _trajectory(access, trajectory_id)
+    turn_indexes = list(trajectory.turns.values_list("index", flat=True))
+    form = CommentForm(request.POST, turn_indexes=turn_indexes, auto_id="id_comment_%s")
+    if not form.is_valid():
+        if request.htmx:
+            return _panel(request, access, trajectory, comment_form=form)
+        messages.error(request, "The comment was not saved: " + "; ".join(e for errs in form.errors.values() for e in errs))
+        return _after_write(request, access, trajectory)
+    try:
+        services.comment_create(trajectory=trajectory, author=request.user, **form.cleaned_data)
+    except ValidationError as error:
+        return _refuse(request, access, trajectory, error)
+    return _after_write(request, access, trajectory)
+
+
+def _comment(access: ProjectAccess, comment_id: int) -> Comment:
+    return get_object_or_404(Comment.objects.select_related("trajectory__run", "project"), project=access.project, pk=comment_id)
+
+
+@login_required
+@require_POST
+def comment_edit(request: HttpRequest, slug: str, comment_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "annotate")
+    comment = _comment(access, comment_id)
+    try:
+        services.comment_edit(comment=comment, user=request.user, body=request.POST.get("body", ""))
+    except ValidationError as error:
+        return _refuse(request, access, comment.trajectory, error)
+    return _after_write(request, access, comment.trajectory)
+
+
+@login_required
+@require_POST
+def comment_delete(request: HttpRequest, slug: str, comment_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "annotate")
+    comment = _comment(access, comment_id)
+    try:
+        services.comment_delete(comment=comment, user=request.user)
+    except ValidationError as error:
+        return _refuse(request, access, comment.trajectory, error)
+    return _after_write(request, access, comment.trajectory)
+
+
+@login_required
+@require_POST
+def tag_add(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "annotate")
+    trajectory = _trajectory(access, trajectory_id)
+    try:
+        services.tag_add(trajectory=trajectory, user=request.user, name=request.POST.get("name", ""))
+    except ValidationError as error:
+        return _refuse(request, access, trajectory, error)
+    return _after_write(request, access, trajectory)
+
+
+@login_required
+@require_POST
+def tag_remove(request: HttpRequest, slug: str, trajectory_id: int, tag_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "annotate")
+    trajectory = _trajectory(access, trajectory_id)
+    tag = get_object_or_404(Tag, project=access.project, pk=tag_id)
+    services.tag_remove(trajectory=trajectory, user=request.user, tag=tag)
+    return _after_write(request, access, trajectory)
+
+
+@login_required
+@require_POST
+def flag_raise(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "annotate")
+    trajectory = _trajectory(access, trajectory_id)
+    try:
+        services.flag_raise(trajectory=trajectory, user=request.user, reason=request.POST.get("reason", ""),
+                            note=request.POST.get("note", ""))
+    except ValidationError as error:
+        return _refuse(request, access, trajectory, error)
+    return _after_write(request, access, trajectory)
+
+
+@login_required
+@require_POST
+def flag_resolve(request: HttpRequest, slug: str, flag_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "annotate")
+    flag = get_object_or_404(Flag.objects.select_related("trajectory__run"), project=access.project, pk=flag_id)
+    services.flag_resolve(flag=flag, user=request.user)
+    return _after_write(request, access, flag.trajectory)
+
+
+# --- activity and notifications ------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def activity(request: HttpRequest, slug: str) -> HttpResponse:
+    access = access_project(request.user, slug, "read")
+    return render(request, "review/activity.html", project_context(
+        access, activities=selectors.recent_activity(project=access.project, limit=200),
+        flags=list(selectors.open_flags(project=access.project)[:50]),
+    ))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def notifications(request: HttpRequest) -> HttpResponse:
+    """The signed-in user's mentions across projects. Opening one marks it read; POST marks all read."""
+    if request.method == "POST":
+        services.notifications_mark_read(user=request.user)
+        return redirect("notifications:list")
+    items = selectors.notification_list(request.user)
+    return render(request, "review/notifications.html", {"notifications": items})
+
+
+@login_required
+@require_GET
+def notification_open(request: HttpRequest, notification_id: int) -> HttpResponse:
+    notification = get_object_or_404(
+        request.user.notifications.select_related("project", "trajectory"), pk=notification_id
+    )
+    services.notifications_mark_read(user=request.user, ids=[notification.pk])
+    # Membership may have ended since: the trajectory page checks access again.
+    url = reverse("rollouts:trajectory_detail", args=[notification.project.slug, notification.trajectory_id])
+    return redirect(f"{url}#comment-{notification.comment_id}")
+
+
+# --- queues --------------------------------------------------------------------------------------------
+
+
+def _queue(access: ProjectAccess, queue_id: int, user) -> PreferenceQueue:
+    queue = get_object_or_404(PreferenceQueue, project=access.project, pk=queue_id)
+    if not selectors.queue_visible(queue, user=user, role=access.role):
+        raise Http404("No such queue.")  # annotators do not learn that other queues exist
+    return queue
+
+
+@login_required
+@require_GET
+def queue_list(request: HttpRequest, slug: str) -> HttpResponse:
+    access = access_project(request.user, slug, "annotate")
+    queues = selectors.queue_list(project=access.project, user=request.user, role=access.role)
+    return render(request, "review/queue_list.html", project_context(access, queues=queues))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def queue_create(request: HttpRequest, slug: str) -> HttpResponse:
+    access = access_project(request.user, slug, "launch")
+    form = QueueForm(request.POST if request.method == "POST" else None, project=access.project)
+    if request.method == "POST" and form.is_valid():
+        try:
+            queue = services.queue_create(project=access.project, user=request.user, **form.service_arguments())
+        except ValidationError as error:
+            for field, field_messages in error.message_dict.items():
+                form.add_error(field if field in form.fields else ("lock_minutes" if field == "lock_seconds" else None), field_messages)
+        else:
+            messages.success(request, f"Queue “{queue.name}” created with {queue.pairs.count()} pairs.")
+            return redirect("review:queue_detail", slug, queue.pk)
+    return render(request, "review/queue_form.html", project_context(access, form=form))
+
+
+@login_required
+@require_GET
+def queue_detail(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "annotate")
+    queue = _queue(access, queue_id, request.user)
+    context = {
+        "queue": queue,
+        "progress": selectors.queue_progress(queue),
+        "may_annotate": selectors.may_annotate(queue, user=request.user, role=access.role),
+    }
+    if access.can("launch"):
+        # Agreement and exports are for the people who run the study; annotators see only their progress.
+        summary = agreement.summarize(selectors.queue_judgements(queue), overlap=queue.overlap,
+                                      judge_scores=selectors.judge_components(queue))
+        context.update(summary=summary, matrix=_matrix_rows(summary), snapshots=selectors.snapshot_list(queue),
+                       annotators_form=AnnotatorsForm(project=access.project,
+                                                      initial={"annotators": list(queue.annotators.all())}))
+    return render(request, "review/queue_detail.html", project_context(access, **context))
+
+
+@login_required
+@require_POST
+def queue_annotators(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse:
+    """Replace the queue's annotators (judgements already made stay)."""
+    access = access_project(request.user, slug, "launch")
+    queue = _queue(access, queue_id, request.user)
+    form = AnnotatorsForm(request.POST, project=access.project)
+    if not form.is_valid():
+        messages.error(request, "Choose the annotators among the project's members.")
+    else:
+        try:
+            services.queue_assign(queue=queue, user=request.user, annotators=list(form.cleaned_data["annotators"]))
+        except ValidationError as error:
+            messages.error(request, _error_text(error))
+        else:
+            messages.success(request, "Annotators updated.")
+    return redirect("review:queue_detail", slug, queue.pk)
+
+
+def _matrix_rows(summary: agreement.AgreementSummary) -> list[dict]:
+    return [
+        {"rater": first, "cells": [summary.cell(first, second) if first != second else None for second in summary.raters]}
+        for first in summary.raters
+    ]
+
+
+def _may_annotate_or_403(access: ProjectAccess, queue: PreferenceQueue, user) -> None:
+    if not selectors.may_annotate(queue, user=user, role=access.role):
+        raise Forbidden("You are not an annotator of this queue.")
+
+
+def _annotation_page(request: HttpRequest, access: ProjectAccess, queue: PreferenceQueue,
+                     assignment: services.Assignment | None, *, form: JudgementForm | None = None, status: int = 200) -> HttpResponse:
+    judged = selectors.judged_pair_ids(queue, request.user)
+    prev_url = next_url = None
+    if assignment is not None:
+        current = assignment.pair.pk
+        position = judged.index(current) if current in judged else len(judged)
+        if position > 0:
+            prev_url = reverse("review:pair", args=[access.project.slug, queue.pk, judged[position - 1]])
+        if position < len(judged) - 1:
+            next_url = reverse("review:pair", args=[access.project.slug, queue.pk, judged[position + 1]])
+        elif position == len(judged) - 1:
+            next_url = reverse("review:annotate", args=[access.project.slug, queue.pk])
+    elif judged:
+        prev_url = reverse("review:pair", args=[access.project.slug, queue.pk, judged[-1]])
+    sides = None
+    if assignment is not None:
+        left, right = assignment.left, assignment.right
+        left_text = trajectory_text(left.prompt, left.turns.all())
+        right_text = trajectory_text(right.prompt, right.turns.all())
+        sides = {"left": left_text, "right": right_text, "prompt": assignment.pair.prompt or left_text.prompt,
+                 "context": left_text.prompt_messages}
+        if form is None:
+            initial = {}
+            if assignment.judgement is not None:
+                initial = {"choice": services.side_of_choice(assignment.judgement.choice, left_is_a=assignment.left_is_a),
+                           "rationale": assignment.judgement.rationale}
+            form = JudgementForm(initial=initial)
+    return render(
+        request,
+        "review/annotate.html",
+        project_context(
+            access, queue=queue, assignment=assignment, sides=sides, form=form, prev_url=prev_url, next_url=next_url,
+            judged_count=len(judged), progress=selectors.queue_progress(queue),
+        ),
+        status=status,
+    )
+
+
+@login_required
+@require_GET
+def annotate(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse:
+    """The annotator's current pair: the one they hold (resume), or the next free one, locked for them."""
+    access = access_project(request.user, slug, "annotate")
+    queue = _queue(access, queue_id, request.user)
+    _may_annotate_or_403(access, queue, request.user)
+    assignment = services.next_pair(queue=queue, annotator=request.user)
+    return _annotation_page(request, access, queue, assignment)
+
+
+@login_required
+@require_GET
+def pair(request: HttpRequest, slug: str, queue_id: int, pair_id: int) -> HttpResponse:
+    """A pair this annotator judged (to review or change) or holds."""
+    access = access_project(request.user, slug, "annotate")
+    queue = _queue(access, queue_id, request.user)
+    _may_annotate_or_403(access, queue, request.user)
+    the_pair = get_object_or_404(PreferencePair, queue=queue, pk=pair_id)
+    assignment = services.assignment_for(pair=the_pair, annotator=request.user)
+    if assignment is None:
+        return redirect("review:annotate", slug, queue.pk)
+    return _annotation_page(request, access, queue, assignment)
+
+
+@login_required
+@require_POST
+def judge(request: HttpRequest, slug: str, queue_id: int, pair_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "annotate")
+    queue = _queue(access, queue_id, request.user)
+    _may_annotate_or_403(access, queue, request.user)
+    the_pair = get_object_or_404(PreferencePair.objects.select_related("queue__project"), queue=queue, pk=pair_id)
+    assignment = services.assignment_for(pair=the_pair, annotator=request.user)
+    if assignment is None:
+        messages.error(request, "Your lock on that pair expired and another annotator took it. Here is the next one.")
+        return redirect("review:annotate", slug, queue.pk)
+    form = JudgementForm(request.POST)
+    if form.is_valid():
+        try:
+            choice = services.choice_from_side(form.cleaned_data["choice"], left_is_a=assignment.left_is_a)
+            services.judgement_submit(pair=the_pair, annotator=request.user, choice=choice,
+                                      rationale=form.cleaned_data["rationale"])
+        except ValidationError as error:
+            for field, field_messages in (error.message_dict.items() if hasattr(error, "error_dict") else [(None, error.messages)]):
+                form.add_error(field if field in form.fields else None, field_messages)
+        else:
+            revisiting = assignment.judgement is not None
+            following = request.POST.get("next", "")
+            if revisiting and following and url_has_allowed_host_and_scheme(following, allowed_hosts={request.get_host()}):
+                return redirect(following)
+            return redirect("review:annotate", slug, queue.pk)
+    return _annotation_page(request, access, queue, assignment, form=form, status=422)
+
+
+# --- snapshots and exports -----------------------------------------------------------------------------
+
+
+@login_required
+@require_POST
+def snapshot_create(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "launch")
+    queue = _queue(access, queue_id, request.user)
+    snapshot = services.snapshot_create(queue, request.user, complete_only=request.POST.get("complete_only") == "on")
+    counts = snapshot.provenance["counts"]
+    messages.success(request, f"Dataset v{snapshot.version}: {counts.get('included', 0)} pairs "
+                              f"(of {counts.get('judged_pairs', 0)} judged; ties, both-bad and split votes left out).")
+    return redirect(reverse("review:queue_detail", args=[slug, queue.pk]) + "#datasets")
+
+
+def _snapshot(access: ProjectAccess, snapshot_id: int) -> PreferenceSnapshot:
+    return get_object_or_404(PreferenceSnapshot, project=access.project, pk=snapshot_id)
+
+
+@login_required
+@require_GET
+def snapshot_dpo(request: HttpRequest, slug: str, snapshot_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "launch")
+    snapshot = _snapshot(access, snapshot_id)
+    response = HttpResponse(exports.dpo_jsonl(snapshot), content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{exports.export_basename(snapshot)}.dpo.jsonl"'
+    return response
+
+
+@login_required
+@require_GET
+def snapshot_parquet(request: HttpRequest, slug: str, snapshot_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "launch")
+    snapshot = _snapshot(access, snapshot_id)
+    response = HttpResponse(exports.parquet_bytes(snapshot), content_type="application/vnd.apache.parquet")
+    response["Content-Disposition"] = f'attachment; filename="{exports.export_basename(snapshot)}.parquet"'
+    return response

@@ -1,0 +1,76 @@
+"""Learned reward models: trained on a worker from a preference snapshot, then used in rubrics.
+
+The lineage of the loop reads off these rows: a PreferenceQueue's judgements → a PreferenceSnapshot →
+a RewardModel → the RubricVersions whose `learned_reward` criterion names its path → the Runs pinned
+to those versions → their Checkpoints.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from webapp.experiments.models import Queue
+from webapp.projects.models import Project
+from webapp.review.models import PreferenceSnapshot
+
+
+class RewardModelStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    TRAINING = "training", "Training"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
+class RewardModel(models.Model):
+    """One trained (or training) reward model; `version` counts models of the same name in a project."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="reward_models")
+    name = models.CharField(max_length=120)
+    version = models.PositiveIntegerField()
+    # PROTECT: a reward model's training data must stay inspectable while the model exists.
+    snapshot = models.ForeignKey(PreferenceSnapshot, on_delete=models.PROTECT, related_name="reward_models")
+    # Training knobs as trainers.reward_training.train_reward_model takes them (head, epochs, lr, seed…).
+    params = models.JSONField(default=dict)
+    queue = models.CharField(max_length=8, choices=Queue.choices, default=Queue.CPU)
+
+    status = models.CharField(max_length=10, choices=RewardModelStatus.choices, default=RewardModelStatus.QUEUED)
+    progress = models.FloatField(default=0.0, help_text="0..1 while training")
+    phase = models.CharField(max_length=16, blank=True, help_text="load | embed | fit | save")
+    # Where the worker wrote the model (absolute; workers that score with it must see the same path).
+    path = models.CharField(max_length=500, blank=True)
+    # {"held_out_accuracy", "train_accuracy", "held_out_loss", "train_loss", "n_pairs", "n_train", "n_eval", "seconds"}
+    metrics = models.JSONField(default=dict)
+    curve = models.JSONField(default=list, help_text="[{epoch, train_loss, train_accuracy, eval_loss, eval_accuracy}]")
+    error_message = models.TextField(blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [models.UniqueConstraint(fields=["project", "name", "version"], name="unique_reward_model_version")]
+        indexes = [models.Index(fields=["project", "-created_at"], name="reward_model_project_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} v{self.version}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (RewardModelStatus.QUEUED, RewardModelStatus.TRAINING)
+
+    @property
+    def is_ready(self) -> bool:
+        return self.status == RewardModelStatus.READY
+
+    @property
+    def held_out_accuracy(self) -> float | None:
+        return self.metrics.get("held_out_accuracy")

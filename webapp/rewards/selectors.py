@@ -1,0 +1,125 @@
+"""Reads for the reward-model pages and the lineage page. Every function is scoped to a project."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db.models import Count, QuerySet
+
+from webapp.experiments.models import Checkpoint, RubricVersion, Run
+from webapp.projects.models import Project
+from webapp.review.models import PreferenceQueue, PreferenceSnapshot
+from webapp.review.selectors import queue_visible
+from webapp.rewards.models import RewardModel, RewardModelStatus
+from webapp.rewards.services import criterion_uses
+
+CHECKPOINTS_PER_RUN = 6
+
+
+def reward_model_list(*, project: Project) -> QuerySet[RewardModel]:
+    return (
+        RewardModel.objects.filter(project=project)
+        .select_related("snapshot", "created_by")
+        .order_by("-created_at", "-pk")
+    )
+
+
+def reward_model_detail(*, project: Project, reward_model_id: int) -> RewardModel | None:
+    return (
+        RewardModel.objects.filter(project=project, pk=reward_model_id)
+        .select_related("snapshot", "snapshot__queue", "created_by")
+        .first()
+    )
+
+
+def trainable_snapshots(*, project: Project) -> QuerySet[PreferenceSnapshot]:
+    """The project's preference snapshots with their pair counts, newest first."""
+    return (
+        PreferenceSnapshot.objects.filter(project=project)
+        .select_related("queue")
+        .annotate(pair_count=Count("pairs"))
+        .order_by("-created_at", "-pk")
+    )
+
+
+def rubric_versions_using(reward_model: RewardModel) -> list[RubricVersion]:
+    """Every rubric version with a `learned_reward` criterion naming this model's directory — the one
+    registration made and any later edit that kept the criterion."""
+    if not reward_model.path:
+        return []
+    candidates = (
+        RubricVersion.objects.filter(rubric__project_id=reward_model.project_id, created_at__gte=reward_model.created_at)
+        .select_related("rubric")
+        .order_by("rubric__name", "number")
+    )
+    return [v for v in candidates if any(criterion_uses(c, reward_model) for c in v.spec.get("criteria", []))]
+
+
+def curve_points(curve: list[dict[str, float]], key: str, *, width: int = 320, height: int = 90) -> str:
+    """An SVG polyline `points` attribute for one accuracy series (0..1 on the y axis); numbers only."""
+    series = [(p["epoch"], p[key]) for p in curve if isinstance(p.get(key), int | float) and p[key] == p[key]]
+    if not series:
+        return ""
+    first, last = series[0][0], series[-1][0]
+    span = (last - first) or 1.0
+    return " ".join(f"{(epoch - first) / span * width:.1f},{(1 - value) * height:.1f}" for epoch, value in series)
+
+
+@dataclass
+class RunLink:
+    run: Run
+    checkpoints: list[Checkpoint]
+    more_checkpoints: int = 0
+
+
+@dataclass
+class Lineage:
+    """One turn of the loop, upstream to downstream."""
+
+    reward_model: RewardModel
+    snapshot: PreferenceSnapshot
+    snapshot_pairs: int
+    queue: PreferenceQueue | None  # None when deleted, or hidden from this reader (annotators see their own queues)
+    queue_hidden: bool
+    source_runs: list[Run]
+    rubric_versions: list[RubricVersion]
+    runs: list[RunLink] = field(default_factory=list)
+
+    @property
+    def checkpoint_count(self) -> int:
+        return sum(len(link.checkpoints) + link.more_checkpoints for link in self.runs)
+
+
+def lineage(reward_model: RewardModel, *, user, role: str) -> Lineage:
+    snapshot = reward_model.snapshot
+    queue = snapshot.queue
+    hidden = queue is not None and not queue_visible(queue, user=user, role=role)
+    source_run_ids = [entry.get("id") for entry in snapshot.provenance.get("runs", []) if isinstance(entry, dict)]
+    source_runs = list(
+        Run.objects.filter(project_id=reward_model.project_id, pk__in=source_run_ids).order_by("created_at", "pk")
+    )
+    versions = rubric_versions_using(reward_model)
+    runs = list(
+        Run.objects.filter(rubric_version__in=versions).select_related("rubric_version__rubric").order_by("created_at", "pk")
+    )
+    links = []
+    for run in runs:
+        checkpoints = list(Checkpoint.objects.filter(run=run).order_by("-step")[: CHECKPOINTS_PER_RUN + 1])
+        total = Checkpoint.objects.filter(run=run).count() if len(checkpoints) > CHECKPOINTS_PER_RUN else len(checkpoints)
+        shown = sorted(checkpoints[:CHECKPOINTS_PER_RUN], key=lambda c: c.step)
+        links.append(RunLink(run=run, checkpoints=shown, more_checkpoints=total - len(shown)))
+    return Lineage(
+        reward_model=reward_model,
+        snapshot=snapshot,
+        snapshot_pairs=snapshot.pairs.count(),
+        queue=None if hidden else queue,
+        queue_hidden=hidden,
+        source_runs=source_runs,
+        rubric_versions=versions,
+        runs=links,
+    )
+
+
+def lineages(*, project: Project, user, role: str, limit: int = 20) -> list[Lineage]:
+    models = reward_model_list(project=project).exclude(status=RewardModelStatus.FAILED)[:limit]
+    return [lineage(reward_model, user=user, role=role) for reward_model in models]

@@ -1,0 +1,178 @@
+"""Writes for learned reward models: queue training from a preference snapshot, record what the worker
+did, and register a ready model in a rubric (as a new rubric version; runs keep the version they pinned).
+
+Status moves QUEUED → TRAINING → READY / FAILED, each step one conditional UPDATE so a redelivered
+task cannot train twice and a late failure cannot overwrite a finished model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from trainers.registry import config_with_defaults, validate_config
+from trainers.reward_training import TRAINING_SCHEMA
+from webapp.experiments.models import Queue, Rubric, RubricVersion
+from webapp.experiments.services import rubric_update
+from webapp.review.models import PreferenceSnapshot
+from webapp.rewards.models import RewardModel, RewardModelStatus
+
+# Fewer pairs cannot hold any out for an honest accuracy.
+MIN_PAIRS = 4
+LEARNED_REWARD = "learned_reward"
+
+
+def training_params(params: dict[str, Any] | None) -> dict[str, Any]:
+    """The training knobs with defaults filled in; field errors as a ValidationError."""
+    params = dict(params or {})
+    errors = validate_config(TRAINING_SCHEMA, params)
+    if errors:
+        raise ValidationError({(f"params.{path}" if path else "params"): messages for path, messages in errors.items()})
+    return config_with_defaults(TRAINING_SCHEMA, params)
+
+
+def _clean_name(name: str) -> str:
+    name = (name or "").strip()
+    if not name:
+        raise ValidationError({"name": ["This field is required."]})
+    if len(name) > 120:
+        raise ValidationError({"name": ["At most 120 characters."]})
+    return name
+
+
+def reward_model_train(
+    *,
+    snapshot: PreferenceSnapshot,
+    user,
+    name: str,
+    params: dict[str, Any] | None = None,
+    queue: str = Queue.CPU,
+    dispatch: bool = True,
+) -> RewardModel:
+    """Create the next version of reward model `name` from `snapshot` and queue its training on a
+    worker after commit."""
+    name = _clean_name(name)
+    params = training_params(params)
+    if queue not in Queue.values:
+        raise ValidationError({"queue": [f"Unknown queue {queue!r}; choose one of {', '.join(Queue.values)}."]})
+    pairs = snapshot.pairs.count()
+    if pairs < MIN_PAIRS:
+        raise ValidationError({"snapshot": [f"This snapshot has {pairs} preference pairs; training needs at least {MIN_PAIRS}."]})
+    for _attempt in range(3):  # two people training the same name at once: the loser takes the next number
+        try:
+            with transaction.atomic():
+                top = RewardModel.objects.filter(project=snapshot.project, name=name).aggregate(top=Max("version"))["top"]
+                reward_model = RewardModel.objects.create(
+                    project=snapshot.project, name=name, version=(top or 0) + 1, snapshot=snapshot, params=params,
+                    queue=queue, metrics={"n_pairs": pairs}, created_by=user,
+                )
+        except IntegrityError:
+            continue
+        if dispatch:
+            enqueue_training_on_commit(reward_model)
+        return reward_model
+    raise ValidationError({"name": ["Another reward model of this name was created at the same moment; try again."]})
+
+
+def enqueue_training_on_commit(reward_model: RewardModel) -> None:
+    reward_model_id, queue = reward_model.pk, reward_model.queue
+    transaction.on_commit(lambda: enqueue_training(reward_model_id, queue))
+
+
+def enqueue_training(reward_model_id: int, queue: str) -> None:
+    from workers.reward_tasks import train_reward_model
+
+    result = train_reward_model.apply_async(args=[reward_model_id], queue=queue)
+    RewardModel.objects.filter(pk=reward_model_id).update(task_id=result.id)
+
+
+def reward_model_claim(reward_model_id: int, *, worker: str, task_id: str = "") -> bool:
+    """QUEUED → TRAINING, once. False when another delivery of the task got there first (or it ended)."""
+    return bool(
+        RewardModel.objects.filter(pk=reward_model_id, status=RewardModelStatus.QUEUED).update(
+            status=RewardModelStatus.TRAINING, worker=worker, task_id=task_id or "", started_at=timezone.now(),
+            progress=0.0, phase="",
+        )
+    )
+
+
+def reward_model_progress(reward_model_id: int, *, phase: str, progress: float) -> None:
+    RewardModel.objects.filter(pk=reward_model_id, status=RewardModelStatus.TRAINING).update(
+        phase=phase[:16], progress=max(0.0, min(1.0, progress))
+    )
+
+
+def reward_model_finish(reward_model_id: int, *, path: str, metrics: dict[str, Any], curve: list[dict[str, float]]) -> bool:
+    """TRAINING → READY with where the model lies and how well it did."""
+    current = RewardModel.objects.filter(pk=reward_model_id).values_list("metrics", flat=True).first() or {}
+    return bool(
+        RewardModel.objects.filter(pk=reward_model_id, status=RewardModelStatus.TRAINING).update(
+            status=RewardModelStatus.READY, path=path, metrics={**current, **metrics}, curve=curve,
+            progress=1.0, phase="", finished_at=timezone.now(),
+        )
+    )
+
+
+def reward_model_fail(reward_model_id: int, *, error: str) -> bool:
+    return bool(
+        RewardModel.objects.filter(
+            pk=reward_model_id, status__in=[RewardModelStatus.QUEUED, RewardModelStatus.TRAINING]
+        ).update(status=RewardModelStatus.FAILED, error_message=error[:5000], phase="", finished_at=timezone.now())
+    )
+
+
+def criterion_uses(criterion: dict[str, Any], reward_model: RewardModel) -> bool:
+    params = criterion.get("params") or {}
+    return criterion.get("kind") == LEARNED_REWARD and bool(reward_model.path) and params.get("path") == reward_model.path
+
+
+def _criterion_name(reward_model: RewardModel, taken: set[str]) -> str:
+    stem = "".join(c if c.isalnum() else "_" for c in reward_model.name.lower()).strip("_")[:40] or "reward_model"
+    name = f"{stem}_v{reward_model.version}"
+    suffix = 2
+    while name in taken:
+        name, suffix = f"{stem}_v{reward_model.version}_{suffix}", suffix + 1
+    return name
+
+
+@transaction.atomic
+def reward_model_register(
+    *, reward_model: RewardModel, rubric: Rubric, weight: float, user, criterion_name: str = ""
+) -> RubricVersion:
+    """Add a `learned_reward` criterion scoring with `reward_model` to `rubric`, as its next version.
+
+    Runs already pinned to earlier versions are unchanged; a new run launched with the rubric uses it."""
+    if rubric.project_id != reward_model.project_id:
+        raise ValidationError({"rubric": ["Choose a rubric of this project."]})
+    if not reward_model.is_ready:
+        raise ValidationError({"reward_model": [f"{reward_model.label} is {reward_model.get_status_display().lower()}, not ready."]})
+    try:
+        weight = float(weight)
+    except (TypeError, ValueError):
+        raise ValidationError({"weight": ["Enter a number."]}) from None
+    latest = rubric.versions.order_by("-number").first()
+    spec = {**latest.spec, "criteria": [dict(c) for c in latest.spec.get("criteria", [])]}
+    if any(criterion_uses(c, reward_model) for c in spec["criteria"]):
+        raise ValidationError({"rubric": [f"{rubric.name} v{latest.number} already scores with {reward_model.label}."]})
+    taken = {c.get("name") for c in spec["criteria"]}
+    name = (criterion_name or "").strip() or _criterion_name(reward_model, taken)
+    if name in taken:
+        raise ValidationError({"criterion_name": [f"{rubric.name} already has a criterion named {name!r}."]})
+    spec["criteria"].append({"name": name, "kind": LEARNED_REWARD, "weight": weight, "params": {"path": reward_model.path}})
+    return rubric_update(rubric=rubric, user=user, spec=spec, note=f"added learned reward {reward_model.label}"[:200])
+
+
+__all__ = [
+    "MIN_PAIRS",
+    "reward_model_claim",
+    "reward_model_fail",
+    "reward_model_finish",
+    "reward_model_progress",
+    "reward_model_register",
+    "reward_model_train",
+    "training_params",
+]

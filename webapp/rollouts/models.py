@@ -1,0 +1,206 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from webapp.experiments.models import Run
+
+
+class Split(models.TextChoices):
+    TRAIN = "train", "Train"
+    EVAL = "eval", "Evaluation"
+
+
+class TrajectoryStatus(models.TextChoices):
+    OK = "ok", "OK"
+    TRUNCATED = "truncated", "Truncated"
+    ERROR = "error", "Error"
+
+
+class Trajectory(models.Model):
+    """One rollout: a sample of a GRPO group at one step (or one evaluation episode)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="trajectories")
+    step = models.PositiveIntegerField()
+    split = models.CharField(max_length=8, choices=Split.choices, default=Split.TRAIN)
+    group_index = models.PositiveIntegerField(default=0)
+    sample_index = models.PositiveIntegerField(default=0)
+    task_id = models.CharField(max_length=200)
+    seed = models.BigIntegerField(default=0)
+    prompt = models.TextField(blank=True, help_text="the task prompt, for search and pairing")
+    reward = models.FloatField(default=0.0)
+    # [{"name", "kind", "raw", "weight", "weighted", "explanation"}] — the total is their sum.
+    components = models.JSONField(default=list)
+    advantage = models.FloatField(null=True, blank=True)
+    status = models.CharField(max_length=10, choices=TrajectoryStatus.choices, default=TrajectoryStatus.OK)
+    num_turns = models.PositiveIntegerField(default=0)
+    num_tool_calls = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    policy_version = models.PositiveIntegerField(default=0)
+    env_state = models.JSONField(null=True, blank=True)
+    rubric_version = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "step", "group_index", "sample_index"]
+        indexes = [
+            models.Index(fields=["run", "step", "group_index"], name="traj_run_step_group"),
+            models.Index(fields=["run", "-reward"], name="traj_run_reward"),
+            models.Index(fields=["run", "split", "task_id", "step"], name="traj_run_task_step"),
+            models.Index(fields=["task_id", "split"], name="traj_task"),
+            # The explorer's keyset orders — (id), (run, id), (reward, id), (step, id) — are covering
+            # indexes on Postgres (INCLUDE the filter columns) and made by hand in migration 0003.
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/{self.step}/{self.group_index}/{self.sample_index}"
+
+
+class Turn(models.Model):
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="turns")
+    index = models.PositiveIntegerField()
+    role = models.CharField(max_length=10)  # system / user / assistant / tool
+    text = models.TextField(blank=True)
+    tool_name = models.CharField(max_length=100, blank=True)
+    tool_args = models.JSONField(null=True, blank=True)
+    tool_result = models.TextField(blank=True)
+    reward = models.FloatField(null=True, blank=True)
+    token_ids = models.JSONField(null=True, blank=True)
+    loss_mask = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["trajectory", "index"]
+        constraints = [models.UniqueConstraint(fields=["trajectory", "index"], name="one_turn_per_index")]
+
+    def __str__(self) -> str:
+        return f"turn {self.index} ({self.role})"
+
+
+class MetricPoint(models.Model):
+    """One scalar at one step. Stored per point so long curves can be downsampled on the server."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_points")
+    key = models.CharField(max_length=100)
+    step = models.PositiveIntegerField()
+    value = models.FloatField()
+    wall_time = models.FloatField(null=True, blank=True, help_text="unix seconds when measured")
+    tokens = models.BigIntegerField(null=True, blank=True, help_text="tokens seen so far, for the x-axis")
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "key", "step"], name="metric_run_key_step")]
+
+    def __str__(self) -> str:
+        return f"{self.key}@{self.step}={self.value}"
+
+
+class RunEvent(models.Model):
+    """Every accepted event's sequence number and compact summary.
+
+    (run, seq) is unique, which makes ingestion idempotent; the summaries let a websocket client that
+    reconnects replay exactly what it missed.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.BigIntegerField()
+    type = models.CharField(max_length=16)
+    summary = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="one_event_per_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.type}"
+
+
+# --- the explorer: what trajectories are found by ----------------------------------------------------
+# Written at ingestion by webapp.rollouts.search.index_new_trajectories (and rebuilt from stored turns by
+# search.reindex_trajectories); read by webapp.rollouts.explorer. See docs/review.md, "Explorer".
+
+
+class SearchDocumentField(models.TextField):
+    """A trajectory's searchable text: a `tsvector` on Postgres (GIN-indexed, stemmed English), plain
+    text on SQLite, where an FTS5 index over the column (kept by triggers, see migration 0002) answers
+    the queries. Rows are written with raw SQL in webapp.rollouts.search — on Postgres through
+    `to_tsvector(…)` — never assigned through the ORM."""
+
+    def db_type(self, connection) -> str:
+        return "tsvector" if connection.vendor == "postgresql" else "text"
+
+
+class TrajectorySearch(models.Model):
+    """One row per trajectory: the prompt and every turn's text, tool call and tool result, indexed for
+    full-text search. Its own table so that ordinary trajectory reads never carry the document.
+
+    It repeats the trajectory's run, step, split, status and reward (written once at ingestion; a
+    trajectory never changes them): a text search with filters and a sort is then answered from this
+    table alone — the GIN index intersected with the run index, the page sorted here — instead of
+    visiting a trajectory row for every match."""
+
+    trajectory = models.OneToOneField(Trajectory, on_delete=models.CASCADE, primary_key=True, related_name="search")
+    # No database constraint: the trajectory's own foreign key already ties the row to a real run, and a
+    # constraint would add a check per row to every ingested batch.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False, null=True,
+                            db_constraint=False)
+    step = models.PositiveIntegerField(default=0)
+    split = models.CharField(max_length=8, choices=Split.choices, default=Split.TRAIN)
+    status = models.CharField(max_length=10, choices=TrajectoryStatus.choices, default=TrajectoryStatus.OK)
+    reward = models.FloatField(default=0.0)
+    document = SearchDocumentField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["run", "trajectory"], name="search_run_id"),
+            models.Index(fields=["reward", "trajectory"], name="search_reward_id"),
+            models.Index(fields=["step", "trajectory"], name="search_step_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"search document of {self.trajectory_id}"
+
+
+class CriterionScore(models.Model):
+    """One rubric component of one trajectory as a row (Trajectory.components holds the same values as
+    JSON): "format ≥ 0.5" becomes an index range scan instead of a walk through every JSON list.
+
+    Like TrajectorySearch it repeats the trajectory's run, step, split, status and reward, so a page
+    filtered by a criterion is found in this table alone: the matching range of the (name, value)
+    index, sorted. A criterion is often part of the reward ("correct = 1, lowest reward first"), and
+    walking trajectories in reward order until enough of them match could then read most of the table.
+    The indexes are made by hand (covering on Postgres), see migrations 0005 to 0009."""
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="criterion_scores")
+    # No database constraint: the trajectory's own foreign key already ties the row to a real run, and a
+    # constraint would add a check per row to every ingested batch.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False, null=True,
+                            db_constraint=False)
+    step = models.PositiveIntegerField(default=0)
+    split = models.CharField(max_length=8, choices=Split.choices, default=Split.TRAIN)
+    status = models.CharField(max_length=10, choices=TrajectoryStatus.choices, default=TrajectoryStatus.OK)
+    reward = models.FloatField(default=0.0)
+    name = models.CharField(max_length=200)
+    raw = models.FloatField()
+    weighted = models.FloatField()
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.raw} ({self.weighted}) on {self.trajectory_id}"
+
+
+class SavedView(models.Model):
+    """A user's named explorer query (the page's query string), private to them."""
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="saved_views")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_views")
+    name = models.CharField(max_length=100)
+    query = models.CharField(max_length=2000, blank=True, help_text="the explorer's query string, without a cursor")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "user", "name"], name="one_saved_view_name_per_user")]
+
+    def __str__(self) -> str:
+        return self.name

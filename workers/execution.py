@@ -1,0 +1,95 @@
+"""What a worker does with a run: claim it, hand the resolved config to the trainer, report.
+
+The trainer never touches the database: it reports through `trainers.reporting.HttpSink` to the
+dashboard's ingestion API, exactly as an external trainer would. This module only claims the run
+(QUEUED → STARTING, a conditional update so a redelivered task cannot run it twice), gives the
+trainer a fresh ingestion token, and turns an exception the trainer could not report into FAILED.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import traceback
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from webapp.accounts.models import hash_token
+from webapp.experiments.models import Run, RunStatus
+from webapp.experiments.services import new_ingest_token, run_transition
+from workers import node
+
+log = logging.getLogger(__name__)
+
+
+def run_artifacts_dir(run: Run) -> Path:
+    path = Path(settings.RUN_ARTIFACTS_DIR) / f"run-{run.pk}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def trainer_config(run: Run) -> dict[str, Any]:
+    """The resolved config as the trainer reads it: knobs, plus the pinned environment and rubric
+    reduced to what the trainer builds them from (their names and versions stay on the Run)."""
+    config = dict(run.resolved_config)
+    environment = config.get("environment") or {}
+    rubric = config.get("rubric") or {}
+    config["environment"] = {"kind": environment.get("kind"), "config": environment.get("config", {})}
+    config["rubric"] = {"aggregation": rubric.get("aggregation", "weighted_sum"), "criteria": rubric.get("criteria", [])}
+    return config
+
+
+def resume_path(run: Run) -> str | None:
+    """Resume and fork start from the parent's checkpoint: weights, optimizer, RNG, data position."""
+    if run.parent_checkpoint_id and run.lineage in ("resume", "fork"):
+        return run.parent_checkpoint.path
+    return None
+
+
+def execute_run(run_id: int, *, task_id: str = "", hostname: str = "") -> str:
+    hostname = hostname or f"{socket.gethostname()}:{os.getpid()}"
+    # A fresh token for this execution: only its hash is stored; the trainer holds the raw value.
+    token = new_ingest_token()
+    claimed = run_transition(
+        run_id, RunStatus.STARTING, task_id=task_id, worker=hostname, heartbeat_at=timezone.now(),
+        ingest_token_hash=hash_token(token),
+    )
+    if not claimed:
+        status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+        log.info("run %s not started: it is %s", run_id, status)
+        return f"skipped ({status})"
+    run = Run.objects.select_related("parent_checkpoint").get(pk=run_id)
+    node.set_current_run(run_id)
+    try:
+        return _train(run, token)
+    except BaseException as exc:  # noqa: BLE001 — also soft time limits and KeyboardInterrupt
+        run_transition(
+            run_id, RunStatus.FAILED,
+            error_message=f"{type(exc).__name__}: {exc}"[:5000],
+            error_traceback=traceback.format_exc(),
+        )
+        if not isinstance(exc, Exception):
+            raise
+        return "failed"
+    finally:
+        node.set_current_run(None)
+
+
+def _train(run: Run, token: str) -> str:
+    from trainers.events import JsonlSink, MultiSink
+    from trainers.reporting import HttpSink
+    from trainers.trainer import train
+
+    out_dir = run_artifacts_dir(run)
+    http = HttpSink(settings.DASHBOARD_URL, run.pk, token, start_seq=run.last_seq + 1)
+    sink = MultiSink(http, JsonlSink(out_dir / "events.jsonl"))
+    try:
+        result = train(trainer_config(run), sink=sink, out_dir=str(out_dir), resume_from=resume_path(run))
+    finally:
+        if not http.close(timeout_s=120):
+            log.error("run %s: some events could not be delivered: %s", run.pk, http.stats)
+    return getattr(result, "status", "done")

@@ -1,0 +1,21 @@
+"""Celery tasks: thin — take ids, call one service."""
+
+from __future__ import annotations
+
+from workers.celery import app
+
+
+@app.task(name="workers.execute_run", bind=True, acks_late=True, reject_on_worker_lost=False)
+def execute_run(self, run_id: int) -> str:
+    # reject_on_worker_lost=False: a run whose worker died is LOST (the reaper says so), and the
+    # user resumes it from a checkpoint; silently re-running it from scratch would duplicate data.
+    from workers.execution import execute_run as run_it
+
+    return run_it(run_id, task_id=self.request.id or "", hostname=self.request.hostname or "")
+
+
+@app.task(name="workers.reap_lost_runs", ignore_result=True)
+def reap_lost_runs() -> list[int]:
+    from webapp.fleet.services import reap_lost_runs as reap
+
+    return reap()
