@@ -2,6 +2,7 @@
 
 import math
 import random
+import time
 
 import pytest
 
@@ -114,6 +115,13 @@ def test_regex_scopes_and_per_turn_rewards():
     assert one("regex", {"pattern": "ANSWER", "flags": ["IGNORECASE"]}, traj).raw == 1.0
     each = one("regex", {"pattern": "<answer>", "scope": "each_assistant"}, traj)
     assert each.raw == 0.5 and each.turn_rewards == {1: 0.0, 3: 1.0}
+
+
+def test_a_catastrophically_backtracking_pattern_gives_up_and_scores_as_failing():
+    started = time.monotonic()
+    result = one("regex", {"pattern": r"(a|aa)+$"}, trajectory("a" * 40 + "b"))
+    assert time.monotonic() - started < 5
+    assert result.raw == 0.0 and "gave up" in result.explanation
 
 
 def test_format_gives_partial_credit():

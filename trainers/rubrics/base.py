@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import regex
+
 from trainers.types import Trajectory
 
 
@@ -47,14 +49,19 @@ class Criterion:
         return {}
 
 
-REGEX_FLAGS = {"IGNORECASE": re.IGNORECASE, "MULTILINE": re.MULTILINE, "DOTALL": re.DOTALL}
+REGEX_FLAGS = {"IGNORECASE": regex.IGNORECASE, "MULTILINE": regex.MULTILINE, "DOTALL": regex.DOTALL}
+
+# A researcher's pattern runs against model output, which is untrusted: a pattern with catastrophic
+# backtracking must not hang the rubric preview or a trainer step. The `regex` module (re-compatible
+# syntax in its default V0 mode) can abandon a match after a deadline; `re` cannot.
+REGEX_TIMEOUT_S = 0.5
 
 
-def compile_regex(pattern: str, flags: list[str] | None = None) -> re.Pattern[str]:
+def compile_regex(pattern: str, flags: list[str] | None = None) -> regex.Pattern:
     value = 0
     for name in flags or []:
         value |= REGEX_FLAGS[name]
-    return re.compile(pattern, value)
+    return regex.compile(pattern, value)
 
 
 def regex_error(pattern: Any, flags: list[str] | None = None) -> str | None:
@@ -62,6 +69,6 @@ def regex_error(pattern: Any, flags: list[str] | None = None) -> str | None:
         return None  # the schema reports the type
     try:
         compile_regex(pattern, [f for f in flags or [] if f in REGEX_FLAGS])
-    except re.error as exc:
+    except (regex.error, re.error) as exc:
         return f"invalid regular expression: {exc}"
     return None

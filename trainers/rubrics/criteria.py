@@ -9,7 +9,14 @@ import string
 from importlib.metadata import entry_points
 from typing import Any
 
-from trainers.rubrics.base import Criterion, CriterionResult, CriterionUnavailable, compile_regex, regex_error
+from trainers.rubrics.base import (
+    REGEX_TIMEOUT_S,
+    Criterion,
+    CriterionResult,
+    CriterionUnavailable,
+    compile_regex,
+    regex_error,
+)
 from trainers.toolcalls import (
     extract_answer,
     has_tool_call,
@@ -162,6 +169,7 @@ class RegexCriterion(Criterion):
     ) -> None:
         self.regex = compile_regex(pattern, flags)
         self.must_match, self.full_match, self.scope = must_match, full_match, scope
+        self.timed_out = 0
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> dict[str, list[str]]:
@@ -169,11 +177,24 @@ class RegexCriterion(Criterion):
         return {"pattern": [problem]} if problem else {}
 
     def _passes(self, text: str) -> bool:
-        found = self.regex.fullmatch(text) if self.full_match else self.regex.search(text)
+        """Whether `text` passes; a match that runs past REGEX_TIMEOUT_S fails and is remembered."""
+        match = self.regex.fullmatch if self.full_match else self.regex.search
+        try:
+            found = match(text, timeout=REGEX_TIMEOUT_S)
+        except TimeoutError:
+            self.timed_out += 1
+            return False
         return (found is not None) == self.must_match
+
+    def _timeout_note(self) -> str:
+        if not self.timed_out:
+            return ""
+        return (f" The pattern gave up after {REGEX_TIMEOUT_S:g} s on {self.timed_out} text(s), scored as failing;"
+                " it probably backtracks catastrophically.")
 
     def score(self, trajectory: Trajectory) -> CriterionResult:
         want = "matches" if self.must_match else "does not match"
+        self.timed_out = 0
         if self.scope == "each_assistant":
             turns = _assistant_turns(trajectory)
             if not turns:
@@ -181,14 +202,19 @@ class RegexCriterion(Criterion):
             rewards = {i: 1.0 if self._passes(t.text) else 0.0 for i, t in turns}
             passed = sum(rewards.values())
             return CriterionResult(
-                passed / len(turns), f"{passed:g} of {len(turns)} assistant messages: pattern {want}.", rewards
+                passed / len(turns),
+                f"{passed:g} of {len(turns)} assistant messages: pattern {want}.{self._timeout_note()}",
+                rewards,
             )
         if self.scope == "all_assistant":
             text = "\n".join(t.text for _, t in _assistant_turns(trajectory))
         else:
             text = trajectory.final_answer
         ok = self._passes(text)
-        return CriterionResult(1.0 if ok else 0.0, f"Pattern {want if ok else 'fails: ' + want}: {self.regex.pattern!r}.")
+        return CriterionResult(
+            1.0 if ok else 0.0,
+            f"Pattern {want if ok else 'fails: ' + want}: {self.regex.pattern!r}.{self._timeout_note()}",
+        )
 
 
 class FormatCriterion(Criterion):
