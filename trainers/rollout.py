@@ -53,13 +53,21 @@ class ChatFormat:
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def prompt(self, system: str, user: str) -> tuple[list[int], list[int]]:
-        """(system message ids, user message + assistant header ids): together the initial prompt."""
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        system_text = self.render(messages[:1], generation_prompt=False)
-        full = self.render(messages, generation_prompt=True)
-        if full.startswith(system_text):
-            return self.encode(system_text), self.encode(full[len(system_text):])
+    def prompt(
+        self, system: str, user: str, examples: Sequence[dict[str, str]] = ()
+    ) -> tuple[list[int], list[int]]:
+        """(system message + example ids, user message + assistant header ids): the initial prompt.
+
+        `examples` are the environment's few-shot messages, placed between the system prompt and the
+        task; a role the template rejects ("tool" in some) is sent as "user", as in `run_episode`.
+        """
+        prefix = [{"role": "system", "content": system}, *(
+            {"role": m["role"] if self._supports_role(m["role"]) else "user", "content": m["content"]}
+            for m in examples)]
+        prefix_text = self.render(prefix, generation_prompt=False)
+        full = self.render([*prefix, {"role": "user", "content": user}], generation_prompt=True)
+        if full.startswith(prefix_text):
+            return self.encode(prefix_text), self.encode(full[len(prefix_text):])
         return [], self.encode(full)
 
     def continuation(self, role: str, content: str, ended_with_eos: bool) -> list[int]:
@@ -206,11 +214,16 @@ def generate_rollouts(
             env = make_env()
             user_text = env.reset(task, seed)
             system_text = env.system_prompt()
-            system_ids, user_ids = chat.prompt(system_text, user_text)
+            examples = env.example_messages() if hasattr(env, "example_messages") else []
+            # The few-shot example's tokens ride with the system turn (all masked): the model sees
+            # them, but they are not turns of this trajectory, so no rubric counts the example's call.
+            system_ids, user_ids = chat.prompt(system_text, user_text, examples)
             trajectory = Trajectory(task=task, turns=[
                 Turn(role="system", text=system_text, token_ids=system_ids, loss_mask=[0] * len(system_ids)),
                 Turn(role="user", text=user_text, token_ids=user_ids, loss_mask=[0] * len(user_ids)),
             ])
+            if examples:
+                trajectory.info["prompt_examples"] = list(examples)
             env_turns = getattr(env, "max_turns", 0) or 0
             turns = min(t for t in (max_turns, env_turns) if t > 0) if (max_turns or env_turns) else 1
             group.append(_Episode(env, Rollout(
