@@ -16,6 +16,9 @@ def execute_run(self, run_id: int) -> str:
 
 @app.task(name="workers.reap_lost_runs", ignore_result=True)
 def reap_lost_runs() -> list[int]:
+    """Runs and reward-model trainings whose worker stopped heartbeating: LOST / failed."""
     from webapp.fleet.services import reap_lost_runs as reap
+    from webapp.rewards.services import reward_models_reap_lost
 
+    reward_models_reap_lost()
     return reap()

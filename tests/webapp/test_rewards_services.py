@@ -3,12 +3,17 @@ into a rubric as a new version that new runs pin and old runs never see."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
 from tests.webapp.rewards_factories import annotated_snapshot, direct_snapshot, preference_texts
 from webapp.experiments.models import RubricVersion, Run
 from webapp.experiments.services import rubric_create, rubric_update, run_create
+from webapp.fleet.models import WorkerNode
+from webapp.fleet.services import worker_report
 from webapp.review.services import snapshot_pairs
 from webapp.rewards import selectors, services
 from webapp.rewards.models import RewardModel
@@ -158,3 +163,22 @@ def test_the_web_side_of_reward_models_never_imports_torch():
     done = subprocess.run([sys.executable, "-c", script], cwd=repo, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_training_whose_worker_stopped_heartbeating_fails_with_a_reason(snapshot, users):
+    now = timezone.now()
+    dead = services.reward_model_train(snapshot=snapshot, user=users["bob"], name="dead", dispatch=False)
+    busy = services.reward_model_train(snapshot=snapshot, user=users["bob"], name="busy", dispatch=False)
+    assert services.reward_model_claim(dead.pk, worker="celery@gone")
+    assert services.reward_model_claim(busy.pk, worker="celery@alive")
+    RewardModel.objects.update(started_at=now - timedelta(minutes=5))
+    worker_report(hostname="celery@alive", queues=["cpu"], gpus=[], cpus=2, ray_address="", pid=1)
+    worker_report(hostname="celery@gone", queues=["cpu"], gpus=[], cpus=2, ray_address="", pid=2)
+    WorkerNode.objects.filter(hostname="celery@gone").update(last_seen=now - timedelta(minutes=2))
+
+    assert services.reward_models_reap_lost(now=now, timeout_s=45) == [dead.pk]
+    dead.refresh_from_db()
+    busy.refresh_from_db()
+    assert dead.status == "failed" and "celery@gone stopped reporting" in dead.error_message
+    assert busy.status == "training"
+    assert services.reward_models_reap_lost(now=now, timeout_s=45) == []

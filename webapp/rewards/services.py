@@ -7,8 +7,10 @@ task cannot train twice and a late failure cannot overwrite a finished model.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -18,6 +20,7 @@ from trainers.registry import config_with_defaults, validate_config
 from trainers.reward_training import TRAINING_SCHEMA
 from webapp.experiments.models import Queue, Rubric, RubricVersion
 from webapp.experiments.services import rubric_update
+from webapp.fleet.models import WorkerNode
 from webapp.review.models import PreferenceSnapshot
 from webapp.rewards.models import RewardModel, RewardModelStatus
 
@@ -123,6 +126,23 @@ def reward_model_fail(reward_model_id: int, *, error: str) -> bool:
             pk=reward_model_id, status__in=[RewardModelStatus.QUEUED, RewardModelStatus.TRAINING]
         ).update(status=RewardModelStatus.FAILED, error_message=error[:5000], phase="", finished_at=timezone.now())
     )
+
+
+def reward_models_reap_lost(*, now=None, timeout_s: int | None = None) -> list[int]:
+    """Fail TRAINING models whose worker stopped heartbeating (process killed, machine lost).
+
+    Returns the ids it failed. The task is not redelivered (reject_on_worker_lost=False): without this
+    the model would read "training" forever; now the page says what happened and Train again works.
+    """
+    now = now or timezone.now()
+    timeout = timedelta(seconds=timeout_s if timeout_s is not None else settings.RUN_HEARTBEAT_TIMEOUT_S)
+    alive = WorkerNode.objects.filter(last_seen__gte=now - timeout, stopped=False).values_list("hostname", flat=True)
+    stale = RewardModel.objects.filter(
+        status=RewardModelStatus.TRAINING, started_at__lt=now - timeout
+    ).exclude(worker__in=list(alive)).values_list("pk", "worker")
+    error = (f"The worker {{worker}} stopped reporting for more than {int(timeout.total_seconds())} s while training "
+             "(process killed or machine lost). Train again to start a new version.")
+    return [pk for pk, worker in stale if reward_model_fail(pk, error=error.format(worker=worker or "?"))]
 
 
 def criterion_uses(criterion: dict[str, Any], reward_model: RewardModel) -> bool:
