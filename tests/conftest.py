@@ -28,6 +28,35 @@ def _embedded_redis(request):
     yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_artifact_dirs(request, tmp_path_factory):
+    """Checkpoints and reward models of this session go to a temp dir that is removed at the end.
+
+    A worker-run checkpoint of the default model is ~1.6 GB with its optimizer; left in var/test,
+    they piled up across sessions until a disk filled. The environment variables reach the web and
+    worker processes the tests start.
+    """
+    import os
+    import shutil
+
+    root = tmp_path_factory.mktemp("artifacts")
+    dirs = {"RUN_ARTIFACTS_DIR": root / "runs", "REWARD_MODELS_DIR": root / "reward_models"}
+    saved = {name: os.environ.get(name) for name in dirs}
+    os.environ.update({name: str(path) for name, path in dirs.items()})
+    if _django_active(request.config):
+        from django.conf import settings
+
+        for name, path in dirs.items():
+            setattr(settings, name, path)
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(request):
     """Hashing passwords properly costs ~0.3 s a user; tests make many users. Browser tests keep the
