@@ -6,10 +6,14 @@ from django.db import models
 from webapp.projects.models import Project
 
 
-class Environment(models.Model):
-    """A named, versioned environment definition. Editing makes a new EnvironmentVersion."""
+class VersionedDefinition(models.Model):
+    """A named definition in a project whose content lives in immutable numbered versions.
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="environments")
+    Environments and rubrics are both this: editing adds a version (related name `versions`), and a
+    run pins the versions it used. Subclasses declare `project` with their own related name.
+    """
+
+    project: models.ForeignKey
     name = models.CharField(max_length=120)
     description = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -17,15 +21,25 @@ class Environment(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["project", "name"], name="unique_environment_name")]
+        abstract = True
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="unique_%(class)s_name")]
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
 
     @property
-    def latest_version(self) -> EnvironmentVersion:
+    def latest_version(self):
         return self.versions.order_by("-number").first()
+
+
+class Environment(VersionedDefinition):
+    """A named, versioned environment definition. Editing makes a new EnvironmentVersion."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="environments")
+
+    class Meta(VersionedDefinition.Meta):
+        pass
 
 
 class EnvironmentVersion(models.Model):
@@ -50,24 +64,13 @@ class EnvironmentVersion(models.Model):
         return {"name": self.environment.name, "version": self.number, "kind": self.kind, "config": self.config}
 
 
-class Rubric(models.Model):
+class Rubric(VersionedDefinition):
+    """Named, weighted reward criteria. Editing makes a new RubricVersion."""
+
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="rubrics")
-    name = models.CharField(max_length=120)
-    description = models.TextField(blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["project", "name"], name="unique_rubric_name")]
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    @property
-    def latest_version(self) -> RubricVersion:
-        return self.versions.order_by("-number").first()
+    class Meta(VersionedDefinition.Meta):
+        pass
 
 
 class RubricVersion(models.Model):

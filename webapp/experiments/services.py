@@ -30,6 +30,7 @@ from webapp.experiments.models import (
     RubricVersion,
     Run,
     RunStatus,
+    VersionedDefinition,
 )
 from webapp.live.broadcast import broadcast_run_on_commit
 from webapp.projects.models import Project
@@ -48,7 +49,49 @@ def _require_name(name: str) -> str:
     return name
 
 
-# --- environments ---------------------------------------------------------------------------------
+# --- environments and rubrics: versioned definitions --------------------------------------------
+
+
+def _name_taken(model: type[VersionedDefinition], name: str) -> ValidationError:
+    noun = model._meta.verbose_name
+    article = "An" if noun[:1] in "aeiou" else "A"
+    return ValidationError({"name": [f"{article} {noun} named {name!r} already exists in this project."]})
+
+
+def _definition_create(
+    model: type[VersionedDefinition], *, project: Project, name: str, user, description: str, content: dict[str, Any]
+) -> VersionedDefinition:
+    """A new environment or rubric with its version 1 holding `content` (the version's fields)."""
+    name = _require_name(name)
+    if model.objects.filter(project=project, name=name).exists():
+        raise _name_taken(model, name)
+    definition = model.objects.create(project=project, name=name, description=description, created_by=user)
+    definition.versions.create(number=1, created_by=user, **content)
+    return definition
+
+
+def _definition_update(
+    definition: VersionedDefinition, *, user, content: dict[str, Any], name: str | None, description: str | None,
+    note: str,
+):
+    """Rename / redescribe in place; changed `content` makes a new version (runs keep theirs).
+
+    The row lock serialises concurrent edits so two of them cannot both take the next number.
+    """
+    model = type(definition)
+    locked = model.objects.select_for_update().get(pk=definition.pk)
+    if name is not None:
+        name = _require_name(name)
+        if model.objects.filter(project=locked.project, name=name).exclude(pk=locked.pk).exists():
+            raise _name_taken(model, name)
+        locked.name = name
+    if description is not None:
+        locked.description = description
+    locked.save()
+    latest = locked.versions.order_by("-number").first()
+    if all(getattr(latest, field) == value for field, value in content.items()):
+        return latest
+    return locked.versions.create(number=latest.number + 1, note=note, created_by=user, **content)
 
 
 def validate_environment_config(kind: str, config: Any) -> dict[str, Any]:
@@ -68,13 +111,9 @@ def validate_environment_config(kind: str, config: Any) -> dict[str, Any]:
 def environment_create(
     *, project: Project, name: str, kind: str, config: dict[str, Any], user, description: str = ""
 ) -> Environment:
-    name = _require_name(name)
     config = validate_environment_config(kind, config)
-    if Environment.objects.filter(project=project, name=name).exists():
-        raise ValidationError({"name": [f"An environment named {name!r} already exists in this project."]})
-    environment = Environment.objects.create(project=project, name=name, description=description, created_by=user)
-    EnvironmentVersion.objects.create(environment=environment, number=1, kind=kind, config=config, created_by=user)
-    return environment
+    return _definition_create(Environment, project=project, name=name, user=user, description=description,
+                              content={"kind": kind, "config": config})
 
 
 @transaction.atomic
@@ -90,24 +129,8 @@ def environment_update(
 ) -> EnvironmentVersion:
     """Edit an environment. A changed kind or config makes a new version; runs keep theirs."""
     config = validate_environment_config(kind, config)
-    locked = Environment.objects.select_for_update().get(pk=environment.pk)
-    if name is not None:
-        name = _require_name(name)
-        if Environment.objects.filter(project=locked.project, name=name).exclude(pk=locked.pk).exists():
-            raise ValidationError({"name": [f"An environment named {name!r} already exists in this project."]})
-        locked.name = name
-    if description is not None:
-        locked.description = description
-    locked.save()
-    latest = locked.versions.order_by("-number").first()
-    if latest.kind == kind and latest.config == config:
-        return latest
-    return EnvironmentVersion.objects.create(
-        environment=locked, number=latest.number + 1, kind=kind, config=config, note=note, created_by=user
-    )
-
-
-# --- rubrics ----------------------------------------------------------------------------------------
+    return _definition_update(environment, user=user, content={"kind": kind, "config": config}, name=name,
+                              description=description, note=note)
 
 
 def validate_rubric_spec(spec: Any) -> dict[str, Any]:
@@ -121,13 +144,9 @@ def validate_rubric_spec(spec: Any) -> dict[str, Any]:
 
 @transaction.atomic
 def rubric_create(*, project: Project, name: str, spec: dict[str, Any], user, description: str = "") -> Rubric:
-    name = _require_name(name)
     spec = validate_rubric_spec(spec)
-    if Rubric.objects.filter(project=project, name=name).exists():
-        raise ValidationError({"name": [f"A rubric named {name!r} already exists in this project."]})
-    rubric = Rubric.objects.create(project=project, name=name, description=description, created_by=user)
-    RubricVersion.objects.create(rubric=rubric, number=1, spec=spec, created_by=user)
-    return rubric
+    return _definition_create(Rubric, project=project, name=name, user=user, description=description,
+                              content={"spec": spec})
 
 
 @transaction.atomic
@@ -140,20 +159,10 @@ def rubric_update(
     description: str | None = None,
     note: str = "",
 ) -> RubricVersion:
+    """Edit a rubric. A changed spec makes a new version; runs keep theirs."""
     spec = validate_rubric_spec(spec)
-    locked = Rubric.objects.select_for_update().get(pk=rubric.pk)
-    if name is not None:
-        name = _require_name(name)
-        if Rubric.objects.filter(project=locked.project, name=name).exclude(pk=locked.pk).exists():
-            raise ValidationError({"name": [f"A rubric named {name!r} already exists in this project."]})
-        locked.name = name
-    if description is not None:
-        locked.description = description
-    locked.save()
-    latest = locked.versions.order_by("-number").first()
-    if latest.spec == spec:
-        return latest
-    return RubricVersion.objects.create(rubric=locked, number=latest.number + 1, spec=spec, note=note, created_by=user)
+    return _definition_update(rubric, user=user, content={"spec": spec}, name=name, description=description,
+                              note=note)
 
 
 # --- runs -------------------------------------------------------------------------------------------
