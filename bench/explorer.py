@@ -13,7 +13,8 @@ against the goal (p95 ≤ 150 ms).
 
 Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/rollout_bench_explorer; created
 and migrated if missing), EXPLORER_BENCH_RUNS (40: 25,600 trajectories per run), EXPLORER_BENCH_SAMPLES
-(40 timed requests per kind), EXPLORER_BENCH_RESEED=1 to drop and load the data again.
+(40 timed requests per kind), EXPLORER_BENCH_RESEED=1 to drop and load the data again. The database (several GB) is dropped at
+the end unless EXPLORER_BENCH_KEEP=1 keeps it for a faster rerun.
 """
 
 from __future__ import annotations
@@ -61,6 +62,20 @@ def ensure_database(url: str, *, reseed: bool) -> None:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
             conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def drop_database_unless_kept(url: str) -> None:
+    if os.environ.get("EXPLORER_BENCH_KEEP") == "1":
+        return
+    import psycopg
+    from django.db import connections
+
+    connections.close_all()
+    parsed = urlparse(url)
+    admin = parsed._replace(path="/postgres").geturl().replace("postgres://", "postgresql://", 1)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{parsed.path.lstrip("/")}" WITH (FORCE)')
+    print("dropped the bench database (EXPLORER_BENCH_KEEP=1 keeps it)", flush=True)
 
 
 ensure_database(os.environ["DATABASE_URL"], reseed=os.environ.get("EXPLORER_BENCH_RESEED") == "1")
@@ -411,6 +426,7 @@ def main() -> None:
     print(f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     worst_name, worst = max(((n, percentile(t, 0.95)) for n, t in results.items()), key=lambda x: x[1])
     verdict = "meets" if worst <= GOAL_MS else "MISSES"
+    drop_database_unless_kept(os.environ["DATABASE_URL"])
     print(f"worst p95: {worst:.1f} ms ({worst_name}) — {verdict} the goal p95 ≤ {GOAL_MS:.0f} ms "
           f"at {RUNS * PER_RUN:,} trajectories")
 
