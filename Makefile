@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: demo test test-fast lint bench browser-deps clean
+.PHONY: demo test test-fast lint bench test-tools clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,14 +20,14 @@ demo: $(STAMP)
 	$(PY) manage.py demo
 
 # Tests keep their state (embedded redis-server, databases, logs) in var/test, apart from the demo's.
-test: $(STAMP) browser-deps
+test: $(STAMP) test-tools
 	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest
 
 test-fast: $(STAMP)
 	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest -m "not slow and not browser"
 
-browser-deps:
-	@bash scripts/ensure-chromium.sh
+test-tools:
+	@bash scripts/ensure-test-tools.sh
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
