@@ -316,6 +316,18 @@ def test_downloads_round_trip(client_for, users, run, project):
     assert rows[0]["chosen"] == records[0]["chosen"] and provenance["version"] == 1
 
 
+def test_each_snapshot_links_to_training_a_reward_model_on_it(client_for, users, run, project):
+    make_group(run, rewards=[1.0, 0.0])
+    queue = services.queue_create(project=project, user=users["bob"], name="arith prefs", runs=[run], annotators=[users["carol"]])
+    snapshot = services.snapshot_create(queue, users["bob"])
+    client = client_for("bob")
+    detail = client.get(reverse("review:queue_detail", args=[project.slug, queue.pk])).content.decode()
+    train_url = f'{reverse("rewards:reward_model_create", args=[project.slug])}?snapshot={snapshot.pk}'
+    assert f'href="{train_url}"' in detail
+    form = client.get(train_url).content.decode()
+    assert f'<option value="{snapshot.pk}" selected>' in form
+
+
 # --- model output is inert everywhere ----------------------------------------------------------------
 
 EVIL = ['<script>alert(1)</script>', '<img src=x onerror=alert(1)>', '[x](javascript:alert(1))']
