@@ -333,6 +333,7 @@ def train_reward_model(
     hidden_units: int = 64,
     max_length: int = 1024,
     input_template: str = DEFAULT_TEMPLATE,
+    response_text: str = "transcript",
     device: str = "auto",
     embed_batch_size: int = 16,
     provenance: Mapping[str, Any] | None = None,
@@ -341,8 +342,9 @@ def train_reward_model(
 ) -> RewardTrainingResult:
     """Train a Bradley–Terry reward model on `pairs` and save it in `out_dir`.
 
-    `input_template` renders the text that is scored ({prompt}, {response}); keep the default for a
-    model the `learned_reward` criterion will use on final answers. `progress(phase, fraction)` is
+    `input_template` renders the text that is scored ({prompt}, {response}); `response_text` records
+    what the pairs' responses are ("transcript", as `trainers.texts.trajectory_text` renders them, or
+    "final_answer"), so the `learned_reward` criterion renders trajectories the same way. `progress(phase, fraction)` is
     called as work advances (phase: "load", "embed", "fit", "save"). `encoder` reuses an already
     loaded (model, tokenizer) pair from `load_encoder`."""
     import torch
@@ -419,6 +421,7 @@ def train_reward_model(
         gguf_file=base_gguf,
         max_length=max_length,
         input_template=input_template,
+        response_text=response_text,
         provenance={
             **dict(provenance or {}),
             "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),

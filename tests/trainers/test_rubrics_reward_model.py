@@ -14,6 +14,7 @@ from trainers.rubrics.reward_model import (
     read_metadata,
     save_reward_model,
 )
+from trainers.texts import trajectory_text
 from trainers.types import Task, Trajectory, Turn
 
 
@@ -27,7 +28,7 @@ def test_save_and_read_round_trip(tmp_path):
     )
     (directory / "base").mkdir()
     metadata = read_metadata(directory)
-    assert metadata.hidden_size == 8 and metadata.base_model_path == "base"
+    assert metadata.hidden_size == 8 and metadata.base_model_path == "base" and metadata.response_text == "transcript"
     assert metadata.provenance == {"pairs": 120, "queue": 7}
     stored = json.loads((directory / "reward_model.json").read_text())
     assert stored["format"] == "rollout_studio.reward_model" and stored["architecture"] == "bradley_terry_mean_pool"
@@ -58,6 +59,30 @@ def test_the_criterion_scores_with_an_injected_scorer():
     scores = score_group(spec, [trajectory("4"), trajectory("four")], reward_scorer=scorer)
     assert scorer_calls == [["What is 2 + 2?\n\n4", "What is 2 + 2?\n\nfour"]]  # one batch
     assert [s.total for s in scores] == [2 * 17.0, 2 * 20.0]
+
+
+def test_a_multi_turn_trajectory_is_scored_as_the_text_its_preference_pairs_were_trained_on():
+    """Snapshots train on the whole response (tool calls and results); scoring must read the same."""
+    spec = {"criteria": [{"name": "rm", "kind": "learned_reward", "weight": 1.0, "params": {"path": "/models/rm"}}]}
+    multi = Trajectory(task=Task("t", "What is 12 + 7?", 19), turns=[
+        Turn("system", "Use tools."), Turn("user", "What is 12 + 7?"),
+        Turn("assistant", "<tool_call>calc</tool_call>", tool_name="calculator"),
+        Turn("tool", "Result: 19", tool_name="calculator", tool_result="19"),
+        Turn("assistant", "<answer>19</answer>"),
+    ])
+    seen = []
+    score_group(spec, [multi], reward_scorer=lambda texts: seen.extend(texts) or [0.0] * len(texts))
+    response = trajectory_text(multi.task.prompt, multi.turns).response
+    assert seen == [f"What is 12 + 7?\n\n{response}"]
+    assert response == "assistant: <tool_call>calc</tool_call>\ntool (calculator): 19\nassistant: <answer>19</answer>"
+
+
+def test_a_model_saved_before_response_text_existed_is_scored_on_final_answers(tmp_path):
+    directory = save_reward_model(tmp_path / "old", weight=[1.0], bias=0.0, base_model_path="base")
+    stored = json.loads((directory / "reward_model.json").read_text())
+    del stored["response_text"]
+    (directory / "reward_model.json").write_text(json.dumps(stored))
+    assert read_metadata(directory).response_text == "final_answer"
 
 
 @pytest.mark.slow

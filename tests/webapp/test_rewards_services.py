@@ -85,7 +85,7 @@ def test_the_worker_records_a_failure_with_its_reason(project, users):
     assert execute_reward_training(reward_model.pk) == "skipped (failed)"
 
 
-def test_the_model_learns_from_the_final_answer_the_criterion_will_score(run, users, project):
+def test_the_model_learns_from_the_whole_response_the_criterion_will_score(run, users, project):
     rows = preference_texts(2)
     snapshot = annotated_snapshot(project=project, run=run, researcher=users["bob"], annotator=users["carol"], rows=rows)
     pairs = training_pairs(snapshot_pairs(snapshot))
@@ -94,7 +94,7 @@ def test_the_model_learns_from_the_final_answer_the_criterion_will_score(run, us
     multi_turn = {"prompt": "q", "chosen": "assistant: call\ntool (add): 4\nassistant: <answer>4</answer>", "rejected": "5",
                   "chosen_messages": [{"role": "assistant", "content": "call"}, {"role": "tool", "content": "4"},
                                       {"role": "assistant", "content": "<answer>4</answer>"}], "rejected_messages": []}
-    assert training_pairs([multi_turn]) == [{"prompt": "q", "chosen": "<answer>4</answer>", "rejected": "5"}]
+    assert training_pairs([multi_turn]) == [{"prompt": "q", "chosen": multi_turn["chosen"], "rejected": "5"}]
 
 
 def test_models_live_under_an_absolute_directory(snapshot, users, settings, tmp_path):

@@ -43,6 +43,7 @@ from typing import Any
 
 from trainers.rubrics.base import Criterion, CriterionResult, CriterionUnavailable
 from trainers.rubrics.judge import render_transcript
+from trainers.texts import trajectory_text
 from trainers.types import Trajectory
 
 FORMAT_NAME = "rollout_studio.reward_model"
@@ -54,6 +55,7 @@ BUILTIN_SMOLLM2 = "builtin:smollm2-135m"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 ScoreFn = Callable[[list[str]], list[float]]
+RESPONSE_TEXTS = ("transcript", "final_answer")
 
 
 class RewardModelNotFound(CriterionUnavailable):
@@ -72,6 +74,10 @@ class RewardModelMetadata:
     head_file: str = HEAD_FILE
     max_length: int = 1024
     input_template: str = "{prompt}\n\n{response}"
+    # What {response} is: "transcript" (everything from the first assistant turn, tool calls and results
+    # included — see trainers.texts) or "final_answer" (the last assistant message; models saved before
+    # this field existed were trained on that, so a file without it reads as "final_answer").
+    response_text: str = "transcript"
     provenance: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -84,6 +90,7 @@ class RewardModelMetadata:
             "head_file": self.head_file,
             "max_length": self.max_length,
             "input_template": self.input_template,
+            "response_text": self.response_text,
             "provenance": self.provenance,
         }
 
@@ -116,8 +123,11 @@ def read_metadata(path: str | Path) -> RewardModelMetadata:
             head_file=str(data.get("head_file", HEAD_FILE)),
             max_length=int(data.get("max_length", 1024)),
             input_template=str(data.get("input_template", "{prompt}\n\n{response}")),
+            response_text=str(data.get("response_text", "final_answer")),
             provenance=dict(data.get("provenance", {})),
         )
+        if metadata.response_text not in RESPONSE_TEXTS:
+            raise ValueError(f"response_text must be one of {', '.join(RESPONSE_TEXTS)}")
     except (KeyError, TypeError, ValueError) as exc:
         raise RewardModelFormatError(f"{meta_path}: missing or malformed field ({exc}).") from exc
     if not (directory / metadata.head_file).is_file():
@@ -155,6 +165,7 @@ def save_reward_model(
     gguf_file: str | None = None,
     max_length: int = 1024,
     input_template: str = "{prompt}\n\n{response}",
+    response_text: str = "transcript",
     provenance: dict[str, Any] | None = None,
     hidden_weight: Any | None = None,
     hidden_bias: Any | None = None,
@@ -184,6 +195,7 @@ def save_reward_model(
         hidden_size=hidden_size,
         max_length=max_length,
         input_template=input_template,
+        response_text=response_text,
         provenance=provenance or {},
     )
     (directory / METADATA_FILE).write_text(json.dumps(metadata.to_json(), indent=2))
@@ -278,6 +290,7 @@ class LearnedReward(Criterion):
         self.path, self.batch_size = path, batch_size
         self._scorer = reward_scorer
         self._template = "{prompt}\n\n{response}"
+        self._response_text = "transcript"
         self._provenance: dict[str, Any] = {"reward_model_path": path}
 
     def attach_models(self, *, reward_scorer: ScoreFn | None = None, **_: Any) -> None:
@@ -288,6 +301,7 @@ class LearnedReward(Criterion):
         if self._scorer is None:
             model = load_reward_model(self.path)
             self._template = model.metadata.input_template
+            self._response_text = model.metadata.response_text
             self._provenance = {
                 "reward_model_path": self.path,
                 "reward_model_head_sha256": model.fingerprint,
@@ -297,9 +311,10 @@ class LearnedReward(Criterion):
         return self._scorer
 
     def render(self, trajectory: Trajectory) -> str:
-        return self._template.format(
-            prompt=trajectory.task.prompt, response=trajectory.final_answer, transcript=render_transcript(trajectory)
-        )
+        # The same prompt / response split as the preference snapshots the model was trained on.
+        text = trajectory_text(trajectory.task.prompt, trajectory.turns)
+        response = text.response if self._response_text == "transcript" else trajectory.final_answer
+        return self._template.format(prompt=text.prompt, response=response, transcript=render_transcript(trajectory))
 
     def score(self, trajectory: Trajectory) -> CriterionResult:
         return self.score_many([trajectory])[0]

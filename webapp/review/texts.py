@@ -1,57 +1,6 @@
-"""How a stored trajectory becomes preference-data text: a prompt and a response, as strings and as chat
-messages. Pure functions over plain values, so exports, snapshots and tests agree on one rendering.
+"""Preference-data text of a stored trajectory: the one rendering lives in `trainers.texts`, shared with
+the `learned_reward` criterion that scores with a model trained on it (re-exported for the review app)."""
 
-The prompt is everything before the first assistant turn (system and user turns); the response is
-everything from it on. A response of exactly one assistant turn is that turn's text; a longer one
-(tool calls, tool replies, several assistant turns) is a transcript, one "role: text" block per turn,
-the same shape the LLM judge and the learned reward model read (`trainers.rubrics.judge.render_transcript`).
-"""
+from trainers.texts import TrajectoryText, trajectory_text
 
-from __future__ import annotations
-
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Protocol
-
-
-class TurnLike(Protocol):
-    role: str
-    text: str
-    tool_name: str
-    tool_result: str
-
-
-@dataclass
-class TrajectoryText:
-    prompt: str
-    response: str
-    prompt_messages: list[dict[str, str]] = field(default_factory=list)
-    response_messages: list[dict[str, str]] = field(default_factory=list)
-
-
-def _content(turn: TurnLike) -> str:
-    if turn.role == "tool":
-        return turn.tool_result or turn.text
-    return turn.text
-
-
-def _label(turn: TurnLike) -> str:
-    return f"tool ({turn.tool_name})" if turn.role == "tool" and turn.tool_name else turn.role
-
-
-def trajectory_text(prompt: str, turns: Iterable[TurnLike]) -> TrajectoryText:
-    """Split `turns` (in order) at the first assistant turn. `prompt` is the trajectory's stored task
-    prompt; when empty, the last user turn before the response stands in for it."""
-    turns = list(turns)
-    first_assistant = next((i for i, t in enumerate(turns) if t.role == "assistant"), len(turns))
-    before, after = turns[:first_assistant], turns[first_assistant:]
-    prompt_messages = [{"role": t.role, "content": _content(t)} for t in before]
-    response_messages = [{"role": t.role, "content": _content(t)} for t in after]
-    if not prompt:
-        users = [t.text for t in before if t.role == "user"]
-        prompt = users[-1] if users else ""
-    if len(after) == 1 and after[0].role == "assistant":
-        response = after[0].text
-    else:
-        response = "\n".join(f"{_label(t)}: {_content(t)}" for t in after)
-    return TrajectoryText(prompt, response, prompt_messages, response_messages)
+__all__ = ["TrajectoryText", "trajectory_text"]

@@ -38,25 +38,11 @@ def reward_model_dir(reward_model: RewardModel) -> Path:
     return reward_models_root() / f"rm-{reward_model.pk}"
 
 
-def final_answer(messages: list[dict[str, Any]], fallback: str) -> str:
-    """The last assistant message of a response — what the `learned_reward` criterion scores."""
-    for message in reversed(messages or []):
-        if message.get("role") == "assistant":
-            return str(message.get("content", ""))
-    return fallback
-
-
 def training_pairs(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """Snapshot rows as the reward model will see them when it scores a trajectory: the task prompt
-    and the final assistant message (`{prompt}\\n\\n{response}`), not the whole multi-turn transcript."""
-    return [
-        {
-            "prompt": row["prompt"],
-            "chosen": final_answer(row.get("chosen_messages") or [], row["chosen"]),
-            "rejected": final_answer(row.get("rejected_messages") or [], row["rejected"]),
-        }
-        for row in rows
-    ]
+    """Snapshot rows as the reward model will see them when it scores a trajectory: the task prompt and
+    the whole response — tool calls and results included (`trainers.texts`), the text the
+    `learned_reward` criterion renders for a model saved with response_text="transcript"."""
+    return [{"prompt": row["prompt"], "chosen": row["chosen"], "rejected": row["rejected"]} for row in rows]
 
 
 def execute_reward_training(reward_model_id: int, *, task_id: str = "", hostname: str = "") -> str:
