@@ -76,11 +76,19 @@ class Command(BaseCommand):
                         stopping = True
                 time.sleep(0.5)
         finally:
+            self.stdout.write("stopping the demo processes…")
             for child in children:
                 if child.poll() is None:
                     child.terminate()
+            # A worker in the middle of a training step would finish it first (Celery's warm
+            # shutdown); the run is resumable from its last checkpoint, so do not wait long.
             for child in children:
                 try:
-                    child.wait(timeout=20)
+                    child.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     child.kill()
+                    child.wait()
+            if settings.EMBEDDED:
+                from webapp.embedded import stop_embedded_redis
+
+                stop_embedded_redis(settings.VAR_DIR)
