@@ -16,11 +16,22 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from tests.webapp.review_factories import make_group
 from webapp.accounts.models import ApiToken
 from webapp.accounts.services import api_token_create
 from webapp.experiments.models import Environment, EnvironmentVersion, Rubric, RubricVersion, Run
 from webapp.experiments.services import run_create
 from webapp.projects.models import ROLE_CAPABILITIES, Membership, Project
+from webapp.review import services as review_services
+from webapp.review.models import (
+    Activity,
+    Comment,
+    Notification,
+    PreferenceQueue,
+    PreferenceSnapshot,
+    Tag,
+    TrajectoryTag,
+)
 from webapp.rollouts.models import MetricPoint, Trajectory, Turn
 
 PRINCIPALS = ["anonymous", "alice", "bob", "carol", "dave", "eve"]
@@ -42,6 +53,8 @@ class World:
     memberships: dict[str, Membership]
     tokens: dict[str, tuple[ApiToken, str]]
     finished_run: Run  # stopped, with a checkpoint: can be resumed and forked
+    queue: PreferenceQueue  # carol (annotator) and bob are its annotators
+    snapshot: PreferenceSnapshot
 
 
 @pytest.fixture
@@ -55,7 +68,14 @@ def world(users, project, environment, rubric, run) -> World:
                                  preset="grpo", overrides={}, user=users["bob"], dispatch=False)
     Run.objects.filter(pk=finished_run.pk).update(status="SUCCEEDED")
     finished_run.checkpoints.create(step=3, path="/tmp/ckpt-3")
+    review_services.tag_add(trajectory=trajectory, user=users["carol"], name="reviewed")
+    make_group(finished_run, rewards=[1.0, 0.0])
+    queue = review_services.queue_create(project=project, user=users["bob"], name="which is better", runs=[finished_run],
+                                         annotators=[users["carol"], users["bob"]])
+    snapshot = review_services.snapshot_create(queue, users["bob"])
     return World(
+        queue=queue,
+        snapshot=snapshot,
         finished_run=finished_run,
         project=project,
         environment=environment,
@@ -74,6 +94,7 @@ class Endpoint:
     need: str  # "auth": any signed-in user; else a project capability
     ok: int = 200
     body: Callable[[World], dict[str, Any]] | None = None
+    content_type: str = "application/json"  # of a successful reply
 
 
 def _p(world: World) -> str:
@@ -145,6 +166,33 @@ ENDPOINTS: dict[str, Endpoint] = {
     "kinds-environments": Endpoint("GET", lambda w, who: "/api/kinds/environments/", "auth"),
     "kinds-criteria": Endpoint("GET", lambda w, who: "/api/kinds/criteria/", "auth"),
     "presets": Endpoint("GET", lambda w, who: "/api/presets/", "auth"),
+    # review: comments and tags on a trajectory
+    "trajectory-comments-list": Endpoint("GET", lambda w, who: f"/api/trajectories/{w.trajectory.pk}/comments/", "read"),
+    "trajectory-comments-create": Endpoint(
+        "POST", lambda w, who: f"/api/trajectories/{w.trajectory.pk}/comments/", "annotate", 201,
+        lambda w: {"body": "@alice the reward looks right", "turn_index": 1},
+    ),
+    "trajectory-tags-list": Endpoint("GET", lambda w, who: f"/api/trajectories/{w.trajectory.pk}/tags/", "read"),
+    "trajectory-tags-add": Endpoint(
+        "POST", lambda w, who: f"/api/trajectories/{w.trajectory.pk}/tags/", "annotate", 201, lambda w: {"name": "odd"}
+    ),
+    "trajectory-tag-remove": Endpoint(
+        "DELETE", lambda w, who: f"/api/trajectories/{w.trajectory.pk}/tags/reviewed/", "annotate", 204
+    ),
+    # review: preference queues (carol annotates the one queue) and their datasets
+    "preference-queues-list": Endpoint("GET", lambda w, who: f"{_p(w)}/preference-queues/", "annotate"),
+    "preference-queue-get": Endpoint("GET", lambda w, who: f"/api/preference-queues/{w.queue.pk}/", "annotate"),
+    "preference-snapshots-list": Endpoint(
+        "GET", lambda w, who: f"/api/preference-queues/{w.queue.pk}/snapshots/", "launch"
+    ),
+    "preference-snapshots-create": Endpoint(
+        "POST", lambda w, who: f"/api/preference-queues/{w.queue.pk}/snapshots/", "launch", 201,
+        lambda w: {"complete_only": True},
+    ),
+    "preference-snapshot-export": Endpoint(
+        "GET", lambda w, who: f"/api/preference-snapshots/{w.snapshot.pk}/export/?format=dpo", "launch",
+        content_type="application/x-ndjson",
+    ),
     # tokens: each caller manages their own
     "tokens-list": Endpoint("GET", lambda w, who: "/api/tokens/", "auth"),
     "tokens-create": Endpoint("POST", lambda w, who: "/api/tokens/", "auth", 201, lambda w: {"name": "ci"}),
@@ -174,6 +222,8 @@ def state() -> dict[str, Any]:
         "revoked": ApiToken.objects.exclude(revoked_at=None).count(),
         "names": sorted([*Environment.objects.values_list("name", "description"),
                          *Rubric.objects.values_list("name", "description")]),
+        "review": [m.objects.count() for m in (Comment, Tag, TrajectoryTag, Notification, PreferenceSnapshot,
+                                                 Activity)],
     }
 
 
@@ -200,7 +250,8 @@ def test_permission_matrix_with_session(name, principal, world, users):
     response = call(client, endpoint, world, principal)
 
     assert response.status_code == expected, (name, principal, response.content[:300])
-    assert response.status_code == 204 or response["Content-Type"].startswith("application/json")
+    content_type = endpoint.content_type if response.status_code < 400 else "application/json"
+    assert response.status_code == 204 or response["Content-Type"].startswith(content_type)
     if expected >= 400:
         body = response.json()
         assert body["error"] in {"not_authenticated", "not_found", "forbidden", "permission_denied"}, body
@@ -245,6 +296,11 @@ def test_every_api_route_is_in_the_matrix():
         "run-metrics": {"run-metrics"}, "environment-kinds": {"kinds-environments"},
         "criterion-kinds": {"kinds-criteria"}, "presets": {"presets"}, "tokens": {"tokens-list", "tokens-create"},
         "token": {"token-revoke"},
+        "trajectory-comments": {"trajectory-comments-list", "trajectory-comments-create"},
+        "trajectory-tags": {"trajectory-tags-list", "trajectory-tags-add"}, "trajectory-tag": {"trajectory-tag-remove"},
+        "preference-queues": {"preference-queues-list"}, "preference-queue": {"preference-queue-get"},
+        "preference-queue-snapshots": {"preference-snapshots-list", "preference-snapshots-create"},
+        "preference-snapshot-export": {"preference-snapshot-export"},
     }
     assert routes == set(covered)
     assert set().union(*covered.values()) == set(ENDPOINTS)

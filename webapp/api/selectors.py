@@ -10,6 +10,8 @@ from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
 from webapp.experiments.models import Environment, EnvironmentVersion, Rubric, RubricVersion, Run
 from webapp.projects.models import Membership, Project
 from webapp.projects.selectors import project_list_for_user
+from webapp.review.models import PreferenceQueue, PreferenceSnapshot
+from webapp.rollouts.models import Trajectory
 
 
 def project_list_with_role(user) -> QuerySet[Project]:
@@ -72,3 +74,19 @@ def run_queryset() -> QuerySet[Run]:
     return Run.objects.select_related(
         "project", "created_by", "environment_version__environment", "rubric_version__rubric"
     )
+
+
+# --- review: single-object lookups through the access helper -------------------------------------------
+
+
+def trajectory_queryset() -> QuerySet[Trajectory]:
+    """Trajectories with the run and project the access helper and the review services read."""
+    return Trajectory.objects.select_related("run__project")
+
+
+def preference_queue_queryset() -> QuerySet[PreferenceQueue]:
+    return PreferenceQueue.objects.select_related("project", "created_by").prefetch_related("runs", "annotators")
+
+
+def preference_snapshot_queryset() -> QuerySet[PreferenceSnapshot]:
+    return PreferenceSnapshot.objects.select_related("project", "queue")

@@ -44,6 +44,22 @@ urlpatterns = [
         name="run-trajectory",
     ),
     path("runs/<int:pk>/metrics/", views.RunMetricsView.as_view(), name="run-metrics"),
+    # Review: comments and tags on trajectories, preference queues and their datasets.
+    path("trajectories/<int:pk>/comments/", views.TrajectoryCommentListView.as_view(), name="trajectory-comments"),
+    path("trajectories/<int:pk>/tags/", views.TrajectoryTagListView.as_view(), name="trajectory-tags"),
+    path("trajectories/<int:pk>/tags/<path:name>/", views.TrajectoryTagDetailView.as_view(), name="trajectory-tag"),
+    path("projects/<slug:slug>/preference-queues/", views.PreferenceQueueListView.as_view(), name="preference-queues"),
+    path("preference-queues/<int:pk>/", views.PreferenceQueueDetailView.as_view(), name="preference-queue"),
+    path(
+        "preference-queues/<int:pk>/snapshots/",
+        views.PreferenceSnapshotListView.as_view(),
+        name="preference-queue-snapshots",
+    ),
+    path(
+        "preference-snapshots/<int:pk>/export/",
+        views.PreferenceSnapshotExportView.as_view(),
+        name="preference-snapshot-export",
+    ),
     # Registries, for clients that build forms.
     path("kinds/environments/", views.EnvironmentKindListView.as_view(), name="environment-kinds"),
     path("kinds/criteria/", views.CriterionKindListView.as_view(), name="criterion-kinds"),

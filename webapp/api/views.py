@@ -4,6 +4,9 @@ services, read through the selectors, shape output with the serializers.
 Capabilities by endpoint: reading anything in a project needs `read` (every member); creating or
 editing environments, rubrics and runs, and cancelling runs, needs `launch` (researcher, owner);
 changing members needs `manage` (owner). Outsiders get 404, members without the capability 403.
+Review follows the review pages: comments and tags are read with `read` and written with `annotate`;
+preference queues need `annotate` (annotators see only the queues they are assigned to, others are
+404); datasets (snapshots and their exports) and agreement need `launch`.
 """
 
 from __future__ import annotations
@@ -11,8 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -33,12 +39,23 @@ from webapp.api import serializers as s
 from webapp.experiments import services as experiment_services
 from webapp.experiments.models import Environment, Rubric, Run
 from webapp.projects import services as project_services
-from webapp.projects.access import NotFound, ProjectAccess, access_object, access_project
+from webapp.projects.access import (
+    NotFound,
+    ProjectAccess,
+    access_object,
+    access_project,
+    access_project_by_id,
+)
 from webapp.projects.models import Membership, Project
 from webapp.projects.selectors import membership_list
+from webapp.review import agreement, exports
+from webapp.review import selectors as review_selectors
+from webapp.review import services as review_services
+from webapp.review.models import PreferenceQueue
 from webapp.rollouts import selectors as rollout_selectors
+from webapp.rollouts.models import Trajectory
 
-READ, LAUNCH, MANAGE = "read", "launch", "manage"
+READ, ANNOTATE, LAUNCH, MANAGE = "read", "annotate", "launch", "manage"
 
 VALIDATION_ERROR = OpenApiResponse(s.ValidationErrorSerializer, description="invalid fields, by dotted path")
 NOT_FOUND = OpenApiResponse(s.ErrorSerializer, description="no such object, or you are not a member of its project")
@@ -429,6 +446,153 @@ class RunMetricsView(APIView):
             "series": {key: vars(one) for key, one in series.items()},
         }
         return Response(s.MetricsSerializer(body).data)
+
+
+# --- review: comments and tags on a trajectory ----------------------------------------------------------
+
+
+def _trajectory(request: Request, pk: int, need: str) -> Trajectory:
+    return access_object(request.user, selectors.trajectory_queryset(), need, pk=pk)
+
+
+class TrajectoryCommentListView(generics.ListAPIView):
+    serializer_class = s.CommentSerializer
+
+    def get_queryset(self):
+        return review_selectors.comment_list(_trajectory(self.request, self.kwargs["pk"], READ))
+
+    @extend_schema(request=s.CommentInputSerializer,
+                   responses={201: s.CommentSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+                   summary="Comment on a trajectory, or on one of its turns; @username notifies that member")
+    def post(self, request: Request, pk: int) -> Response:
+        trajectory = _trajectory(request, pk, ANNOTATE)
+        data = parse(s.CommentInputSerializer, request.data)
+        comment = review_services.comment_create(
+            trajectory=trajectory, author=request.user, body=data["body"], turn_index=data.get("turn_index")
+        )
+        return Response(s.CommentSerializer(comment).data, status=201)
+
+
+class TrajectoryTagListView(generics.ListAPIView):
+    serializer_class = s.TrajectoryTagSerializer
+
+    def get_queryset(self):
+        return review_selectors.trajectory_tag_list(_trajectory(self.request, self.kwargs["pk"], READ))
+
+    @extend_schema(request=s.TagInputSerializer,
+                   responses={201: s.TrajectoryTagSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+                   summary="Tag a trajectory (the project's tag of that name is created on first use)")
+    def post(self, request: Request, pk: int) -> Response:
+        trajectory = _trajectory(request, pk, ANNOTATE)
+        data = parse(s.TagInputSerializer, request.data)
+        link = review_services.tag_add(trajectory=trajectory, user=request.user, name=data["name"])
+        return Response(s.TrajectoryTagSerializer(link).data, status=201)
+
+
+class TrajectoryTagDetailView(APIView):
+    @extend_schema(responses={204: None, 403: FORBIDDEN, 404: NOT_FOUND},
+                   summary="Remove a tag from a trajectory (the name is matched ignoring case)")
+    def delete(self, request: Request, pk: int, name: str) -> Response:
+        trajectory = _trajectory(request, pk, ANNOTATE)
+        link = review_selectors.trajectory_tag_named(trajectory, name)
+        if link is None:
+            raise NotFound("This trajectory has no such tag.")
+        review_services.tag_remove(trajectory=trajectory, user=request.user, tag=link.tag)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- review: preference queues and their datasets ---------------------------------------------------------
+
+
+def _queue(request: Request, pk: int, need: str) -> tuple[ProjectAccess, PreferenceQueue]:
+    queue = selectors.preference_queue_queryset().filter(pk=pk).first()
+    if queue is None:
+        raise NotFound("No such preference queue.")
+    access = access_project_by_id(request.user, queue.project_id, need)
+    if not review_selectors.queue_visible(queue, user=request.user, role=access.role):
+        raise NotFound("No such preference queue.")  # annotators do not learn that other queues exist
+    return access, queue
+
+
+class PreferenceQueueListView(generics.ListAPIView):
+    serializer_class = s.PreferenceQueueSerializer
+
+    def get_queryset(self):
+        access = access_project(self.request.user, self.kwargs["slug"], ANNOTATE)
+        return review_selectors.queue_list(project=access.project, user=self.request.user, role=access.role)
+
+
+class PreferenceQueueDetailView(APIView):
+    @extend_schema(responses={200: s.PreferenceQueueDetailSerializer, 403: FORBIDDEN, 404: NOT_FOUND},
+                   summary="A preference queue with its progress; agreement for researchers and owners")
+    def get(self, request: Request, pk: int) -> Response:
+        access, queue = _queue(request, pk, ANNOTATE)
+        summary = None
+        if access.can(LAUNCH):  # as on the queue page: annotators see progress, not each other's votes
+            summary = agreement.summarize(review_selectors.queue_judgements(queue), overlap=queue.overlap,
+                                          judge_scores=review_selectors.judge_components(queue))
+        context = {
+            "progress": review_selectors.queue_progress(queue),
+            "agreement": summary,
+            "may_annotate": review_selectors.may_annotate(queue, user=request.user, role=access.role),
+        }
+        return Response(s.PreferenceQueueDetailSerializer(queue, context=context).data)
+
+
+class PreferenceSnapshotListView(generics.ListAPIView):
+    serializer_class = s.PreferenceSnapshotSerializer
+
+    def get_queryset(self):
+        _access, queue = _queue(self.request, self.kwargs["pk"], LAUNCH)
+        return review_selectors.snapshot_list(queue)
+
+    @extend_schema(request=s.SnapshotInputSerializer,
+                   responses={201: s.PreferenceSnapshotSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+                   summary="Freeze the queue's judgements into the next version of its preference dataset")
+    def post(self, request: Request, pk: int) -> Response:
+        _access, queue = _queue(request, pk, LAUNCH)
+        data = parse(s.SnapshotInputSerializer, request.data if request.body else {})  # the body is optional
+        snapshot = review_services.snapshot_create(queue, request.user, complete_only=data["complete_only"])
+        snapshot = review_selectors.snapshot_list(queue).get(pk=snapshot.pk)
+        return Response(s.PreferenceSnapshotSerializer(snapshot).data, status=201)
+
+
+class _FileFormatQuery(BaseContentNegotiation):
+    """`?format=` on the export names the file's format, not a DRF renderer (its URL_FORMAT_OVERRIDE),
+    and an `Accept` header does not matter: errors are JSON, a download is the file."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0]
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+EXPORT_CONTENT = {
+    "dpo": (exports.dpo_jsonl, "application/x-ndjson; charset=utf-8", "dpo.jsonl"),
+    "parquet": (exports.parquet_bytes, "application/vnd.apache.parquet", "parquet"),
+}
+
+
+class PreferenceSnapshotExportView(APIView):
+    content_negotiation_class = _FileFormatQuery
+
+    @extend_schema(
+        parameters=[s.SnapshotExportQuerySerializer],
+        responses={
+            (200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="the dataset file"),
+            (200, "application/vnd.apache.parquet"): OpenApiResponse(OpenApiTypes.BINARY, description="the dataset file"),
+            400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND,
+        },
+        summary="Download a preference dataset as DPO JSON lines or parquet",
+    )
+    def get(self, request: Request, pk: int) -> HttpResponse:
+        snapshot = access_object(request.user, selectors.preference_snapshot_queryset(), LAUNCH, pk=pk)
+        query = parse(s.SnapshotExportQuerySerializer, request.query_params)
+        write, content_type, suffix = EXPORT_CONTENT[query["format"]]
+        response = HttpResponse(write(snapshot), content_type=content_type)
+        response["Content-Disposition"] = f'attachment; filename="{exports.export_basename(snapshot)}.{suffix}"'
+        return response
 
 
 # --- registries ---------------------------------------------------------------------------------------

@@ -201,3 +201,23 @@ def snapshot_list(queue: PreferenceQueue) -> QuerySet[PreferenceSnapshot]:
 def membership_role(project: Project, user) -> str | None:
     return Membership.objects.filter(project=project, user=user).values_list("role", flat=True).first()
 
+
+
+# --- the JSON API's reads of one trajectory ---------------------------------------------------------------
+
+
+def comment_list(trajectory: Trajectory) -> QuerySet[Comment]:
+    """The trajectory's comments, oldest first (deleted ones keep their row, with the body cleared)."""
+    return Comment.objects.filter(trajectory=trajectory).select_related("author").order_by("created_at", "id")
+
+
+def trajectory_tag_list(trajectory: Trajectory) -> QuerySet[TrajectoryTag]:
+    return TrajectoryTag.objects.filter(trajectory=trajectory).select_related("tag", "added_by").order_by("tag__name")
+
+
+def trajectory_tag_named(trajectory: Trajectory, name: str) -> TrajectoryTag | None:
+    """The trajectory's tag of this name, matched as tag_add matches names (case and spacing ignored)."""
+    name = " ".join((name or "").split())
+    if not name:
+        return None
+    return trajectory_tag_list(trajectory).filter(tag__name__iexact=name).first()
