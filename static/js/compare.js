@@ -54,8 +54,9 @@
     });
     const xTitle = { step: "step", time: "minutes since the run's first point", tokens: "tokens seen" }[state.xAxis];
     Plotly.react(chart, traces, {
-      title: { text: state.metric, font: { size: 14 } }, margin: { l: 56, r: 16, t: 40, b: 44 },
-      xaxis: { title: { text: xTitle } }, hovermode: "x unified", legend: { orientation: "h", y: -0.18 },
+      title: { text: state.metric, font: { size: 14 } }, margin: { l: 56, r: 16, t: 64, b: 48 },
+      xaxis: { title: { text: xTitle } }, hovermode: "x unified",
+      legend: { orientation: "h", x: 0, y: 1, xanchor: "left", yanchor: "bottom" },
       uirevision: state.metric + state.xAxis,
     }, { displaylogo: false, responsive: true });
   }

@@ -170,9 +170,11 @@
     chart.div.hidden = !(hasData || chart.spec.always);
     if (chart.div.hidden) return;
     const layout = {
-      title: { text: chart.spec.title, font: { size: 13 } }, margin: { l: 50, r: 14, t: 34, b: 36 },
+      title: { text: chart.spec.title, font: { size: 13 } }, margin: { l: 50, r: 14, t: 56, b: 40 },
       xaxis: xAxisLayout(), hovermode: "x unified", showlegend: keys.length > 1 || Boolean(chart.spec.band),
-      legend: { orientation: "h", y: -0.2, font: { size: 11 } }, uirevision: state.xAxis,
+      // Above the plot, under the title: below it the legend ran into the x-axis title.
+      legend: { orientation: "h", x: 0, y: 1, xanchor: "left", yanchor: "bottom", font: { size: 11 } },
+      uirevision: state.xAxis,
     };
     Plotly.react(chart.div, data, layout, PLOT_CONFIG);
     chart.drawn = true;
