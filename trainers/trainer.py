@@ -480,7 +480,9 @@ class Trainer:
             f"{prefix}error_fraction": sum(r.trajectory.status == "error" for r in rollouts) / len(rollouts),
         }
         correct = [r.trajectory.info.get("correct") for r in rollouts]
-        if any(c is not None for c in correct):
+        # Tasks with an answer are graded: one that never answered (truncated) counts as wrong, so the
+        # accuracy curve has no gaps when a whole batch runs out of turns.
+        if any(c is not None for c in correct) or any(r.task.answer is not None for r in rollouts):
             metrics[f"{prefix}accuracy"] = sum(bool(c) for c in correct) / len(rollouts)
         criteria: dict[str, list[tuple[float, float]]] = {}
         for r in rollouts:

@@ -5,6 +5,7 @@ Callers pass a project they obtained through `webapp.projects.access`; nothing h
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
 
 from webapp.experiments.models import Environment, EnvironmentVersion, Rubric, RubricVersion, Run
@@ -85,7 +86,11 @@ def trajectory_queryset() -> QuerySet[Trajectory]:
 
 
 def preference_queue_queryset() -> QuerySet[PreferenceQueue]:
-    return PreferenceQueue.objects.select_related("project", "created_by").prefetch_related("runs", "annotators")
+    # Ordered so every database lists a queue's runs and annotators the same way.
+    return PreferenceQueue.objects.select_related("project", "created_by").prefetch_related(
+        Prefetch("runs", queryset=Run.objects.order_by("pk")),
+        Prefetch("annotators", queryset=get_user_model().objects.order_by("username")),
+    )
 
 
 def preference_snapshot_queryset() -> QuerySet[PreferenceSnapshot]:
