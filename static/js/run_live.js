@@ -311,6 +311,19 @@
     }
   }
 
+  // The header's Started / Finished cells were rendered with the page; fill them as the run moves on.
+  // Same format as the template's (UTC, the server's TIME_ZONE).
+  function setTimes(source) {
+    ["started_at", "finished_at"].forEach(function (name) {
+      if (!source[name]) return;
+      const when = new Date(source[name]);
+      if (isNaN(when.getTime())) return;
+      document.querySelectorAll("[data-run-" + name + "]").forEach(function (cell) {
+        cell.textContent = when.toISOString().replace("T", " ").slice(0, 19);
+      });
+    });
+  }
+
   function setProgress(step) {
     if (typeof step === "number" && step > state.currentStep) state.currentStep = step;
     const max = state.maxSteps;
@@ -447,6 +460,7 @@
         break;
       case "status":
         setStatus(event.status);
+        setTimes(event);
         if (event.seq !== undefined) logEvent(event);
         break;
       case "cancel_requested":
@@ -462,6 +476,7 @@
   function applySnapshot(message) {
     const run = message.run;
     setStatus(run.status);
+    setTimes(run);
     state.maxSteps = run.max_steps || state.maxSteps;
     setProgress(run.current_step);
     setBest(run.best_reward);

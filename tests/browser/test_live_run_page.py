@@ -95,8 +95,13 @@ def test_the_run_page_loads_history_and_then_follows_the_run_live(live_run, serv
     assert page.locator("[data-live-step]").inner_text() == "step 7 of 10"
     assert page.locator("[data-live-best]").inner_text() == "0.9500"
 
+    assert page.locator("[data-run-finished_at]").inner_text() == "—"
     report(server, run, token, [{"seq": 14, "type": "status", "status": "SUCCEEDED"}])
     page.wait_for_function("document.querySelector('[data-live-status]').textContent === 'Succeeded'")
+    # The header rendered with the page learns when the run finished.
+    page.wait_for_function("document.querySelector('[data-run-finished_at]').textContent !== '—'")
+    run.refresh_from_db()
+    assert page.locator("[data-run-finished_at]").inner_text() == run.finished_at.strftime("%Y-%m-%d %H:%M:%S")
 
     # Smoothing and another x-axis redraw from the same data.
     page.locator("[data-live-x]").select_option("tokens")

@@ -162,7 +162,9 @@ def test_a_batch_posted_to_the_api_arrives_at_a_connected_client(reporting_run, 
             # The status transition is also announced server-side (no seq), from run_transition.
             server_side = [f["event"] for f in frames if "seq" not in f["event"]]
             stored = [f["event"] for f in frames if "seq" in f["event"]]
-            assert server_side == [{"type": "status", "status": "RUNNING"}]
+            [announced] = server_side
+            assert announced["type"] == "status" and announced["status"] == "RUNNING"
+            assert announced["started_at"] and announced["finished_at"] is None  # for the page's header
             assert [e["seq"] for e in stored] == [1, 2, 3]
             assert stored[1]["values"] == {"reward/mean": 0.25, "kl": 0.01} and stored[1]["step"] == 1
             assert stored[2]["message"] == "<b>step 1</b> done"  # escaping is the page's job (textContent)

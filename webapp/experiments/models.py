@@ -188,6 +188,11 @@ class Run(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def iso_times(self) -> dict[str, str | None]:
+        """When the run started and finished (ISO 8601, None if not yet), for live status messages."""
+        return {name: value.isoformat() if value else None
+                for name, value in (("started_at", self.started_at), ("finished_at", self.finished_at))}
+
     @property
     def is_active(self) -> bool:
         return self.status in ACTIVE_STATUSES

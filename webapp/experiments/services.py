@@ -317,7 +317,7 @@ def run_transition(run_id: int, to: str, *, only_from: tuple[str, ...] | None = 
         changed = Run.objects.filter(pk=run_id, status__in=allowed_from).update(**values)
         if changed:
             run = Run.objects.get(pk=run_id)
-            summary = {"type": "status", "status": to}
+            summary = {"type": "status", "status": to, **run.iso_times()}
             if fields.get("error_message"):
                 summary["error"] = fields["error_message"]
             broadcast_run_on_commit(run, summary)

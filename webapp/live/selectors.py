@@ -213,6 +213,7 @@ def run_snapshot(run: Run) -> dict[str, Any]:
         "last_seq": run.last_seq,
         "cancel_requested": run.cancel_requested,
         "error_message": run.error_message,
+        **run.iso_times(),
     }
 
 
