@@ -8,6 +8,7 @@ transformers backend's, and the trainer treats the two alike.
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,6 +33,10 @@ class VLLMBackend(GenerationBackend):
         lora: Mapping[str, Any] | None = None,
         **engine_kwargs: Any,
     ) -> None:
+        # update_weights loads the learner's tensors into the model in place. vLLM's V1 engine runs its
+        # core in a separate process by default, and reaching the model there means pickling the
+        # function and every weight; in-process (this setting) it is a direct call. Set before import.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         try:
             from vllm import LLM
         except ImportError as exc:
