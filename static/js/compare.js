@@ -54,9 +54,11 @@
     });
     const xTitle = { step: "step", time: "minutes since the run's first point", tokens: "tokens seen" }[state.xAxis];
     Plotly.react(chart, traces, {
-      title: { text: state.metric, font: { size: 14 } }, margin: { l: 56, r: 16, t: 64, b: 48 },
+      title: { text: state.metric, font: { size: 14 } }, margin: { l: 56, r: 16, t: 40, b: 48 },
       xaxis: { title: { text: xTitle } }, hovermode: "x unified",
-      legend: { orientation: "h", x: 0, y: 1, xanchor: "left", yanchor: "bottom" },
+      // One entry per run, to the right of the plot: any number of runs fits without covering the
+      // title or the x-axis title (plotly widens the margin for it).
+      legend: { orientation: "v", x: 1.02, y: 1, xanchor: "left", yanchor: "top" },
       uirevision: state.metric + state.xAxis,
     }, { displaylogo: false, responsive: true });
   }

@@ -136,6 +136,18 @@
     return { title: { text: state.xAxis === "tokens" ? "tokens seen" : "step" } };
   }
 
+  // How many rows a horizontal legend of these names takes in `width` pixels (about 6.5 px a
+  // character at 11 px plus the sample line), so the top margin can make room for them.
+  function legendRows(names, width) {
+    let rows = 1, used = 0;
+    names.forEach(function (name) {
+      const entry = 40 + 6.5 * String(name || "").length;
+      if (used > 0 && used + entry > width) { rows += 1; used = 0; }
+      used += entry;
+    });
+    return rows;
+  }
+
   // Full redraw of one chart (first data, a new key, another axis or smoothing): Plotly.react.
   function drawChart(chart) {
     const keys = chartKeys(chart);
@@ -169,10 +181,15 @@
     const hasData = keys.some(function (k) { return state.series[k] && state.series[k].x.length; });
     chart.div.hidden = !(hasData || chart.spec.always);
     if (chart.div.hidden) return;
+    const showlegend = keys.length > 1 || Boolean(chart.spec.band);
+    const names = data.filter(function (t) { return t.showlegend !== false; }).map(function (t) { return t.name; });
+    const rows = showlegend ? legendRows(names, (chart.div.clientWidth || 560) - 64) : 0;
     const layout = {
-      title: { text: chart.spec.title, font: { size: 13 } }, margin: { l: 50, r: 14, t: 56, b: 40 },
-      xaxis: xAxisLayout(), hovermode: "x unified", showlegend: keys.length > 1 || Boolean(chart.spec.band),
-      // Above the plot, under the title: below it the legend ran into the x-axis title.
+      // The title keeps to the top of the figure and the legend sits between it and the plot, with
+      // room made for as many legend rows as the names need (below the plot it hit the x-axis title).
+      title: { text: chart.spec.title, font: { size: 13 }, yref: "container", y: 1, yanchor: "top", pad: { t: 8 } },
+      margin: { l: 50, r: 14, t: 34 + 20 * rows, b: 40 },
+      xaxis: xAxisLayout(), hovermode: "x unified", showlegend: showlegend,
       legend: { orientation: "h", x: 0, y: 1, xanchor: "left", yanchor: "bottom", font: { size: 11 } },
       uirevision: state.xAxis,
     };
