@@ -139,7 +139,8 @@ _PROPERTIES: dict[str, Any] = {
     # --- optimisation ------------------------------------------------------------------------
     "max_steps": _knob("integer", "Max steps", "Optimizer steps to run.", 100, "optimization",
                        minimum=1, maximum=10_000_000),
-    "learning_rate": _knob("number", "Learning rate", "AdamW learning rate (constant after warmup).", 1e-6,
+    "learning_rate": _knob("number", "Learning rate", "AdamW learning rate (constant after warmup). The "
+                           "default suits 1B+ models; the bundled 135M model learns at about 2e-5.", 1e-6,
                            "optimization", exclusiveMinimum=0, maximum=1),
     "warmup_steps": _knob("integer", "Warmup steps", "Linear learning-rate warmup.", 0, "optimization",
                           minimum=0, maximum=1_000_000),
