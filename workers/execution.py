@@ -77,6 +77,10 @@ def execute_run(run_id: int, *, task_id: str = "", hostname: str = "") -> str:
         return "failed"
     finally:
         node.set_current_run(None)
+        # The worker lives on after the run: hand its freed heap back to the OS (GBs for a 135M model).
+        from trainers.memory import release_memory
+
+        log.info("run %s: released %.1f GB after the run", run_id, release_memory() / 2**30)
 
 
 def _train(run: Run, token: str) -> str:

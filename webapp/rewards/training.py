@@ -59,6 +59,10 @@ def execute_reward_training(reward_model_id: int, *, task_id: str = "", hostname
         if not isinstance(exc, Exception):
             raise
         return "failed"
+    finally:
+        from trainers.memory import release_memory
+
+        release_memory()  # the worker lives on: give back the encoder's freed heap
 
 
 def _train(reward_model: RewardModel) -> str:
