@@ -136,6 +136,19 @@ def run(project, environment, rubric, users):
 
 
 @pytest.fixture
+def signed_in(users):
+    """A DRF test client signed in as one of the story's people: `signed_in("bob")`."""
+    from rest_framework.test import APIClient
+
+    def make(name: str) -> APIClient:
+        client = APIClient()
+        client.force_login(users[name])
+        return client
+
+    return make
+
+
+@pytest.fixture
 def client_for(client, users):
     """client_for("bob") -> a test client signed in as bob."""
 

@@ -15,16 +15,6 @@ def _fast_passwords(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
-@pytest.fixture
-def signed_in(users):
-    def make(name: str) -> APIClient:
-        client = APIClient()
-        client.force_login(users[name])
-        return client
-
-    return make
-
-
 def send(client: APIClient, method: str, url: str, body=None):
     return client.generic(method, url, json.dumps(body) if body is not None else None, content_type="application/json")
 

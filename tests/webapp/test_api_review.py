@@ -18,16 +18,6 @@ from webapp.review.models import Activity, Comment, Notification, PreferenceSnap
 
 
 @pytest.fixture
-def signed_in(users):
-    def make(name: str) -> APIClient:
-        client = APIClient()
-        client.force_login(users[name])
-        return client
-
-    return make
-
-
-@pytest.fixture
 def token_client(users):
     """A script of `name`, authenticated with a personal API token rather than a session."""
 
