@@ -124,6 +124,14 @@ def test_a_catastrophically_backtracking_pattern_gives_up_and_scores_as_failing(
     assert result.raw == 0.0 and "gave up" in result.explanation
 
 
+def test_a_long_trajectory_gets_one_time_budget_for_all_its_matches():
+    turns = [Turn("assistant", "a" * 40 + "b") for _ in range(20)]
+    started = time.monotonic()
+    result = one("regex", {"pattern": r"(a|aa)+$", "scope": "each_assistant"}, trajectory("a" * 40 + "b", turns_before=turns))
+    assert time.monotonic() - started < 5  # 21 timeouts of 0.5 s would take 10.5 s
+    assert result.raw == 0.0 and "on 21 text(s)" in result.explanation
+
+
 def test_format_gives_partial_credit():
     checks = {"checks": ["answer_tag", "tool_call_syntax", "used_tool", "nothing_after_answer"]}
     good = trajectory("<answer>19</answer>", turns_before=[Turn("assistant", CALL), Turn("tool", "Result: 19")])

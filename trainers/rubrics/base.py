@@ -55,6 +55,9 @@ REGEX_FLAGS = {"IGNORECASE": regex.IGNORECASE, "MULTILINE": regex.MULTILINE, "DO
 # backtracking must not hang the rubric preview or a trainer step. The `regex` module (re-compatible
 # syntax in its default V0 mode) can abandon a match after a deadline; `re` cannot.
 REGEX_TIMEOUT_S = 0.5
+# ...and a whole trajectory's worth of matches (one per assistant turn with scope each_assistant) gets
+# this much in all, so a 300-turn trajectory cannot cost 300 timeouts.
+REGEX_BUDGET_S = 2.0
 
 
 def compile_regex(pattern: str, flags: list[str] | None = None) -> regex.Pattern:

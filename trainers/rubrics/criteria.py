@@ -6,10 +6,12 @@ import importlib
 import math
 import re
 import string
+import time
 from importlib.metadata import entry_points
 from typing import Any
 
 from trainers.rubrics.base import (
+    REGEX_BUDGET_S,
     REGEX_TIMEOUT_S,
     Criterion,
     CriterionResult,
@@ -170,6 +172,7 @@ class RegexCriterion(Criterion):
         self.regex = compile_regex(pattern, flags)
         self.must_match, self.full_match, self.scope = must_match, full_match, scope
         self.timed_out = 0
+        self._deadline = 0.0
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> dict[str, list[str]]:
@@ -177,10 +180,14 @@ class RegexCriterion(Criterion):
         return {"pattern": [problem]} if problem else {}
 
     def _passes(self, text: str) -> bool:
-        """Whether `text` passes; a match that runs past REGEX_TIMEOUT_S fails and is remembered."""
+        """Whether `text` passes; a match that runs past REGEX_TIMEOUT_S (or past what is left of the
+        trajectory's REGEX_BUDGET_S) fails and is remembered."""
         match = self.regex.fullmatch if self.full_match else self.regex.search
+        left = self._deadline - time.monotonic()
         try:
-            found = match(text, timeout=REGEX_TIMEOUT_S)
+            if left <= 0:
+                raise TimeoutError
+            found = match(text, timeout=min(REGEX_TIMEOUT_S, left))
         except TimeoutError:
             self.timed_out += 1
             return False
@@ -195,6 +202,7 @@ class RegexCriterion(Criterion):
     def score(self, trajectory: Trajectory) -> CriterionResult:
         want = "matches" if self.must_match else "does not match"
         self.timed_out = 0
+        self._deadline = time.monotonic() + REGEX_BUDGET_S
         if self.scope == "each_assistant":
             turns = _assistant_turns(trajectory)
             if not turns:
