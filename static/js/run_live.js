@@ -328,6 +328,14 @@
     }
   }
 
+  // A failure (or a lost worker) while the page is open: show its message (as text — it may quote
+  // model output); the traceback is on the page after a reload.
+  function setError(message) {
+    if (!message) return;
+    document.querySelectorAll("[data-run-error]").forEach(function (node) { node.textContent = message; });
+    document.querySelectorAll("[data-run-error-panel]").forEach(function (panel) { panel.hidden = false; });
+  }
+
   // The header's Started / Finished cells were rendered with the page; fill them as the run moves on.
   // Same format as the template's (UTC, the server's TIME_ZONE).
   function setTimes(source) {
@@ -478,6 +486,7 @@
       case "status":
         setStatus(event.status);
         setTimes(event);
+        setError(event.error);
         if (event.seq !== undefined) logEvent(event);
         break;
       case "cancel_requested":
@@ -494,6 +503,7 @@
     const run = message.run;
     setStatus(run.status);
     setTimes(run);
+    setError(run.error_message);
     state.maxSteps = run.max_steps || state.maxSteps;
     setProgress(run.current_step);
     setBest(run.best_reward);

@@ -108,6 +108,21 @@ def test_the_run_page_loads_history_and_then_follows_the_run_live(live_run, serv
     page.wait_for_function("document.getElementById('chart-reward').data[0].x[6] === 3500")
 
 
+def test_a_failure_while_the_page_is_open_shows_its_error_as_text(live_run, server, page):
+    project, run, token = live_run
+    report(server, run, token, [{"seq": 1, "type": "status", "status": "RUNNING"}])
+    sign_in(page, server, "dave", PASSWORD)
+    page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
+    page.wait_for_function("window.websocketConnected === true")
+    assert page.locator("[data-run-error-panel]").is_hidden()
+    report(server, run, token, [{"seq": 2, "type": "status", "status": "FAILED", "message": f"OOM in {HOSTILE}",
+                                 "traceback": "Traceback (most recent call last): ..."}])
+    page.wait_for_function("document.querySelector('[data-live-status]').textContent === 'Failed'")
+    page.locator("[data-run-error-panel]").wait_for(state="visible")
+    assert page.locator("[data-run-error]").inner_text() == f"OOM in {HOSTILE}"
+    assert page.evaluate("window.pwned") is None
+
+
 @pytest.fixture
 def finished_run(live_run):
     from webapp.experiments.services import run_create

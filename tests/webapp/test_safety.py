@@ -76,7 +76,7 @@ def test_every_page_shows_hostile_names_as_text(client_for, hostile):
 
 def test_the_run_page_shows_an_error_and_traceback_as_text(client_for, hostile):
     html = client_for("dave").get(reverse("experiments:run_detail", args=[hostile["project"].slug, hostile["run"].pk])).content.decode()
-    assert f'<p class="error-message">{ESCAPED_IMAGE}</p>' in html
+    assert f'<p class="error-message" data-run-error>{ESCAPED_IMAGE}</p>' in html
     assert f'<pre class="traceback">Traceback\n{ESCAPED_IMAGE}\n{ESCAPED_SCRIPT}</pre>' in html
 
 
