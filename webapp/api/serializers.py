@@ -25,6 +25,7 @@ from webapp.experiments.models import (
     RunStatus,
 )
 from webapp.projects.models import ROLE_CAPABILITIES, Membership, Project, Role
+from webapp.review.exports import EXPORT_FILES
 from webapp.review.models import Comment, PreferenceQueue, PreferenceSnapshot, TrajectoryTag
 from webapp.rollouts.models import Split, Trajectory, TrajectoryStatus, Turn
 
@@ -431,6 +432,9 @@ class RunForkInputSerializer(RunContinueInputSerializer):
 
 # --- review: comments, tags, preference queues and datasets -------------------------------------------
 
+EXPORT_FORMATS = tuple(EXPORT_FILES)
+
+
 
 class CommentSerializer(serializers.ModelSerializer):
     author = _username("author.username")
@@ -580,16 +584,13 @@ class PreferenceSnapshotSerializer(serializers.ModelSerializer):
     @extend_schema_field(ExportUrlsSerializer)
     def get_exports(self, snapshot: PreferenceSnapshot) -> dict[str, str]:
         url = reverse("api:preference-snapshot-export", args=[snapshot.pk])
-        return {fmt: f"{url}?format={fmt}" for fmt in ("dpo", "parquet")}
+        return {fmt: f"{url}?format={fmt}" for fmt in EXPORT_FORMATS}
 
 
 class SnapshotInputSerializer(serializers.Serializer):
     complete_only = serializers.BooleanField(
         default=False, help_text="leave out pairs that do not have all their judgements yet"
     )
-
-
-EXPORT_FORMATS = ("dpo", "parquet")
 
 
 class SnapshotExportQuerySerializer(serializers.Serializer):

@@ -568,12 +568,6 @@ class _FileFormatQuery(BaseContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
-EXPORT_CONTENT = {
-    "dpo": (exports.dpo_jsonl, "application/x-ndjson; charset=utf-8", "dpo.jsonl"),
-    "parquet": (exports.parquet_bytes, "application/vnd.apache.parquet", "parquet"),
-}
-
-
 class PreferenceSnapshotExportView(APIView):
     content_negotiation_class = _FileFormatQuery
 
@@ -589,10 +583,7 @@ class PreferenceSnapshotExportView(APIView):
     def get(self, request: Request, pk: int) -> HttpResponse:
         snapshot = access_object(request.user, selectors.preference_snapshot_queryset(), LAUNCH, pk=pk)
         query = parse(s.SnapshotExportQuerySerializer, request.query_params)
-        write, content_type, suffix = EXPORT_CONTENT[query["format"]]
-        response = HttpResponse(write(snapshot), content_type=content_type)
-        response["Content-Disposition"] = f'attachment; filename="{exports.export_basename(snapshot)}.{suffix}"'
-        return response
+        return exports.download_response(snapshot, query["format"])
 
 
 # --- registries ---------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from django.http import HttpResponse
 
 from webapp.review.models import PreferenceSnapshot
 from webapp.review.services import snapshot_pairs
@@ -123,3 +124,18 @@ def read_parquet(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     table = pq.read_table(io.BytesIO(data))
     provenance = json.loads((table.schema.metadata or {}).get(PARQUET_METADATA_KEY, b"{}"))
     return table.to_pylist(), provenance
+
+
+# format name → (writer, content type, file suffix): the pages' downloads and the API's export share it.
+EXPORT_FILES = {
+    "dpo": (dpo_jsonl, "application/x-ndjson; charset=utf-8", "dpo.jsonl"),
+    "parquet": (parquet_bytes, "application/vnd.apache.parquet", "parquet"),
+}
+
+
+def download_response(snapshot: PreferenceSnapshot, fmt: str) -> HttpResponse:
+    """The snapshot as a file download in `fmt` (a key of EXPORT_FILES)."""
+    write, content_type, suffix = EXPORT_FILES[fmt]
+    response = HttpResponse(write(snapshot), content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{export_basename(snapshot)}.{suffix}"'
+    return response

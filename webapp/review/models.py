@@ -7,6 +7,11 @@ from webapp.projects.models import Project
 from webapp.rollouts.models import Trajectory
 
 
+def normalized_tag_name(name: str | None) -> str:
+    """A tag name as it is stored and looked up: runs of whitespace become one space, ends trimmed."""
+    return " ".join((name or "").split())
+
+
 class Tag(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tags")
     name = models.CharField(max_length=50)

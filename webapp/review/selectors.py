@@ -19,6 +19,7 @@ from webapp.review.models import (
     PreferenceSnapshot,
     Tag,
     TrajectoryTag,
+    normalized_tag_name,
 )
 from webapp.rollouts.models import Trajectory
 
@@ -39,8 +40,8 @@ class CollaborationPanel:
 def collaboration_panel(trajectory: Trajectory) -> CollaborationPanel:
     """Everything the comments / tags / flags panel of one trajectory shows."""
     return CollaborationPanel(
-        comments=list(Comment.objects.filter(trajectory=trajectory).select_related("author").order_by("created_at", "id")),
-        tags=list(TrajectoryTag.objects.filter(trajectory=trajectory).select_related("tag", "added_by").order_by("tag__name")),
+        comments=list(comment_list(trajectory)),
+        tags=list(trajectory_tag_list(trajectory)),
         flags=list(Flag.objects.filter(trajectory=trajectory).select_related("raised_by", "resolved_by")),
         project_tags=list(Tag.objects.filter(project_id=trajectory.run.project_id)),
     )
@@ -202,8 +203,7 @@ def membership_role(project: Project, user) -> str | None:
     return Membership.objects.filter(project=project, user=user).values_list("role", flat=True).first()
 
 
-
-# --- the JSON API's reads of one trajectory ---------------------------------------------------------------
+# --- one trajectory's comments and tags (the collaboration panel and the JSON API) -----------------------
 
 
 def comment_list(trajectory: Trajectory) -> QuerySet[Comment]:
@@ -217,7 +217,7 @@ def trajectory_tag_list(trajectory: Trajectory) -> QuerySet[TrajectoryTag]:
 
 def trajectory_tag_named(trajectory: Trajectory, name: str) -> TrajectoryTag | None:
     """The trajectory's tag of this name, matched as tag_add matches names (case and spacing ignored)."""
-    name = " ".join((name or "").split())
+    name = normalized_tag_name(name)
     if not name:
         return None
     return trajectory_tag_list(trajectory).filter(tag__name__iexact=name).first()

@@ -41,6 +41,7 @@ from webapp.review.models import (
     SnapshotPair,
     Tag,
     TrajectoryTag,
+    normalized_tag_name,
 )
 from webapp.review.texts import trajectory_text
 from webapp.rollouts.models import Split, Trajectory, Turn
@@ -153,7 +154,7 @@ def comment_delete(*, comment: Comment, user) -> Comment:
 
 
 def _clean_tag_name(name: str) -> str:
-    name = " ".join((name or "").split())
+    name = normalized_tag_name(name)
     if not name:
         raise ValidationError({"name": ["A tag needs a name."]})
     if len(name) > MAX_TAG:

@@ -405,17 +405,11 @@ def _snapshot(access: ProjectAccess, snapshot_id: int) -> PreferenceSnapshot:
 @require_GET
 def snapshot_dpo(request: HttpRequest, slug: str, snapshot_id: int) -> HttpResponse:
     access = access_project(request.user, slug, "launch")
-    snapshot = _snapshot(access, snapshot_id)
-    response = HttpResponse(exports.dpo_jsonl(snapshot), content_type="application/x-ndjson; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{exports.export_basename(snapshot)}.dpo.jsonl"'
-    return response
+    return exports.download_response(_snapshot(access, snapshot_id), "dpo")
 
 
 @login_required
 @require_GET
 def snapshot_parquet(request: HttpRequest, slug: str, snapshot_id: int) -> HttpResponse:
     access = access_project(request.user, slug, "launch")
-    snapshot = _snapshot(access, snapshot_id)
-    response = HttpResponse(exports.parquet_bytes(snapshot), content_type="application/vnd.apache.parquet")
-    response["Content-Disposition"] = f'attachment; filename="{exports.export_basename(snapshot)}.parquet"'
-    return response
+    return exports.download_response(_snapshot(access, snapshot_id), "parquet")
