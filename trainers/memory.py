@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import os
 import sys
 
 
@@ -17,15 +18,9 @@ def resident_bytes() -> int:
     """This process's resident set size (Linux; 0 elsewhere)."""
     try:
         with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * _page_size()
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
-
-
-def _page_size() -> int:
-    import os
-
-    return os.sysconf("SC_PAGE_SIZE")
 
 
 def release_memory() -> int:

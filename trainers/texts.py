@@ -1,7 +1,7 @@
 """How a trajectory becomes preference text: a prompt and a response, as strings and as chat messages.
 
 One rendering for both sides of the learned reward: the dashboard's preference snapshots and exports
-(`webapp/review/texts.py`) train on it, and the `learned_reward` criterion scores with it, so a reward
+(`webapp/review/services.py:snapshot_pairs`) train on it, and the `learned_reward` criterion scores with it, so a reward
 model never sees one shape of text in training and another when it scores.
 
 The prompt is everything before the first assistant turn (system and user turns); the response is

@@ -21,6 +21,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Max, Prefetch, Q
 from django.utils import timezone
 
+from trainers.texts import trajectory_text
 from webapp.experiments.models import Run
 from webapp.projects.models import ROLE_CAPABILITIES, Membership, Project
 from webapp.review.models import (
@@ -43,7 +44,6 @@ from webapp.review.models import (
     TrajectoryTag,
     normalized_tag_name,
 )
-from webapp.review.texts import trajectory_text
 from webapp.rollouts.models import Split, Trajectory, Turn
 
 MAX_COMMENT = 10_000

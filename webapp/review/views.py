@@ -17,12 +17,12 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from trainers.texts import trajectory_text
 from webapp.projects.access import Forbidden, ProjectAccess, access_project
 from webapp.projects.views import project_context
 from webapp.review import agreement, exports, selectors, services
 from webapp.review.forms import AnnotatorsForm, CommentForm, FlagForm, JudgementForm, QueueForm, TagForm
 from webapp.review.models import Comment, Flag, PreferencePair, PreferenceQueue, PreferenceSnapshot, Tag
-from webapp.review.texts import trajectory_text
 from webapp.rollouts.models import Trajectory
 
 
