@@ -139,7 +139,7 @@ def reward_models_reap_lost(*, now=None, timeout_s: int | None = None) -> list[i
     alive = WorkerNode.objects.filter(last_seen__gte=now - timeout, stopped=False).values_list("hostname", flat=True)
     stale = RewardModel.objects.filter(
         status=RewardModelStatus.TRAINING, started_at__lt=now - timeout
-    ).exclude(worker__in=list(alive)).values_list("pk", "worker")
+    ).exclude(worker__in=alive).values_list("pk", "worker")
     error = (f"The worker {{worker}} stopped reporting for more than {int(timeout.total_seconds())} s while training "
              "(process killed or machine lost). Train again to start a new version.")
     return [pk for pk, worker in stale if reward_model_fail(pk, error=error.format(worker=worker or "?"))]
