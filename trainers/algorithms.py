@@ -20,11 +20,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 Groups = Sequence[Sequence[float]]
 
 DEFAULT_SCALE = {"grpo": "group", "dr_grpo": "none", "dapo": "group", "rloo": "none", "reinforce_pp": "batch"}
-BASELINE = {"grpo": "mean", "dr_grpo": "mean", "dapo": "mean", "rloo": "leave_one_out", "reinforce_pp": "mean"}
+BASELINE = {
+    "grpo": "mean",
+    "dr_grpo": "mean",
+    "dapo": "mean",
+    "rloo": "leave_one_out",
+    "reinforce_pp": "mean",
+}
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -62,7 +69,10 @@ def scaled(centred_groups: Groups, raw_groups: Groups, scale: str, epsilon: floa
     if scale == "none":
         return [list(g) for g in centred_groups]
     if scale == "group":
-        return [[a / (_std(raw) + epsilon) for a in group] for group, raw in zip(centred_groups, raw_groups, strict=True)]
+        return [
+            [a / (_std(raw) + epsilon) for a in group]
+            for group, raw in zip(centred_groups, raw_groups, strict=True)
+        ]
     if scale == "batch":
         flat = [a for group in centred_groups for a in group]
         mean, std = _mean(flat), _std(flat)
@@ -70,8 +80,9 @@ def scaled(centred_groups: Groups, raw_groups: Groups, scale: str, epsilon: floa
     raise ValueError(f"unknown advantage scaling {scale!r}")
 
 
-def advantages(groups: Groups, algorithm: str = "grpo", scale_rewards: str = "auto",
-               epsilon: float = 1e-6) -> list[list[float]]:
+def advantages(
+    groups: Groups, algorithm: str = "grpo", scale_rewards: str = "auto", epsilon: float = 1e-6
+) -> list[list[float]]:
     """Per-completion advantages, shaped like `groups`. `scale_rewards="auto"` takes the estimator's own."""
     if algorithm not in BASELINE:
         raise ValueError(f"unknown algorithm {algorithm!r}; known: {', '.join(BASELINE)}")
@@ -99,17 +110,61 @@ def reinforce_pp_advantages(groups: Groups, epsilon: float = 1e-6) -> list[list[
     return advantages(groups, "reinforce_pp", epsilon=epsilon)
 
 
-def is_zero_variance(group: Sequence[float], tolerance: float = 1e-9) -> bool:
-    """True when every completion of the group scored the same: GRPO gets no signal from it."""
-    return len(group) < 2 or max(group) - min(group) <= tolerance
+# Rewards spanning less than this are "all the same": every advantage is (about) zero.
+ZERO_VARIANCE_SPAN = 1e-9
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """A group's rewards summed up: what the live feed, the group pages, the API and the trainer show.
+
+    `std` is the unbiased sample std (0 for a group of one), as in the advantages. `zero_variance` is the
+    "no learning signal" flag: only a *training* group can lack signal — an evaluation "group" is one
+    task's samples, scored, never trained on.
+    """
+
+    size: int
+    mean: float
+    std: float
+    low: float
+    high: float
+    zero_variance: bool
+
+    def to_dict(self) -> dict[str, float | int | bool]:
+        return {
+            "size": self.size,
+            "mean": self.mean,
+            "std": self.std,
+            "min": self.low,
+            "max": self.high,
+            "zero_variance": self.zero_variance,
+        }
+
+
+def group_stats(rewards: Sequence[float], split: str = "train") -> GroupStats:
+    """The one computation of a group's statistics (see GroupStats)."""
+    if not rewards:
+        return GroupStats(0, 0.0, 0.0, 0.0, 0.0, split == "train")
+    low, high = min(rewards), max(rewards)
+    same = high - low < ZERO_VARIANCE_SPAN
+    return GroupStats(
+        len(rewards), _mean(rewards), 0.0 if same else _std(rewards), low, high, split == "train" and same
+    )
+
+
+def is_zero_variance(group: Sequence[float]) -> bool:
+    """True when every completion of a training group scored the same: GRPO gets no signal from it."""
+    return group_stats(group).zero_variance
 
 
 def overlong_penalty(length: int, max_length: int, buffer: int, penalty: float = 1.0) -> float:
-    """DAPO's soft overlong punishment (≤ 0): nothing up to `max_length - buffer` tokens, then a
-    linear ramp reaching `-penalty` at `max_length` (and beyond)."""
-    if buffer <= 0:
+    """DAPO's soft overlong punishment (≤ 0; Yu et al., 2025, eq. 13): nothing up to `max_length - buffer`,
+    then a linear ramp reaching `-penalty` at `max_length`, and `-penalty` beyond it. With no buffer it
+    is a cliff: 0 up to `max_length`, `-penalty` past it. The `overlong_penalty` rubric criterion and the
+    run's overlong knobs (which configure that criterion) both compute it here."""
+    start = max_length - buffer
+    if length <= start:
         return 0.0
-    threshold = max_length - buffer
-    if length <= threshold:
-        return 0.0
-    return -penalty * min(1.0, (length - threshold) / buffer)
+    if length > max_length or buffer <= 0:
+        return -penalty
+    return -penalty * (length - start) / buffer

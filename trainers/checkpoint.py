@@ -37,8 +37,11 @@ def is_peft_model(model: Any) -> bool:
 
 
 def rng_state() -> dict[str, Any]:
-    return {"torch": torch.get_rng_state(), "python": random.getstate(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+    return {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    }
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
@@ -69,8 +72,13 @@ def save_checkpoint(
             model.save_pretrained(staging, safe_serialization=True)
             if tokenizer is not None:
                 tokenizer.save_pretrained(staging)
-        torch.save({"optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict() if scheduler is not None else None}, staging / "optimizer.pt")
+        torch.save(
+            {
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict() if scheduler is not None else None,
+            },
+            staging / "optimizer.pt",
+        )
         torch.save(rng_state(), staging / "rng.pt")
         (staging / TRAINER_STATE).write_text(json.dumps(trainer_state, indent=2, default=str))
         (staging / "run_config.json").write_text(json.dumps(run_config, indent=2, default=str))
@@ -119,8 +127,10 @@ def load_weights(path: str | Path, model: Any) -> None:
         tied = set(model._tied_weights_keys)
     really_missing = [k for k in missing if k not in tied and not k.endswith("lm_head.weight")]
     if really_missing or unexpected:
-        raise ValueError(f"checkpoint {path} does not match the model: missing {really_missing[:5]}, "
-                         f"unexpected {unexpected[:5]}")
+        raise ValueError(
+            f"checkpoint {path} does not match the model: missing {really_missing[:5]}, "
+            f"unexpected {unexpected[:5]}"
+        )
 
 
 def load_optimizer(path: str | Path, optimizer: torch.optim.Optimizer, scheduler: Any) -> None:
@@ -144,7 +154,9 @@ class CheckpointEntry:
 class CheckpointRegistry:
     """The checkpoints of one run directory, pruned to the best N by a metric (plus the latest)."""
 
-    def __init__(self, root: str | Path, keep_best_n: int = 3, metric: str = "reward/mean", mode: str = "max") -> None:
+    def __init__(
+        self, root: str | Path, keep_best_n: int = 3, metric: str = "reward/mean", mode: str = "max"
+    ) -> None:
         self.root = Path(root)
         self.keep_best_n = keep_best_n
         self.metric = metric
@@ -193,9 +205,12 @@ class CheckpointRegistry:
 
     def _write(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        payload = {"metric": self.metric, "mode": self.mode,
-                   "checkpoints": [e.__dict__ for e in self.entries],
-                   "best": self.best().path if self.best() else None}
+        payload = {
+            "metric": self.metric,
+            "mode": self.mode,
+            "checkpoints": [e.__dict__ for e in self.entries],
+            "best": self.best().path if self.best() else None,
+        }
         tmp = self.root / f".{INDEX}.tmp"
         tmp.write_text(json.dumps(payload, indent=2))
         os.replace(tmp, self.root / INDEX)

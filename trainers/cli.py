@@ -56,7 +56,9 @@ def load_config(path: str | Path, assignments: list[str] | None = None) -> dict[
         raise CliError(str(exc)) from exc
     errors = validate_run_config(config)
     if errors:
-        lines = "\n".join(f"  {path or '(config)'}: {'; '.join(messages)}" for path, messages in errors.items())
+        lines = "\n".join(
+            f"  {path or '(config)'}: {'; '.join(messages)}" for path, messages in errors.items()
+        )
         raise CliError(f"invalid run config {path}:\n{lines}")
     return config
 
@@ -79,7 +81,9 @@ class ProgressSink:
         if kind == "metrics":
             values = event.get("values", {})
             if event.get("split") == "eval":
-                self._line(f"eval @ step {event['step']}: " + _summary(values, ("eval/reward/mean", "eval/accuracy")))
+                self._line(
+                    f"eval @ step {event['step']}: " + _summary(values, ("eval/reward/mean", "eval/accuracy"))
+                )
                 return
             summary = _summary(values, ("reward/mean", "accuracy", "loss", "kl", "entropy", "step_time"))
             if self.bar is not None:
@@ -127,7 +131,9 @@ def _http_sink(url: str, token: str | None, run_id: int | None) -> Any:
     try:
         from trainers.reporting import HttpSink
     except ImportError as exc:
-        raise CliError(f"--report-to needs trainers.reporting.HttpSink, which is not importable: {exc}") from exc
+        raise CliError(
+            f"--report-to needs trainers.reporting.HttpSink, which is not importable: {exc}"
+        ) from exc
     if not token:
         token = os.environ.get("ROLLOUT_STUDIO_TOKEN")
     if not token:
@@ -165,8 +171,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 1
     finally:
         sink.close()
-    print(json.dumps({"status": result.status, "step": result.step, "checkpoint": result.checkpoint,
-                      "out": str(out)}))
+    print(
+        json.dumps(
+            {"status": result.status, "step": result.step, "checkpoint": result.checkpoint, "out": str(out)}
+        )
+    )
     return 0 if result.status in ("SUCCEEDED", "CANCELLED") else 1
 
 
@@ -206,6 +215,22 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_preview(args: argparse.Namespace) -> int:
+    from trainers.envs.preview import preview_environment
+
+    config: dict[str, Any] = {}
+    if args.config:
+        loaded = yaml.safe_load(Path(args.config).read_text(encoding="utf-8")) or {}
+        # A run config file (its `environment` section) or an environment config on its own.
+        config = loaded.get("environment", {}).get("config", {}) if "environment" in loaded else loaded
+    for item in args.set:
+        key, _, value = item.partition("=")
+        config[key] = yaml.safe_load(value)
+    result = preview_environment(args.kind, config)
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+    return 0 if result["ok"] else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m trainers", description="Rollout Studio trainer")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -224,6 +249,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--out", help="write events.jsonl here")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a knob")
     evaluate.set_defaults(func=cmd_eval)
+    preview = sub.add_parser(
+        "preview", help="show what the model would see with an environment config (or why not)"
+    )
+    preview.add_argument("kind", help="an environment kind, e.g. reasoning_gym")
+    preview.add_argument("config", nargs="?", help="a YAML/JSON environment config, or a run config")
+    preview.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="set a config field")
+    preview.set_defaults(func=cmd_preview)
     sub.add_parser("presets", help="print the algorithm presets").set_defaults(func=cmd_presets)
     sub.add_parser("schema", help="print the run config JSON schema").set_defaults(func=cmd_schema)
     from trainers.importers.cli import add_import_command  # `import {trl,verl} PATH`: other trainers' runs

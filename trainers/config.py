@@ -16,6 +16,7 @@ import copy
 from typing import Any
 
 from trainers.registry import UnknownKind, environment_kind, validate_config
+from trainers.toolformats import TOOL_FORMAT_CHOICES
 
 DEFAULT_MODEL = "smollm2-135m"
 
@@ -24,8 +25,17 @@ LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", 
 SCALE_REWARDS = ("auto", "group", "batch", "none")
 
 
-def _knob(type_: str | list[str], title: str, description: str, default: Any, group: str, **extra: Any) -> dict:
-    return {"type": type_, "title": title, "description": description, "default": default, "x-group": group, **extra}
+def _knob(
+    type_: str | list[str], title: str, description: str, default: Any, group: str, **extra: Any
+) -> dict:
+    return {
+        "type": type_,
+        "title": title,
+        "description": description,
+        "default": default,
+        "x-group": group,
+        **extra,
+    }
 
 
 _LORA_SCHEMA: dict[str, Any] = {
@@ -36,15 +46,26 @@ _LORA_SCHEMA: dict[str, Any] = {
     "x-group": "lora",
     "additionalProperties": False,
     "properties": {
-        "enabled": _knob("boolean", "Use LoRA", "Train adapters only; otherwise full fine-tuning.", False, "lora"),
+        "enabled": _knob(
+            "boolean", "Use LoRA", "Train adapters only; otherwise full fine-tuning.", False, "lora"
+        ),
         "r": _knob("integer", "Rank", "Rank of the adapter matrices.", 16, "lora", minimum=1, maximum=512),
-        "alpha": _knob("number", "Alpha", "Adapter scaling numerator (scale = alpha / r).", 32, "lora",
-                       minimum=0, maximum=4096),
-        "dropout": _knob("number", "Dropout", "Dropout on the adapter input.", 0.05, "lora", minimum=0, maximum=0.9),
+        "alpha": _knob(
+            "number",
+            "Alpha",
+            "Adapter scaling numerator (scale = alpha / r).",
+            32,
+            "lora",
+            minimum=0,
+            maximum=4096,
+        ),
+        "dropout": _knob(
+            "number", "Dropout", "Dropout on the adapter input.", 0.05, "lora", minimum=0, maximum=0.9
+        ),
         "target_modules": {
             "type": "array",
             "title": "Target modules",
-            "description": "Module names to wrap with adapters (\"all-linear\" as the only item wraps every linear layer).",
+            "description": 'Module names to wrap with adapters ("all-linear" as the only item wraps every linear layer).',
             "default": ["q_proj", "k_proj", "v_proj", "o_proj"],
             "items": {"type": "string", "minLength": 1},
             "minItems": 1,
@@ -62,111 +83,324 @@ _ENVIRONMENT_SCHEMA: dict[str, Any] = {
     "required": ["kind"],
     "additionalProperties": False,
     "properties": {
-        "kind": {"type": "string", "title": "Kind", "description": "Registered environment kind.", "minLength": 1},
+        "kind": {
+            "type": "string",
+            "title": "Kind",
+            "description": "Registered environment kind.",
+            "minLength": 1,
+        },
         "config": {"type": "object", "title": "Config", "description": "The kind's config.", "default": {}},
     },
     "default": {"kind": "arithmetic_calculator", "config": {}},
 }
 
 _PROPERTIES: dict[str, Any] = {
-    "preset": _knob("string", "Preset", "Algorithm preset applied over the defaults (see PRESETS).", "grpo",
-                    "algorithm", enum=["grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp"]),
+    "preset": _knob(
+        "string",
+        "Preset",
+        "Algorithm preset applied over the defaults (see PRESETS).",
+        "grpo",
+        "algorithm",
+        enum=["grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp"],
+    ),
     # --- model & hardware -------------------------------------------------------------------
-    "model": _knob("string", "Model",
-                   f"\"{DEFAULT_MODEL}\" is the bundled SmolLM2-135M-Instruct GGUF (converted once to a cached "
-                   "safetensors copy); otherwise a Hugging Face id (from the local cache) or a local directory.",
-                   DEFAULT_MODEL, "model", minLength=1),
-    "backend": _knob("string", "Generation backend", "transformers works everywhere; vllm needs a GPU and the "
-                     "gpu extra.", "transformers", "model", enum=["transformers", "vllm"]),
-    "device": _knob("string", "Device", "\"auto\" picks cuda when available, else cpu; or an explicit torch "
-                    "device such as \"cpu\" or \"cuda:0\".", "auto", "model", pattern=r"^(auto|cpu|cuda(:\d+)?|mps)$"),
-    "dtype": _knob("string", "Weights dtype", "\"auto\": float32 on CPU, bfloat16 on GPU.", "auto", "model",
-                   enum=["auto", "float32", "bfloat16", "float16"]),
-    "generation_dtype": _knob("string", "Generation dtype",
-                              "Weights dtype of the copy that samples rollouts. \"auto\": the policy itself "
-                              "(no copy). bfloat16 on a CPU with AVX512-BF16 decodes about 1.5× faster; the "
-                              "learner still scores every token in the training dtype.", "auto", "model",
-                              enum=["auto", "float32", "bfloat16", "float16"]),
-    "torch_threads": _knob("integer", "Torch threads", "CPU threads for torch (0 keeps torch's default).", 0,
-                           "model", minimum=0, maximum=512),
+    "model": _knob(
+        "string",
+        "Model",
+        f'"{DEFAULT_MODEL}" is the bundled SmolLM2-135M-Instruct GGUF (converted once to a cached '
+        "safetensors copy); otherwise a Hugging Face id (from the local cache) or a local directory.",
+        DEFAULT_MODEL,
+        "model",
+        minLength=1,
+    ),
+    "backend": _knob(
+        "string",
+        "Generation backend",
+        "transformers works everywhere; vllm runs the vLLM engine "
+        "in process (the gpu extra on a GPU, `make venv-vllm` on a CPU).",
+        "transformers",
+        "model",
+        enum=["transformers", "vllm"],
+    ),
+    "device": _knob(
+        "string",
+        "Device",
+        '"auto" picks cuda when available, else cpu; or an explicit torch device such as "cpu" or "cuda:0".',
+        "auto",
+        "model",
+        pattern=r"^(auto|cpu|cuda(:\d+)?|mps)$",
+    ),
+    "dtype": _knob(
+        "string",
+        "Weights dtype",
+        '"auto": float32 on CPU, bfloat16 on GPU.',
+        "auto",
+        "model",
+        enum=["auto", "float32", "bfloat16", "float16"],
+    ),
+    "generation_dtype": _knob(
+        "string",
+        "Generation dtype",
+        'Weights dtype of the copy that samples rollouts. "auto": the policy itself '
+        "(no copy). bfloat16 on a CPU with AVX512-BF16 decodes about 1.5× faster; the "
+        "learner still scores every token in the training dtype.",
+        "auto",
+        "model",
+        enum=["auto", "float32", "bfloat16", "float16"],
+    ),
+    "torch_threads": _knob(
+        "integer",
+        "Torch threads",
+        "CPU threads for torch (0 keeps torch's default).",
+        0,
+        "model",
+        minimum=0,
+        maximum=512,
+    ),
     # --- algorithm ---------------------------------------------------------------------------
-    "algorithm": _knob("string", "Advantage estimator",
-                       "grpo: group mean baseline scaled by the group std; dr_grpo: group mean baseline, no std; "
-                       "dapo: as grpo; rloo: leave-one-out mean baseline; reinforce_pp: group mean baseline "
-                       "scaled by the batch std (REINFORCE++-baseline).", "grpo", "algorithm", enum=list(ALGORITHMS)),
-    "scale_rewards": _knob("string", "Advantage scaling",
-                           "Divide centred rewards by the std of the group, of the whole batch, or not at all. "
-                           "\"auto\" uses the estimator's own choice.", "auto", "algorithm",
-                           enum=list(SCALE_REWARDS)),
-    "advantage_epsilon": _knob("number", "Advantage epsilon", "Added to the std before dividing.", 1e-6,
-                               "algorithm", minimum=0, maximum=1),
-    "group_size": _knob("integer", "Group size", "Completions sampled per prompt; advantages compare siblings.",
-                        8, "algorithm", minimum=1, maximum=1024),
-    "prompts_per_step": _knob("integer", "Prompts per step", "Groups in one optimizer step.", 2, "algorithm",
-                              minimum=1, maximum=4096),
-    "kl_coef": _knob("number", "KL coefficient", "Weight of the k3 KL estimate to the reference (initial) policy. "
-                     "0 skips the reference model entirely.", 0.0, "algorithm", minimum=0, maximum=10),
-    "clip_low": _knob("number", "Clip low", "Ratio clip below 1 (PPO epsilon).", 0.2, "algorithm",
-                      minimum=0, maximum=1),
-    "clip_high": _knob("number", "Clip high", "Ratio clip above 1; DAPO's clip-higher raises it to 0.28.", 0.2,
-                       "algorithm", minimum=0, maximum=10),
-    "loss_agg": _knob("string", "Loss aggregation",
-                      "token-mean: mean over all loss tokens of the step; seq-mean-token-mean: mean per sequence, "
-                      "then over sequences; seq-mean-token-sum: sum per sequence, mean over sequences; "
-                      "seq-mean-token-sum-norm (Dr.GRPO): token sum divided by a constant.",
-                      "seq-mean-token-mean", "algorithm", enum=list(LOSS_AGGREGATIONS)),
-    "loss_norm_constant": _knob(["integer", "null"], "Loss normalisation constant",
-                                "Divisor for seq-mean-token-sum-norm; null means the generation budget "
-                                "(max_new_tokens × max_turns).", None, "algorithm", minimum=1),
-    "updates_per_batch": _knob("integer", "Updates per batch",
-                               "Optimizer passes over each batch of rollouts (μ); above 1 the clip matters.", 1,
-                               "algorithm", minimum=1, maximum=16),
-    "dynamic_sampling": _knob("boolean", "Dynamic sampling",
-                              "Drop groups whose rewards all agree (no signal) and sample more prompts to refill "
-                              "the batch (DAPO).", False, "algorithm"),
-    "dynamic_sampling_max_rounds": _knob("integer", "Dynamic sampling rounds",
-                                         "Extra generation rounds allowed to refill a batch.", 3, "algorithm",
-                                         minimum=0, maximum=64),
-    "overlong_buffer": _knob("integer", "Overlong buffer",
-                             "Soft overlong penalty: the last this-many tokens of the budget are penalised "
-                             "linearly (DAPO); 0 disables.", 0, "algorithm", minimum=0, maximum=65536),
-    "overlong_penalty": _knob("number", "Overlong penalty", "Penalty reached at the full budget.", 1.0,
-                              "algorithm", minimum=0, maximum=100),
-    "mask_truncated": _knob("boolean", "Mask truncated", "Exclude truncated trajectories from the loss.", False,
-                            "algorithm"),
-    "mask_tool_tokens": _knob("boolean", "Mask tool tokens",
-                              "Tool output and other environment tokens carry no gradient.", True, "algorithm"),
+    "algorithm": _knob(
+        "string",
+        "Advantage estimator",
+        "grpo: group mean baseline scaled by the group std; dr_grpo: group mean baseline, no std; "
+        "dapo: as grpo; rloo: leave-one-out mean baseline; reinforce_pp: group mean baseline "
+        "scaled by the batch std (REINFORCE++-baseline).",
+        "grpo",
+        "algorithm",
+        enum=list(ALGORITHMS),
+    ),
+    "scale_rewards": _knob(
+        "string",
+        "Advantage scaling",
+        "Divide centred rewards by the std of the group, of the whole batch, or not at all. "
+        '"auto" uses the estimator\'s own choice.',
+        "auto",
+        "algorithm",
+        enum=list(SCALE_REWARDS),
+    ),
+    "advantage_epsilon": _knob(
+        "number",
+        "Advantage epsilon",
+        "Added to the std before dividing.",
+        1e-6,
+        "algorithm",
+        minimum=0,
+        maximum=1,
+    ),
+    "group_size": _knob(
+        "integer",
+        "Group size",
+        "Completions sampled per prompt; advantages compare siblings.",
+        8,
+        "algorithm",
+        minimum=1,
+        maximum=1024,
+    ),
+    "prompts_per_step": _knob(
+        "integer",
+        "Prompts per step",
+        "Groups in one optimizer step.",
+        2,
+        "algorithm",
+        minimum=1,
+        maximum=4096,
+    ),
+    "kl_coef": _knob(
+        "number",
+        "KL coefficient",
+        "Weight of the k3 KL estimate to the reference (initial) policy. "
+        "0 skips the reference model entirely.",
+        0.0,
+        "algorithm",
+        minimum=0,
+        maximum=10,
+    ),
+    "clip_low": _knob(
+        "number", "Clip low", "Ratio clip below 1 (PPO epsilon).", 0.2, "algorithm", minimum=0, maximum=1
+    ),
+    "clip_high": _knob(
+        "number",
+        "Clip high",
+        "Ratio clip above 1; DAPO's clip-higher raises it to 0.28.",
+        0.2,
+        "algorithm",
+        minimum=0,
+        maximum=10,
+    ),
+    "loss_agg": _knob(
+        "string",
+        "Loss aggregation",
+        "token-mean: mean over all loss tokens of the step; seq-mean-token-mean: mean per sequence, "
+        "then over sequences; seq-mean-token-sum: sum per sequence, mean over sequences; "
+        "seq-mean-token-sum-norm (Dr.GRPO): token sum divided by a constant.",
+        "seq-mean-token-mean",
+        "algorithm",
+        enum=list(LOSS_AGGREGATIONS),
+    ),
+    "loss_norm_constant": _knob(
+        ["integer", "null"],
+        "Loss normalisation constant",
+        "Divisor for seq-mean-token-sum-norm; null means the generation budget (max_new_tokens × max_turns).",
+        None,
+        "algorithm",
+        minimum=1,
+    ),
+    "updates_per_batch": _knob(
+        "integer",
+        "Updates per batch",
+        "Optimizer passes over each batch of rollouts (μ); above 1 the clip matters.",
+        1,
+        "algorithm",
+        minimum=1,
+        maximum=16,
+    ),
+    "dynamic_sampling": _knob(
+        "boolean",
+        "Dynamic sampling",
+        "Drop groups whose rewards all agree (no signal) and sample more prompts to refill the batch (DAPO).",
+        False,
+        "algorithm",
+    ),
+    "dynamic_sampling_max_rounds": _knob(
+        "integer",
+        "Dynamic sampling rounds",
+        "Extra generation rounds allowed to refill a batch.",
+        3,
+        "algorithm",
+        minimum=0,
+        maximum=64,
+    ),
+    "overlong_buffer": _knob(
+        "integer",
+        "Overlong buffer",
+        "Soft overlong penalty: the last this-many tokens of each message's budget (max new "
+        "tokens) are penalised linearly (DAPO); 0 disables. It configures the rubric's "
+        "overlong_penalty criterion (adding one named 'overlong' if the rubric has none), so "
+        "the penalty shows as a component and is never applied twice.",
+        0,
+        "algorithm",
+        minimum=0,
+        maximum=65536,
+    ),
+    "overlong_penalty": _knob(
+        "number",
+        "Overlong penalty",
+        "Penalty reached at the full budget: the weight of the overlong criterion.",
+        1.0,
+        "algorithm",
+        minimum=0,
+        maximum=100,
+    ),
+    "mask_truncated": _knob(
+        "boolean", "Mask truncated", "Exclude truncated trajectories from the loss.", False, "algorithm"
+    ),
+    "mask_tool_tokens": _knob(
+        "boolean",
+        "Mask tool tokens",
+        "Tool output and other environment tokens carry no gradient.",
+        True,
+        "algorithm",
+    ),
     # --- optimisation ------------------------------------------------------------------------
-    "max_steps": _knob("integer", "Max steps", "Optimizer steps to run.", 100, "optimization",
-                       minimum=1, maximum=10_000_000),
-    "learning_rate": _knob("number", "Learning rate", "AdamW learning rate (constant after warmup). The "
-                           "default suits 1B+ models; the bundled 135M model learns at about 2e-5.", 1e-6,
-                           "optimization", exclusiveMinimum=0, maximum=1),
-    "warmup_steps": _knob("integer", "Warmup steps", "Linear learning-rate warmup.", 0, "optimization",
-                          minimum=0, maximum=1_000_000),
-    "weight_decay": _knob("number", "Weight decay", "AdamW decoupled weight decay.", 0.0, "optimization",
-                          minimum=0, maximum=1),
+    "max_steps": _knob(
+        "integer", "Max steps", "Optimizer steps to run.", 100, "optimization", minimum=1, maximum=10_000_000
+    ),
+    "learning_rate": _knob(
+        "number",
+        "Learning rate",
+        "AdamW learning rate (constant after warmup). The "
+        "default suits 1B+ models; the bundled 135M model learns at about 2e-5.",
+        1e-6,
+        "optimization",
+        exclusiveMinimum=0,
+        maximum=1,
+    ),
+    "warmup_steps": _knob(
+        "integer",
+        "Warmup steps",
+        "Linear learning-rate warmup.",
+        0,
+        "optimization",
+        minimum=0,
+        maximum=1_000_000,
+    ),
+    "weight_decay": _knob(
+        "number", "Weight decay", "AdamW decoupled weight decay.", 0.0, "optimization", minimum=0, maximum=1
+    ),
     "adam_beta1": _knob("number", "Adam β1", "", 0.9, "optimization", minimum=0, maximum=0.9999),
     "adam_beta2": _knob("number", "Adam β2", "", 0.999, "optimization", minimum=0, maximum=0.99999),
-    "max_grad_norm": _knob("number", "Max grad norm", "Clip the global gradient norm (0 disables).", 1.0,
-                           "optimization", minimum=0, maximum=1e6),
-    "grad_accum_steps": _knob("integer", "Gradient accumulation",
-                              "Split each step's batch into this many micro-batches (saves memory, same result).",
-                              1, "optimization", minimum=1, maximum=4096),
-    "seed": _knob("integer", "Seed", "Seeds task order, sampling and initialisation; CPU runs are reproducible.",
-                  0, "optimization", minimum=0, maximum=2**31 - 1),
+    "max_grad_norm": _knob(
+        "number",
+        "Max grad norm",
+        "Clip the global gradient norm (0 disables).",
+        1.0,
+        "optimization",
+        minimum=0,
+        maximum=1e6,
+    ),
+    "grad_accum_steps": _knob(
+        "integer",
+        "Gradient accumulation",
+        "Split each step's batch into this many micro-batches (saves memory, same result).",
+        1,
+        "optimization",
+        minimum=1,
+        maximum=4096,
+    ),
+    "seed": _knob(
+        "integer",
+        "Seed",
+        "Seeds task order, sampling and initialisation; CPU runs are reproducible.",
+        0,
+        "optimization",
+        minimum=0,
+        maximum=2**31 - 1,
+    ),
     # --- sampling ----------------------------------------------------------------------------
-    "temperature": _knob("number", "Temperature", "Sampling temperature for training rollouts.", 1.0,
-                         "sampling", minimum=0, maximum=10),
+    "temperature": _knob(
+        "number",
+        "Temperature",
+        "Sampling temperature for training rollouts.",
+        1.0,
+        "sampling",
+        minimum=0,
+        maximum=10,
+    ),
     "top_p": _knob("number", "Top-p", "Nucleus sampling.", 1.0, "sampling", exclusiveMinimum=0, maximum=1),
-    "max_new_tokens": _knob("integer", "Max new tokens", "Tokens per model turn.", 128, "sampling",
-                            minimum=1, maximum=131072),
-    "max_context_tokens": _knob("integer", "Max context tokens",
-                                "A trajectory stops (truncated) when its context would exceed this.", 2048,
-                                "sampling", minimum=16, maximum=1_048_576),
+    "max_new_tokens": _knob(
+        "integer", "Max new tokens", "Tokens per model turn.", 128, "sampling", minimum=1, maximum=131072
+    ),
+    "max_context_tokens": _knob(
+        "integer",
+        "Max context tokens",
+        "A trajectory stops (truncated) when its context would exceed this.",
+        2048,
+        "sampling",
+        minimum=16,
+        maximum=1_048_576,
+    ),
     # --- multi-turn --------------------------------------------------------------------------
-    "max_turns": _knob("integer", "Max turns", "Model turns per episode (0 = the environment's own limit).", 4,
-                       "multi_turn", minimum=0, maximum=1024),
+    "max_turns": _knob(
+        "integer",
+        "Max turns",
+        "Model turns per episode (0 = the environment's own limit).",
+        4,
+        "multi_turn",
+        minimum=0,
+        maximum=1024,
+    ),
+    "tool_format": _knob(
+        "string",
+        "Tool-call format",
+        "How tools are shown and calls are written. auto: the model's native format when its chat "
+        "template renders tools (Qwen/Hermes <tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS]), "
+        "else studio; native: the same, but fail when the template has no tool support; "
+        "hermes / llama3 / mistral: force that family's parser; studio: tools described in the "
+        "system prompt, calls as <tool_call>{json}</tool_call> (any model, e.g. the bundled "
+        "SmolLM2).",
+        "auto",
+        "multi_turn",
+        enum=list(TOOL_FORMAT_CHOICES),
+    ),
     "max_turns_schedule": {
         "type": "array",
         "title": "Max turns schedule",
@@ -181,32 +415,88 @@ _PROPERTIES: dict[str, Any] = {
         "x-group": "multi_turn",
     },
     # --- evaluation & checkpoints ------------------------------------------------------------
-    "eval_every": _knob("integer", "Eval every", "Evaluate on the held-out set every this many steps "
-                        "(0 = only before and after training when eval_tasks > 0).", 0, "evaluation",
-                        minimum=0, maximum=1_000_000),
-    "eval_tasks": _knob("integer", "Eval tasks", "Size of the fixed held-out set (fixed seed).", 32, "evaluation",
-                        minimum=0, maximum=100_000),
-    "eval_temperature": _knob("number", "Eval temperature", "0 = greedy.", 0.0, "evaluation",
-                              minimum=0, maximum=10),
-    "checkpoint_every": _knob("integer", "Checkpoint every", "Save every this many steps (0 = only at the end).",
-                              50, "checkpoints", minimum=0, maximum=1_000_000),
-    "keep_best_n": _knob("integer", "Keep best N", "Checkpoints kept by best_metric (the latest is always kept; "
-                         "0 keeps all).", 3, "checkpoints", minimum=0, maximum=1000),
-    "best_metric": _knob("string", "Best metric", "Metric that ranks checkpoints.", "reward/mean", "checkpoints",
-                         minLength=1),
+    "eval_every": _knob(
+        "integer",
+        "Eval every",
+        "Evaluate on the held-out set every this many steps "
+        "(0 = only before and after training when eval_tasks > 0).",
+        0,
+        "evaluation",
+        minimum=0,
+        maximum=1_000_000,
+    ),
+    "eval_tasks": _knob(
+        "integer",
+        "Eval tasks",
+        "Size of the fixed held-out set (fixed seed).",
+        32,
+        "evaluation",
+        minimum=0,
+        maximum=100_000,
+    ),
+    "eval_temperature": _knob(
+        "number", "Eval temperature", "0 = greedy.", 0.0, "evaluation", minimum=0, maximum=10
+    ),
+    "checkpoint_every": _knob(
+        "integer",
+        "Checkpoint every",
+        "Save every this many steps (0 = only at the end).",
+        50,
+        "checkpoints",
+        minimum=0,
+        maximum=1_000_000,
+    ),
+    "keep_best_n": _knob(
+        "integer",
+        "Keep best N",
+        "Checkpoints kept by best_metric (the latest is always kept; 0 keeps all).",
+        3,
+        "checkpoints",
+        minimum=0,
+        maximum=1000,
+    ),
+    "best_metric": _knob(
+        "string", "Best metric", "Metric that ranks checkpoints.", "reward/mean", "checkpoints", minLength=1
+    ),
     "best_metric_mode": _knob("string", "Best metric mode", "", "max", "checkpoints", enum=["max", "min"]),
+    "auto_resume": _knob(
+        "integer",
+        "Automatic resumes",
+        "When the run's worker dies (the run is marked LOST), queue a resume from its latest "
+        "checkpoint by itself, at most this many times in a row (0: leave it to you). Each "
+        "resume is a new run in the lineage.",
+        0,
+        "checkpoints",
+        minimum=0,
+        maximum=100,
+    ),
     # --- distribution ------------------------------------------------------------------------
-    "num_rollout_workers": _knob("integer", "Rollout workers",
-                                 "Ray actors that generate rollouts (0 = generate in the learner process).", 0,
-                                 "distributed", minimum=0, maximum=1024),
-    "one_step_off_policy": _knob("boolean", "One step off-policy",
-                                 "Generate step n+1 with the previous weights while step n updates (needs "
-                                 "rollout workers).", False, "distributed"),
+    "num_rollout_workers": _knob(
+        "integer",
+        "Rollout workers",
+        "Ray actors that generate rollouts (0 = generate in the learner process).",
+        0,
+        "distributed",
+        minimum=0,
+        maximum=1024,
+    ),
+    "one_step_off_policy": _knob(
+        "boolean",
+        "One step off-policy",
+        "Generate step n+1 with the previous weights while step n updates (needs rollout workers).",
+        False,
+        "distributed",
+    ),
     # --- task --------------------------------------------------------------------------------
     "environment": _ENVIRONMENT_SCHEMA,
-    "rubric": {"type": ["object", "null"], "title": "Rubric",
-               "description": "Rubric spec (criteria, weights, aggregation) scored by trainers.rubrics; null uses "
-               "the environment's own reward.", "default": None, "x-group": "task"},
+    "rubric": {
+        "type": ["object", "null"],
+        "title": "Rubric",
+        "description": "Rubric spec (criteria, weights, aggregation) scored by trainers.rubrics; null uses "
+        "the environment's own reward.",
+        "default": None,
+        "x-group": "task",
+    },
     "lora": _LORA_SCHEMA,
 }
 
@@ -237,30 +527,55 @@ KNOB_GROUPS: dict[str, str] = {
 PRESETS: dict[str, dict[str, Any]] = {
     # DeepSeekMath GRPO: (r - mean) / std within the group, per-sequence token mean, symmetric clip.
     "grpo": {
-        "algorithm": "grpo", "scale_rewards": "group", "loss_agg": "seq-mean-token-mean",
-        "clip_low": 0.2, "clip_high": 0.2, "dynamic_sampling": False, "overlong_buffer": 0,
+        "algorithm": "grpo",
+        "scale_rewards": "group",
+        "loss_agg": "seq-mean-token-mean",
+        "clip_low": 0.2,
+        "clip_high": 0.2,
+        "dynamic_sampling": False,
+        "overlong_buffer": 0,
     },
     # Dr.GRPO ("Understanding R1-Zero-like training"): no std division (difficulty bias) and no
     # per-length normalisation (length bias): token sums divided by one constant.
     "dr_grpo": {
-        "algorithm": "dr_grpo", "scale_rewards": "none", "loss_agg": "seq-mean-token-sum-norm",
-        "clip_low": 0.2, "clip_high": 0.2, "dynamic_sampling": False, "overlong_buffer": 0,
+        "algorithm": "dr_grpo",
+        "scale_rewards": "none",
+        "loss_agg": "seq-mean-token-sum-norm",
+        "clip_low": 0.2,
+        "clip_high": 0.2,
+        "dynamic_sampling": False,
+        "overlong_buffer": 0,
     },
     # DAPO: clip-higher, dynamic sampling, token-level loss, soft overlong punishment.
     "dapo": {
-        "algorithm": "dapo", "scale_rewards": "group", "loss_agg": "token-mean",
-        "clip_low": 0.2, "clip_high": 0.28, "dynamic_sampling": True, "overlong_buffer": 32,
+        "algorithm": "dapo",
+        "scale_rewards": "group",
+        "loss_agg": "token-mean",
+        "clip_low": 0.2,
+        "clip_high": 0.28,
+        "dynamic_sampling": True,
+        "overlong_buffer": 32,
         "overlong_penalty": 1.0,
     },
     # RLOO: leave-one-out baseline, no std scaling.
     "rloo": {
-        "algorithm": "rloo", "scale_rewards": "none", "loss_agg": "seq-mean-token-mean",
-        "clip_low": 0.2, "clip_high": 0.2, "dynamic_sampling": False, "overlong_buffer": 0,
+        "algorithm": "rloo",
+        "scale_rewards": "none",
+        "loss_agg": "seq-mean-token-mean",
+        "clip_low": 0.2,
+        "clip_high": 0.2,
+        "dynamic_sampling": False,
+        "overlong_buffer": 0,
     },
     # REINFORCE++ (baseline variant): group mean baseline, normalised by the batch std.
     "reinforce_pp": {
-        "algorithm": "reinforce_pp", "scale_rewards": "batch", "loss_agg": "token-mean",
-        "clip_low": 0.2, "clip_high": 0.2, "dynamic_sampling": False, "overlong_buffer": 0,
+        "algorithm": "reinforce_pp",
+        "scale_rewards": "batch",
+        "loss_agg": "token-mean",
+        "clip_low": 0.2,
+        "clip_high": 0.2,
+        "dynamic_sampling": False,
+        "overlong_buffer": 0,
     },
 }
 
@@ -343,8 +658,10 @@ def validate_run_config(config: dict[str, Any]) -> dict[str, list[str]]:
         else:
             env_config = env.get("config", {})
             if isinstance(env_config, dict):
-                for path, messages in validate_config(spec.config_schema, env_config).items():
-                    errors.setdefault("environment.config" + (f".{path}" if path else ""), []).extend(messages)
+                for path, messages in spec.validate(env_config).items():
+                    errors.setdefault("environment.config" + (f".{path}" if path else ""), []).extend(
+                        messages
+                    )
 
     group_size = config.get("group_size")
     algorithm = config.get("algorithm")
@@ -361,6 +678,41 @@ def validate_run_config(config: dict[str, Any]) -> dict[str, list[str]]:
     if all(isinstance(v, int) for v in batch) and batch[0] * batch[1] < batch[2]:
         add("grad_accum_steps", "More micro-batches than completions in a step.")
     return errors
+
+
+OVERLONG_CRITERION = "overlong"
+
+
+def effective_rubric(config: dict[str, Any]) -> dict[str, Any] | None:
+    """The rubric spec the trainer scores with: the run's rubric, with the overlong knobs applied to its
+    `overlong_penalty` criterion (one is added when it has none). With the knobs off, the rubric as given
+    (None when the run has none: the environment's reward is the score)."""
+    spec = config.get("rubric") or None
+    if not config.get("overlong_buffer"):
+        return spec
+    params = {
+        "max_len": config["max_new_tokens"],
+        "buffer": min(config["overlong_buffer"], config["max_new_tokens"]),
+        "unit": "tokens",
+        "scope": "longest_message",
+    }
+    criteria = [dict(c) for c in (spec or {}).get("criteria", [])] or [
+        {"name": "environment", "kind": "env_reward", "weight": 1.0, "params": {}}
+    ]
+    existing = next((c for c in criteria if c.get("kind") == "overlong_penalty"), None)
+    if existing is not None:
+        existing["params"] = {**existing.get("params", {}), **params}
+        existing["weight"] = config["overlong_penalty"]
+    else:
+        criteria.append(
+            {
+                "name": OVERLONG_CRITERION,
+                "kind": "overlong_penalty",
+                "weight": config["overlong_penalty"],
+                "params": params,
+            }
+        )
+    return {**(spec or {"aggregation": "weighted_sum"}), "criteria": criteria}
 
 
 def max_turns_at(config: dict[str, Any], step: int) -> int:

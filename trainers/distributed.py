@@ -36,23 +36,35 @@ class RolloutWorker:
         from trainers.models import load_model, load_tokenizer
         from trainers.registry import environment_kind
         from trainers.rollout import ChatFormat
+        from trainers.toolformats import resolve_tool_format
 
         self.config = config
         self.index = index
         self.tokenizer = load_tokenizer(config["model"])
         if config["backend"] == "vllm":
-            self.backend = make_backend("vllm", model_name=config["model"], tokenizer=self.tokenizer, seed=config["seed"])
+            self.backend = make_backend(
+                "vllm", model_name=config["model"], tokenizer=self.tokenizer, seed=config["seed"]
+            )
         else:
             # A plain model even for LoRA runs: the learner pushes merged weights.
-            dtype = config["dtype"] if config.get("generation_dtype", "auto") == "auto" else config["generation_dtype"]
+            dtype = (
+                config["dtype"]
+                if config.get("generation_dtype", "auto") == "auto"
+                else config["generation_dtype"]
+            )
             self.model = load_model(config["model"], config["device"], dtype).eval()
             self.backend = make_backend("transformers", model=self.model, tokenizer=self.tokenizer)
-        self.chat = ChatFormat(self.tokenizer)
+        self.chat = ChatFormat(
+            self.tokenizer, resolve_tool_format(config.get("tool_format", "auto"), self.tokenizer)
+        )
         spec = environment_kind(config["environment"]["kind"])
         env_config = dict(config["environment"].get("config") or {})
         self.make_env: Callable[[], Any] = lambda: spec.build(env_config)
         probe = self.make_env()
-        self.stop = tuple(getattr(probe, "stop", None) or ("</tool_call>", "</answer>"))
+        stop = getattr(probe, "stop", None)
+        self.stop = tuple(stop) if stop is not None else self.chat.tool_format.stop
+        if hasattr(probe, "close"):
+            probe.close()
         self.version = 0
 
     def generate(self, tasks: list[Any], seeds: list[list[int]], options: dict[str, Any]) -> list[list[Any]]:
@@ -60,10 +72,22 @@ class RolloutWorker:
 
         cfg = self.config
         return generate_rollouts(
-            self.backend, self.chat, self.make_env, tasks, seeds, max_turns=options["max_turns"],
-            max_new_tokens=cfg["max_new_tokens"], max_context_tokens=cfg["max_context_tokens"],
-            temperature=options["temperature"], top_p=cfg["top_p"], generation_seed=options["generation_seed"],
-            stop=self.stop, policy_version=self.version, split=options["split"], first_group=options["first_group"])
+            self.backend,
+            self.chat,
+            self.make_env,
+            tasks,
+            seeds,
+            max_turns=options["max_turns"],
+            max_new_tokens=cfg["max_new_tokens"],
+            max_context_tokens=cfg["max_context_tokens"],
+            temperature=options["temperature"],
+            top_p=cfg["top_p"],
+            generation_seed=options["generation_seed"],
+            stop=self.stop,
+            policy_version=self.version,
+            split=options["split"],
+            first_group=options["first_group"],
+        )
 
     def update_weights(self, state_dict: dict[str, Any], version: int) -> int:
         self.backend.update_weights(state_dict)
@@ -103,8 +127,12 @@ def init_ray(num_cpus: int | None = None) -> bool:
 class RayRollouts:
     """The trainer's rollout source backed by `num_rollout_workers` Ray actors."""
 
-    def __init__(self, config: dict[str, Any], initial_state: Callable[[], dict[str, Any]] | None = None,
-                 initial_version: int = 0) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        initial_state: Callable[[], dict[str, Any]] | None = None,
+        initial_version: int = 0,
+    ) -> None:
         import ray
 
         self.config = config
@@ -117,17 +145,35 @@ class RayRollouts:
         if initial_state is not None and initial_version > 0:
             self.update_weights(initial_state, initial_version)
 
-    def submit(self, tasks: list[Any], seeds: list[list[int]], *, max_turns: int, generation_seed: int,
-               policy_version: int, temperature: float | None = None, split: str = "train",
-               first_group: int = 0) -> list[Any]:
+    def submit(
+        self,
+        tasks: list[Any],
+        seeds: list[list[int]],
+        *,
+        max_turns: int,
+        generation_seed: int,
+        policy_version: int,
+        temperature: float | None = None,
+        split: str = "train",
+        first_group: int = 0,
+    ) -> list[Any]:
         """Start generating; returns futures (one per actor chunk) for `collect`."""
         temperature = self.config["temperature"] if temperature is None else temperature
         futures = []
         chunk = -(-len(tasks) // len(self.actors)) if tasks else 0
         for a, start in enumerate(range(0, len(tasks), chunk or 1)):
-            options = {"max_turns": max_turns, "temperature": temperature, "generation_seed": generation_seed + a,
-                       "split": split, "first_group": first_group + start}
-            futures.append(self.actors[a].generate.remote(tasks[start:start + chunk], seeds[start:start + chunk], options))
+            options = {
+                "max_turns": max_turns,
+                "temperature": temperature,
+                "generation_seed": generation_seed + a,
+                "split": split,
+                "first_group": first_group + start,
+            }
+            futures.append(
+                self.actors[a].generate.remote(
+                    tasks[start : start + chunk], seeds[start : start + chunk], options
+                )
+            )
         return futures
 
     def collect(self, futures: list[Any]) -> list[list[Any]]:

@@ -13,6 +13,9 @@ Event shapes (all JSON-serialisable):
     {"type": "trajectories", "step": int, "items": [trajectory dicts, see trajectory_item()]}
     {"type": "checkpoint", "step": int, "path": str, "metrics": {name: float}, "kind": "full" | "adapter"}
     {"type": "log", "level": "debug" | "info" | "warning" | "error", "message": str}
+    {"type": "phase", "phase": str, "step": int, "done": int, "total": int, "message": str, "elapsed_s": float}
+
+(`trainers.wire` declares every field and its limits.)
 
 `control()` returns what the other side asks for, e.g. `{"cancel": True}`; the trainer checks it
 between steps. Sinks must not block training for long: a remote sink queues and sends in a
@@ -22,8 +25,10 @@ background thread.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
 
@@ -186,6 +191,72 @@ def _json_default(value: Any) -> Any:
 
 def make_event(type_: str, **fields: Any) -> dict[str, Any]:
     return {"type": type_, "time": time.time(), **fields}
+
+
+class PhaseClock:
+    """Makes `phase` events (what the trainer is doing now; `trainers.wire.PHASES`) and keeps each phase's
+    clock: a call with the phase and step already under way is a progress update and reports the time
+    spent so far (`elapsed_s`); a new phase or step starts the clock again. Used by the built-in trainer
+    and by `trainers.sdk.Run.phase`."""
+
+    def __init__(self) -> None:
+        self.current: tuple[str, int | None, float] | None = None  # (phase, step, perf_counter at its start)
+
+    def event(
+        self, phase: str, step: int | None = None, *, done: int = 0, total: int = 0, message: str = ""
+    ) -> dict[str, Any]:
+        now = time.perf_counter()
+        if self.current is None or self.current[:2] != (phase, step):
+            self.current = (phase, step, now)
+        fields: dict[str, Any] = {
+            "phase": phase,
+            "done": done,
+            "total": total,
+            "message": message,
+            "elapsed_s": round(now - self.current[2], 3),
+        }
+        if step is not None:
+            fields["step"] = step
+        return make_event("phase", **fields)
+
+
+# A record logged with `extra={REPORTED: True}` is already in the run's log (Trainer.log emits it itself).
+REPORTED = "rollout_studio_reported"
+MAX_LOG_MESSAGE = 20_000  # trainers.wire: a log event's message
+
+
+class LogForwarder(logging.Handler):
+    """Sends the process's WARNING and ERROR log records to a run's log as `log` events, so a warning a
+    library prints in the worker (a tokenizer, an environment, Ray) reaches the run page instead of a
+    terminal nobody watches. Install it for the run's duration (`Trainer.run` does).
+
+    The reporter's own records are left out: an unreachable dashboard must not feed its retry warnings
+    back into the queue it cannot empty.
+    """
+
+    IGNORED_LOGGERS = ("trainers.reporting",)
+
+    def __init__(self, emit: Callable[[dict[str, Any]], None], level: int = logging.WARNING) -> None:
+        super().__init__(level)
+        self._emit = emit
+        self._busy = threading.local()  # a sink that logs while emitting must not recurse
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, REPORTED, False) or record.name.startswith(self.IGNORED_LOGGERS):
+            return
+        if getattr(self._busy, "active", False):
+            return
+        self._busy.active = True
+        try:
+            message = f"{record.name}: {record.getMessage()}"
+            if record.exc_info and record.exc_info[1] is not None:
+                message += f" ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})"
+            level = "error" if record.levelno >= logging.ERROR else "warning"
+            self._emit(make_event("log", level=level, message=message[:MAX_LOG_MESSAGE]))
+        except Exception:  # noqa: BLE001 — logging must never break the code that logged
+            self.handleError(record)
+        finally:
+            self._busy.active = False
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -16,8 +16,14 @@ Aggregation modes (per optimizer step, across micro-batches, which is why the st
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+from trainers import checkpoint
+
+if TYPE_CHECKING:
+    from trainers.rollout import Rollout
 
 LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
@@ -38,8 +44,14 @@ def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.exp(log_ratio) - log_ratio - 1
 
 
-def aggregate(per_token: torch.Tensor, mask: torch.Tensor, loss_agg: str, num_sequences: float | None = None,
-              num_tokens: float | None = None, norm_constant: float | None = None) -> torch.Tensor:
+def aggregate(
+    per_token: torch.Tensor,
+    mask: torch.Tensor,
+    loss_agg: str,
+    num_sequences: float | None = None,
+    num_tokens: float | None = None,
+    norm_constant: float | None = None,
+) -> torch.Tensor:
     """Reduce a (sequences, tokens) loss to a scalar per `loss_agg` (see the module docstring)."""
     mask = mask.to(per_token.dtype)
     masked = per_token * mask
@@ -96,3 +108,80 @@ def policy_loss(
             ratio_sum=float((ratio * mask).sum()),
         )
     return loss, stats
+
+
+# --- log-probabilities of sampled tokens -------------------------------------------------------------
+
+
+def _decoder_and_head(model: Any) -> tuple[Any, Any]:
+    base = model.get_base_model() if checkpoint.is_peft_model(model) else model
+    return base.get_decoder(), base.get_output_embeddings()
+
+
+def completion_logprobs(
+    model: Any,
+    rollouts: list[Rollout],
+    masks: list[list[int]],
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Log-probs of each rollout's completion tokens at its mask-1 positions.
+
+    Returns (logp (B, L) zero outside the mask, mask (B, L) float, entropy sum over mask positions).
+    Each distinct prompt is run through the decoder once; its KV cache (with its autograd graph) is
+    repeated for the rollouts that share it, so gradients are the same as with separate forwards.
+    """
+    from transformers import DynamicCache
+
+    decoder, head = _decoder_and_head(model)
+    device = next(model.parameters()).device
+    width = max((len(r.completion_ids) for r in rollouts), default=0)
+    logp_out = torch.zeros((len(rollouts), width), device=device)
+    mask_out = torch.zeros((len(rollouts), width), device=device)
+    entropy_sum = 0.0
+    by_prompt: dict[tuple[int, ...], list[int]] = {}
+    for i, r in enumerate(rollouts):
+        if r.completion_ids and any(masks[i]):
+            by_prompt.setdefault(tuple(r.prompt_ids), []).append(i)
+    scale = temperature if temperature > 0 else 1.0
+    for prompt, rows in by_prompt.items():
+        k = len(rows)
+        prompt_ids = torch.tensor([prompt], device=device)
+        cache = DynamicCache(config=decoder.config)
+        prefix = decoder(input_ids=prompt_ids, past_key_values=cache, use_cache=True).last_hidden_state
+        if k > 1:
+            cache.batch_repeat_interleave(k)
+        length = max(len(rollouts[i].completion_ids) for i in rows)
+        suffix = torch.zeros((k, length), dtype=torch.long, device=device)
+        attention = torch.zeros((k, len(prompt) + length), dtype=torch.long, device=device)
+        attention[:, : len(prompt)] = 1
+        select = torch.zeros((k, length), dtype=torch.bool, device=device)
+        for j, i in enumerate(rows):
+            ids = rollouts[i].completion_ids
+            suffix[j, : len(ids)] = torch.tensor(ids, device=device)
+            attention[j, len(prompt) : len(prompt) + len(ids)] = 1
+            select[j, : len(ids)] = torch.tensor(masks[i][: len(ids)], device=device).bool()
+        positions = (len(prompt) + torch.arange(length, device=device)).unsqueeze(0).expand(k, -1)
+        hidden = decoder(
+            input_ids=suffix,
+            attention_mask=attention,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+        ).last_hidden_state
+        # The hidden state at position t predicts token t + 1: the prompt's last state predicts the
+        # first completion token.
+        predictors = torch.cat([prefix[:, -1:].expand(k, 1, -1), hidden[:, :-1]], dim=1)
+        logits = head(predictors[select]).float() / scale
+        logprobs = torch.log_softmax(logits, dim=-1)
+        token_logp = logprobs.gather(-1, suffix[select].unsqueeze(-1)).squeeze(-1)
+        block = torch.zeros((k, length), dtype=token_logp.dtype, device=device).masked_scatter(
+            select, token_logp
+        )
+        row_index = torch.tensor(rows, device=device)
+        logp_out = logp_out.index_copy(0, row_index, torch.nn.functional.pad(block, (0, width - length)))
+        mask_out[row_index, :length] = select.float()
+        if with_entropy:
+            with torch.no_grad():
+                entropy_sum += float(-(logprobs.exp() * logprobs).sum())
+    return logp_out, mask_out, entropy_sum

@@ -179,7 +179,9 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
     return model.to(device)
 
 
-def load_model_and_tokenizer(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto") -> tuple[Any, Any]:
+def load_model_and_tokenizer(
+    name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto"
+) -> tuple[Any, Any]:
     return load_model(name, device, dtype), load_tokenizer(name)
 
 

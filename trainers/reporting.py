@@ -177,7 +177,9 @@ class HttpSink:
             part = pending.pop(0)
             body = b'{"events":[' + b",".join(encoded for _, encoded in part) + b"]}"
             try:
-                response = self._session.post(self.endpoint, data=body, headers=self._headers, timeout=self._timeout_s)
+                response = self._session.post(
+                    self.endpoint, data=body, headers=self._headers, timeout=self._timeout_s
+                )
             except requests.RequestException as exc:
                 response, error = None, exc
             else:
@@ -207,7 +209,9 @@ class HttpSink:
             delay = min(self._max_backoff_s, 0.5 * 2 ** min(attempt, 10)) * (0.5 + random.random() / 2)
             if response is not None and response.headers.get("Retry-After", "").isdigit():
                 delay = max(delay, float(response.headers["Retry-After"]))
-            log.warning("reporting to %s failed (%s); retrying in %.1fs", self.endpoint, status or error, delay)
+            log.warning(
+                "reporting to %s failed (%s); retrying in %.1fs", self.endpoint, status or error, delay
+            )
             pending.insert(0, part)
             with self._lock:
                 deadline = time.monotonic() + delay
@@ -218,4 +222,3 @@ class HttpSink:
                     self.stats["dropped"] += sum(len(p) for p in pending)
                     log.error("dropping %d unsent events at close", self.stats["dropped"])
                     return
-

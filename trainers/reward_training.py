@@ -48,17 +48,58 @@ TRAINING_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "head": {"type": "string", "enum": list(HEADS), "default": "linear", "title": "Head",
-                 "description": "linear: one weight per embedding dimension; mlp: one hidden ReLU layer."},
-        "hidden_units": {"type": "integer", "minimum": 1, "maximum": 1024, "default": 64, "title": "Hidden units (mlp)"},
+        "head": {
+            "type": "string",
+            "enum": list(HEADS),
+            "default": "linear",
+            "title": "Head",
+            "description": "linear: one weight per embedding dimension; mlp: one hidden ReLU layer.",
+        },
+        "hidden_units": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1024,
+            "default": 64,
+            "title": "Hidden units (mlp)",
+        },
         "epochs": {"type": "integer", "minimum": 1, "maximum": 5000, "default": 100, "title": "Epochs"},
-        "lr": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": 0.01, "title": "Learning rate"},
-        "weight_decay": {"type": "number", "minimum": 0, "maximum": 10, "default": 0.01, "title": "Weight decay"},
-        "batch_size": {"type": "integer", "minimum": 1, "maximum": 4096, "default": 32, "title": "Batch size (pairs)"},
-        "held_out_fraction": {"type": "number", "minimum": 0, "maximum": 0.5, "default": 0.2,
-                              "title": "Held-out fraction", "description": "Share of pairs (whole prompts) kept for evaluation."},
+        "lr": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 1,
+            "default": 0.01,
+            "title": "Learning rate",
+        },
+        "weight_decay": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 10,
+            "default": 0.01,
+            "title": "Weight decay",
+        },
+        "batch_size": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 4096,
+            "default": 32,
+            "title": "Batch size (pairs)",
+        },
+        "held_out_fraction": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 0.5,
+            "default": 0.2,
+            "title": "Held-out fraction",
+            "description": "Share of pairs (whole prompts) kept for evaluation.",
+        },
         "seed": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1, "default": 0, "title": "Seed"},
-        "max_length": {"type": "integer", "minimum": 16, "maximum": 8192, "default": 1024, "title": "Max tokens per text"},
+        "max_length": {
+            "type": "integer",
+            "minimum": 16,
+            "maximum": 8192,
+            "default": 1024,
+            "title": "Max tokens per text",
+        },
     },
 }
 
@@ -105,14 +146,18 @@ def as_pairs(pairs: Iterable[Mapping[str, Any] | PreferencePair]) -> list[Prefer
         try:
             prompt, chosen, rejected = pair["prompt"], pair["chosen"], pair["rejected"]
         except (KeyError, TypeError) as exc:
-            raise PreferenceDataError(f"pair {index}: needs prompt, chosen and rejected ({exc!r} missing)") from None
+            raise PreferenceDataError(
+                f"pair {index}: needs prompt, chosen and rejected ({exc!r} missing)"
+            ) from None
         if not all(isinstance(value, str) for value in (prompt, chosen, rejected)):
             raise PreferenceDataError(f"pair {index}: prompt, chosen and rejected must be strings")
         out.append(PreferencePair(prompt, chosen, rejected))
     return out
 
 
-def split_by_prompt(pairs: Sequence[PreferencePair], held_out_fraction: float, seed: int) -> tuple[list[int], list[int]]:
+def split_by_prompt(
+    pairs: Sequence[PreferencePair], held_out_fraction: float, seed: int
+) -> tuple[list[int], list[int]]:
     """Indices of training and held-out pairs. Whole prompts are held out (about `held_out_fraction`
     of the pairs); with a single prompt, single pairs are. At least one pair always trains."""
     if not 0.0 <= held_out_fraction < 1.0:
@@ -147,7 +192,9 @@ def base_model_reference(model: str) -> tuple[str, str | None]:
         return BUILTIN_SMOLLM2, None
     source = resolve_model_source(model)
     if source.kind == "hub":
-        raise ValueError(f"A reward model's base must be a local model directory or GGUF file, not a hub id ({model!r}).")
+        raise ValueError(
+            f"A reward model's base must be a local model directory or GGUF file, not a hub id ({model!r})."
+        )
     return str(Path(source.path).resolve()), source.gguf_file
 
 
@@ -163,7 +210,9 @@ def load_encoder(model: str = DEFAULT_MODEL, device: str = "auto") -> tuple[Any,
     return encoder, tokenizer
 
 
-def embed_texts(encoder: Any, tokenizer: Any, texts: Sequence[str], *, max_length: int = 1024, batch_size: int = 16) -> Any:
+def embed_texts(
+    encoder: Any, tokenizer: Any, texts: Sequence[str], *, max_length: int = 1024, batch_size: int = 16
+) -> Any:
     """[len(texts), hidden] float32 CPU tensor of mean-pooled last hidden states.
 
     Texts are batched by length (less padding), and results returned in the input order."""
@@ -256,14 +305,18 @@ def fit_head(
         torch.nn.init.zeros_(layers.weight)
         torch.nn.init.zeros_(layers.bias)
         net: torch.nn.Module = layers
-        optimizer: Any = torch.optim.LBFGS(net.parameters(), lr=1.0, max_iter=1, line_search_fn="strong_wolfe")
+        optimizer: Any = torch.optim.LBFGS(
+            net.parameters(), lr=1.0, max_iter=1, line_search_fn="strong_wolfe"
+        )
     else:
         first, last = torch.nn.Linear(dim, hidden_units), torch.nn.Linear(hidden_units, 1)
         with torch.no_grad():
             bound = 1 / math.sqrt(dim)
             first.weight.uniform_(-bound, bound, generator=generator)
             first.bias.uniform_(-bound, bound, generator=generator)
-            last.weight.uniform_(-1 / math.sqrt(hidden_units), 1 / math.sqrt(hidden_units), generator=generator)
+            last.weight.uniform_(
+                -1 / math.sqrt(hidden_units), 1 / math.sqrt(hidden_units), generator=generator
+            )
             last.bias.zero_()
         net = torch.nn.Sequential(first, torch.nn.ReLU(), last)
         optimizer = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
@@ -277,6 +330,7 @@ def fit_head(
     for epoch in range(1, epochs + 1):
         net.train()
         if head == "linear":
+
             def closure() -> Any:
                 optimizer.zero_grad()
                 loss = bt_loss(zc, zr) + 0.5 * weight_decay * net.weight.pow(2).sum()
@@ -296,9 +350,13 @@ def fit_head(
             net.eval()
             with torch.no_grad():
                 point = {"epoch": float(epoch)}
-                point["train_loss"], point["train_accuracy"] = pairwise_stats(net(zc).squeeze(-1), net(zr).squeeze(-1))
+                point["train_loss"], point["train_accuracy"] = pairwise_stats(
+                    net(zc).squeeze(-1), net(zr).squeeze(-1)
+                )
                 if has_eval:
-                    point["eval_loss"], point["eval_accuracy"] = pairwise_stats(net(ec).squeeze(-1), net(er).squeeze(-1))
+                    point["eval_loss"], point["eval_accuracy"] = pairwise_stats(
+                        net(ec).squeeze(-1), net(er).squeeze(-1)
+                    )
             curve.append(point)
         if progress is not None:
             progress(epoch, epochs)
@@ -312,7 +370,10 @@ def fit_head(
             hidden_weight = first.weight / std
             hidden_bias = first.bias - hidden_weight @ mean
             fitted = FittedHead(
-                weight=last.weight.reshape(-1).clone(), bias=0.0, hidden_weight=hidden_weight.clone(), hidden_bias=hidden_bias.clone()
+                weight=last.weight.reshape(-1).clone(),
+                bias=0.0,
+                hidden_weight=hidden_weight.clone(),
+                hidden_bias=hidden_bias.clone(),
             )
         fitted.bias = -float(fitted.score(all_train).mean())  # centre the training texts' scores at 0
     return fitted, curve
@@ -352,7 +413,9 @@ def train_reward_model(
     started = time.perf_counter()
     data = as_pairs(pairs)
     if len(data) < 2:
-        raise PreferenceDataError(f"need at least 2 preference pairs to train a reward model, got {len(data)}")
+        raise PreferenceDataError(
+            f"need at least 2 preference pairs to train a reward model, got {len(data)}"
+        )
     if head not in HEADS:
         raise ValueError(f"unknown head {head!r}; choose one of {', '.join(HEADS)}")
     base_path, base_gguf = base_model_reference(model)
@@ -387,16 +450,26 @@ def train_reward_model(
         return embeddings[[ids[i] for i in indices]] if indices else embeddings[:0]
 
     fitted, curve = fit_head(
-        rows(train_index, chosen_ids), rows(train_index, rejected_ids),
-        eval_chosen=rows(eval_index, chosen_ids), eval_rejected=rows(eval_index, rejected_ids),
-        head=head, hidden_units=hidden_units, epochs=epochs, lr=lr, weight_decay=weight_decay,
-        batch_size=batch_size, seed=seed, progress=lambda epoch, total: report("fit", epoch / total),
+        rows(train_index, chosen_ids),
+        rows(train_index, rejected_ids),
+        eval_chosen=rows(eval_index, chosen_ids),
+        eval_rejected=rows(eval_index, rejected_ids),
+        head=head,
+        hidden_units=hidden_units,
+        epochs=epochs,
+        lr=lr,
+        weight_decay=weight_decay,
+        batch_size=batch_size,
+        seed=seed,
+        progress=lambda epoch, total: report("fit", epoch / total),
     )
     fitted_at = time.perf_counter()
 
     # Final numbers from the saved (folded) head on raw embeddings: what the criterion will compute.
     scores = fitted.score(embeddings)
-    train_loss, train_accuracy = pairwise_stats(scores[[chosen_ids[i] for i in train_index]], scores[[rejected_ids[i] for i in train_index]])
+    train_loss, train_accuracy = pairwise_stats(
+        scores[[chosen_ids[i] for i in train_index]], scores[[rejected_ids[i] for i in train_index]]
+    )
     held_out_loss = held_out_accuracy = None
     if eval_index:
         held_out_loss, held_out_accuracy = pairwise_stats(
@@ -406,9 +479,15 @@ def train_reward_model(
     report("save", 0.0)
     directory = Path(out_dir)
     result = RewardTrainingResult(
-        path=directory, held_out_accuracy=held_out_accuracy, train_accuracy=train_accuracy,
-        n_train=len(train_index), n_eval=len(eval_index), curve=curve, held_out_loss=held_out_loss,
-        train_loss=train_loss, head=head,
+        path=directory,
+        held_out_accuracy=held_out_accuracy,
+        train_accuracy=train_accuracy,
+        n_train=len(train_index),
+        n_eval=len(eval_index),
+        curve=curve,
+        held_out_loss=held_out_loss,
+        train_loss=train_loss,
+        head=head,
         seconds={"load": loaded - started, "embed": embedded - loaded, "fit": fitted_at - embedded},
     )
     save_reward_model(
@@ -431,9 +510,16 @@ def train_reward_model(
             "n_eval": result.n_eval,
             "held_out_accuracy": held_out_accuracy,
             "train_accuracy": train_accuracy,
-            "training": {"seed": seed, "epochs": epochs, "lr": lr, "weight_decay": weight_decay,
-                         "batch_size": batch_size, "held_out_fraction": held_out_fraction, "head": head,
-                         "hidden_units": hidden_units if head == "mlp" else None},
+            "training": {
+                "seed": seed,
+                "epochs": epochs,
+                "lr": lr,
+                "weight_decay": weight_decay,
+                "batch_size": batch_size,
+                "held_out_fraction": held_out_fraction,
+                "head": head,
+                "hidden_units": hidden_units if head == "mlp" else None,
+            },
         },
     )
     (directory / CURVE_FILE).write_text(json.dumps(curve))

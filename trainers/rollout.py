@@ -19,11 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainers.backends.base import GenerationBackend
-from trainers.types import Task, Trajectory, Turn
+from trainers.toolformats import STUDIO, ToolFormat
+from trainers.types import Task, ToolCall, ToolSpec, Trajectory, Turn
 
 log = logging.getLogger(__name__)
 
-DEFAULT_STOP = ("</tool_call>", "</answer>")
+DEFAULT_STOP = STUDIO.stop
+# Called after each generation turn with (turn, groups done, groups in all).
+GenerationProgress = Callable[[int, int, int], None]
 
 
 class ChatFormat:
@@ -31,62 +34,171 @@ class ChatFormat:
 
     The template is rendered around placeholder messages and the rendered texts are diffed, so this
     works for any template that renders a conversation as the concatenation of its messages (ChatML,
-    Llama 3, Qwen…) without knowing its markup.
+    Llama 3, Qwen, Mistral…) without knowing its markup. `tool_format` (trainers.toolformats) says how
+    tools reach the template: a native format passes them as `tools=` and sends tool results as the
+    template's own tool messages (with call ids); the studio format writes them into the system prompt.
     """
 
-    _BASE = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+    # Placeholder conversations tried in order: some templates (Mistral) only show the system prompt
+    # in the last user message, so the diff needs a conversation without one.
+    _BASES = (
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
+        [{"role": "user", "content": "U"}],
+    )
+    _PLAIN_ASSISTANT = {"role": "assistant", "content": "Z"}
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, tool_format: ToolFormat | None = None) -> None:
         self.tokenizer = tokenizer
+        self.tool_format = tool_format or STUDIO
         self.eos_text = tokenizer.eos_token or ""
-        prompt = self.render(self._BASE, generation_prompt=True)
-        self._after_assistant = self.render([*self._BASE, {"role": "assistant", "content": "Z"}], generation_prompt=False)
-        if self._after_assistant.startswith(prompt + "Z"):
-            self.close_text = self._after_assistant[len(prompt) + 1:]
-        else:  # a template that rewrites assistant content: end the message with eos
-            self.close_text = self.eos_text + "\n"
+        self._base = self._BASES[0]
+        self.close_text = self.eos_text + "\n"  # a template that rewrites assistant content: end with eos
+        for base in self._BASES:
+            try:
+                prompt = self.render(base, generation_prompt=True)
+                after = self.render([*base, self._PLAIN_ASSISTANT], generation_prompt=False)
+            except Exception:  # noqa: BLE001 — templates raise anything (TemplateError, ValueError) on what they refuse
+                continue
+            if after.startswith(prompt + "Z"):
+                self._base, self.close_text = base, after[len(prompt) + 1 :]
+                break
         self._role_ok: dict[str, bool] = {}
 
-    def render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
+    def render(
+        self,
+        messages: list[dict[str, Any]],
+        generation_prompt: bool,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> str:
+        extra = {"tools": tools} if tools else {}
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=generation_prompt, **extra
+        )
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    def _template_tools(
+        self, tools: Sequence[ToolSpec] | None, tool_format: ToolFormat | None
+    ) -> list[dict[str, Any]] | None:
+        return (tool_format or self.tool_format).template_tools(list(tools or []))
+
+    def _message(self, message: dict[str, Any]) -> dict[str, Any]:
+        """`message` as the template takes it: a role it rejects ("tool" in some) is sent as "user".
+        A message a native format built for the template (tool calls, call ids) goes as it is."""
+        if set(message) - {"role", "content"} or self._supports_role(message["role"]):
+            return dict(message)
+        return {"role": "user", "content": message["content"]}
+
     def prompt(
-        self, system: str, user: str, examples: Sequence[dict[str, str]] = ()
+        self,
+        system: str,
+        user: str,
+        examples: Sequence[dict[str, Any]] = (),
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_format: ToolFormat | None = None,
     ) -> tuple[list[int], list[int]]:
         """(system message + example ids, user message + assistant header ids): the initial prompt.
 
         `examples` are the environment's few-shot messages, placed between the system prompt and the
         task; a role the template rejects ("tool" in some) is sent as "user", as in `run_episode`.
+        `tools` reach a native template as its `tools=` argument.
         """
-        prefix = [{"role": "system", "content": system}, *(
-            {"role": m["role"] if self._supports_role(m["role"]) else "user", "content": m["content"]}
-            for m in examples)]
-        prefix_text = self.render(prefix, generation_prompt=False)
-        full = self.render([*prefix, {"role": "user", "content": user}], generation_prompt=True)
+        template_tools = self._template_tools(tools, tool_format)
+        prefix = [{"role": "system", "content": system}, *(self._message(m) for m in examples)]
+        full = self.render([*prefix, {"role": "user", "content": user}], True, template_tools)
+        try:
+            prefix_text = self.render(prefix, False, template_tools)
+        except Exception:  # noqa: BLE001 — e.g. Llama 3 puts tools in the first user message and refuses a prefix without one
+            return [], self.encode(full)
         if full.startswith(prefix_text):
-            return self.encode(prefix_text), self.encode(full[len(prefix_text):])
+            return self.encode(prefix_text), self.encode(full[len(prefix_text) :])
         return [], self.encode(full)
 
-    def continuation(self, role: str, content: str, ended_with_eos: bool) -> list[int]:
+    def continuation(
+        self,
+        role: str,
+        content: str,
+        ended_with_eos: bool,
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        assistant: dict[str, Any] | None = None,
+        message: dict[str, Any] | None = None,
+        tool_format: ToolFormat | None = None,
+    ) -> list[int]:
         """Ids that close the assistant message just sampled, add a `role` message and open the next
-        assistant message. `ended_with_eos`: the sample already ends with the end-of-message token."""
-        role = role if self._supports_role(role) else "user"
-        extended = self.render([*self._BASE, {"role": "assistant", "content": "Z"}, {"role": role, "content": content}],
-                               generation_prompt=True)
+        assistant message. `ended_with_eos`: the sample already ends with the end-of-message token.
+
+        `assistant` / `message`: the sampled message and the new one as the template should see them
+        (a native format's `tool_calls` and tool message with its call id); by default plain text.
+        """
+        [ids] = self.continuation_messages(
+            [message or {"role": role, "content": content}],
+            ended_with_eos,
+            tools=tools,
+            assistant=assistant,
+            tool_format=tool_format,
+            plain=[content],
+        )
+        return ids
+
+    def continuation_messages(
+        self,
+        messages: Sequence[dict[str, Any]],
+        ended_with_eos: bool,
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        assistant: dict[str, Any] | None = None,
+        tool_format: ToolFormat | None = None,
+        plain: Sequence[str] | None = None,
+    ) -> list[list[int]]:
+        """`continuation` for several new messages (an agent's tool results, a user reply): the ids of
+        each, the first including the close of the sampled message, the last the next assistant header.
+
+        Templates that merge consecutive messages (Qwen puts successive tool results in one block) do
+        not render message by message; then all ids go to the last message (the others get none).
+        `plain`: each message's text for templates that refuse the conversation (default: its content).
+        """
+        template_tools = self._template_tools(tools, tool_format)
+        messages = [self._message(m) for m in messages]
         close = self.close_text
         if ended_with_eos and self.eos_text and close.startswith(self.eos_text):
-            close = close[len(self.eos_text):]
-        if extended.startswith(self._after_assistant):
-            return self.encode(close + extended[len(self._after_assistant):])
-        return self.encode(close + content + self.eos_text)
+            close = close[len(self.eos_text) :]
+        # The sampled message as the template sees it first (some templates only accept a tool
+        # result after a tool call); plain text when the template refuses that.
+        for previous in (assistant, self._PLAIN_ASSISTANT):
+            if previous is None:
+                continue
+            try:
+                texts = [self.render([*self._base, previous], False, template_tools)]
+                for i in range(1, len(messages) + 1):
+                    texts.append(
+                        self.render(
+                            [*self._base, previous, *messages[:i]], i == len(messages), template_tools
+                        )
+                    )
+            except Exception:  # noqa: BLE001 — templates raise anything on conversations they refuse
+                continue
+            if all(after.startswith(before) for before, after in zip(texts, texts[1:], strict=False)):
+                pieces = [after[len(before) :] for before, after in zip(texts, texts[1:], strict=False)]
+            elif texts[-1].startswith(texts[0]):
+                pieces = [""] * (len(messages) - 1) + [texts[-1][len(texts[0]) :]]
+            else:
+                continue
+            pieces[0] = close + pieces[0]
+            return [self.encode(piece) if piece else [] for piece in pieces]
+        texts = list(plain) if plain is not None else [str(m.get("content") or "") for m in messages]
+        pieces = [text + self.eos_text for text in texts]
+        pieces[0] = close + pieces[0]
+        return [self.encode(piece) for piece in pieces]
 
     def _supports_role(self, role: str) -> bool:
+        if role in ("system", "user", "assistant"):
+            return True  # every chat template has these (a probe could trip over role-alternation rules)
         if role not in self._role_ok:
             try:
-                self.render([*self._BASE, {"role": "assistant", "content": "Z"}, {"role": role, "content": "x"}], True)
+                self.render([*self._base, self._PLAIN_ASSISTANT, {"role": role, "content": "x"}], True)
                 self._role_ok[role] = True
             except Exception:  # noqa: BLE001 — templates raise anything (TemplateError, ValueError) for roles they reject
                 self._role_ok[role] = False
@@ -126,29 +238,30 @@ class Rollout:
         return max(lengths, default=0)
 
     def to_item(self) -> dict[str, Any]:
-        """The dict reported in a `trajectories` event (see trainers.events)."""
+        """This trajectory in the wire format of a `trajectories` event (`trainers.wire.TRAJECTORY`).
+
+        Per-turn rewards from the rubric travel on their turns (`turns[i].reward`)."""
         traj = self.trajectory
+        turns = [t.to_dict() for t in traj.turns]
+        for index, reward in self.turn_rewards.items():
+            if 0 <= index < len(turns):
+                turns[index]["reward"] = reward
         return {
             "group": self.group,
             "sample": self.sample,
             "task_id": self.task.id,
-            "task": {"id": self.task.id, "prompt": self.task.prompt, "answer": _jsonable(self.task.answer),
-                     "meta": _jsonable(self.task.meta)},
+            "prompt": self.task.prompt,
             "seed": self.seed,
             "split": self.split,
             "reward": self.reward,
-            "env_reward": traj.env_reward,
             "components": self.components,
-            "turn_rewards": {str(k): v for k, v in sorted(self.turn_rewards.items())},
             "advantage": self.advantage,
             "status": traj.status,
             "policy_version": self.policy_version,
             "prompt_tokens": len(self.prompt_ids),
             "completion_tokens": self.model_tokens,
-            "tool_calls": traj.tool_calls,
-            "turns": [t.to_dict() for t in traj.turns],
+            "turns": turns,
             "env_state": _jsonable(self.env_state),
-            "info": _jsonable(traj.info),
         }
 
 
@@ -169,18 +282,41 @@ class _Episode:
     env: Any
     rollout: Rollout
     max_turns: int
+    tool_format: ToolFormat = (
+        STUDIO  # the run's format, or studio for an environment that reads calls its own way
+    )
     done: bool = False
 
+    @property
+    def tools(self) -> list[ToolSpec]:
+        return list(getattr(self.env, "tools", None) or [])
 
-def _tool_fields(text: str, tools: Any) -> tuple[str | None, dict[str, Any] | None]:
-    from trainers.toolcalls import has_tool_call, parse_tool_calls
 
-    if not has_tool_call(text):
+def adopt_tool_format(env: Any, tool_format: ToolFormat) -> ToolFormat:
+    """Give `env` the run's tool format; the format the episode is rendered with (studio when the
+    environment does not take one)."""
+    adopt = getattr(env, "use_tool_format", None)
+    return tool_format if adopt is not None and adopt(tool_format) else STUDIO
+
+
+def tool_fields(
+    text: str, tools: list[ToolSpec], tool_format: ToolFormat
+) -> tuple[str | None, dict[str, Any] | None]:
+    """The (tool name, arguments) an assistant turn records: its first call; ("invalid" or the named
+    tool, None) for a malformed one; (None, None) without a call."""
+    if not tool_format.has_call(text):
         return None, None
-    parsed = parse_tool_calls(text, list(tools) if tools else None)
+    parsed = tool_format.parse(text, tools or None)
     if isinstance(parsed, list) and parsed:
         return parsed[0].name, parsed[0].arguments
     return getattr(parsed, "tool_name", None) or "invalid", None
+
+
+def episode_turns(max_turns: int, env: Any) -> int:
+    """Model turns an episode may take: the smaller of the run's `max_turns` and the environment's
+    own (0 = no limit from that side); 1 when neither sets one."""
+    env_turns = getattr(env, "max_turns", 0) or 0
+    return min(t for t in (max_turns, env_turns) if t > 0) if (max_turns or env_turns) else 1
 
 
 def generate_rollouts(
@@ -200,35 +336,81 @@ def generate_rollouts(
     policy_version: int = 0,
     split: str = "train",
     first_group: int = 0,
+    progress: GenerationProgress | None = None,
 ) -> list[list[Rollout]]:
     """Roll out `len(seeds[i])` episodes of `tasks[i]` (a group each); returns rollouts per group.
 
     `max_turns` caps model turns (0: the environment's own `max_turns`). A trajectory ends `ok`
     when the environment says done, `truncated` when it runs out of turns or context or its last
-    message hit `max_new_tokens`, `error` when the environment raised.
+    message hit `max_new_tokens`, `error` when the environment raised. `progress(turn, groups_done,
+    groups)` is called after each turn (turn counts from 1), so a long generation is never silent.
+
+    An environment that drives the model itself (the `agent` kind: the user's agent calls the model
+    through the OpenAI-compatible gateway) has `drive_rollouts`, which gets every argument here and
+    returns the rollouts in the same shape.
     """
+    first_env = make_env() if any(seeds) else None
+    drive = getattr(first_env, "drive_rollouts", None)
+    if drive is not None:
+        return drive(
+            backend,
+            chat,
+            tasks,
+            seeds,
+            max_turns=max_turns,
+            max_new_tokens=max_new_tokens,
+            max_context_tokens=max_context_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            generation_seed=generation_seed,
+            stop=stop,
+            policy_version=policy_version,
+            split=split,
+            first_group=first_group,
+        )
     episodes: list[list[_Episode]] = []
     for g, (task, group_seeds) in enumerate(zip(tasks, seeds, strict=True)):
         group = []
         for s, seed in enumerate(group_seeds):
-            env = make_env()
+            env, first_env = (first_env, None) if first_env is not None else (make_env(), None)
+            tool_format = adopt_tool_format(env, chat.tool_format)
             user_text = env.reset(task, seed)
             system_text = env.system_prompt()
             examples = env.example_messages() if hasattr(env, "example_messages") else []
             # The few-shot example's tokens ride with the system turn (all masked): the model sees
             # them, but they are not turns of this trajectory, so no rubric counts the example's call.
-            system_ids, user_ids = chat.prompt(system_text, user_text, examples)
-            trajectory = Trajectory(task=task, turns=[
-                Turn(role="system", text=system_text, token_ids=system_ids, loss_mask=[0] * len(system_ids)),
-                Turn(role="user", text=user_text, token_ids=user_ids, loss_mask=[0] * len(user_ids)),
-            ])
+            system_ids, user_ids = chat.prompt(
+                system_text, user_text, examples, tools=getattr(env, "tools", None), tool_format=tool_format
+            )
+            trajectory = Trajectory(
+                task=task,
+                turns=[
+                    Turn(
+                        role="system", text=system_text, token_ids=system_ids, loss_mask=[0] * len(system_ids)
+                    ),
+                    Turn(role="user", text=user_text, token_ids=user_ids, loss_mask=[0] * len(user_ids)),
+                ],
+            )
             if examples:
                 trajectory.info["prompt_examples"] = list(examples)
-            env_turns = getattr(env, "max_turns", 0) or 0
-            turns = min(t for t in (max_turns, env_turns) if t > 0) if (max_turns or env_turns) else 1
-            group.append(_Episode(env, Rollout(
-                group=first_group + g, sample=s, task=task, seed=int(seed), trajectory=trajectory,
-                prompt_ids=system_ids + user_ids, policy_version=policy_version, split=split), turns))
+            turns = episode_turns(max_turns, env)
+            group.append(
+                _Episode(
+                    env,
+                    Rollout(
+                        group=first_group + g,
+                        sample=s,
+                        task=task,
+                        seed=int(seed),
+                        trajectory=trajectory,
+                        prompt_ids=system_ids + user_ids,
+                        policy_version=policy_version,
+                        split=split,
+                    ),
+                    turns,
+                    tool_format,
+                )
+            )
         episodes.append(group)
     flat = [e for group in episodes for e in group]
     # An episode may already be over (a broken env); the rest take turns together.
@@ -253,17 +435,31 @@ def generate_rollouts(
         for budget, batch in sorted(by_budget.items()):
             seed = None if generation_seed is None else generation_seed + 7919 * turn + budget
             completions = backend.generate(
-                [e.rollout.prompt_ids + e.rollout.completion_ids for e in batch], n=1, max_new_tokens=budget,
-                temperature=temperature, top_p=top_p, stop=stop, seed=seed)
+                [e.rollout.prompt_ids + e.rollout.completion_ids for e in batch],
+                n=1,
+                max_new_tokens=budget,
+                temperature=temperature,
+                top_p=top_p,
+                stop=stop,
+                seed=seed,
+            )
             for e, completion in zip(batch, completions, strict=True):
                 _advance(e, completion, chat, turn, max_context_tokens)
         turn += 1
+        if progress is not None:
+            # A group is done when none of its episodes can take another turn.
+            done = sum(all(e.done or turn >= e.max_turns for e in group) for group in episodes)
+            progress(turn, done, len(episodes))
     for e in flat:
         try:
             e.rollout.env_state = e.env.state() if hasattr(e.env, "state") else None
         except Exception as exc:  # noqa: BLE001 — a broken env's state() must not lose the rollout
             e.rollout.env_state = {"error": repr(exc)}
-        e.rollout.trajectory.info.setdefault("turns", sum(1 for t in e.rollout.trajectory.turns if t.role == "assistant"))
+        if hasattr(e.env, "close"):
+            e.env.close()  # release what the episode held (MCP sessions)
+        e.rollout.trajectory.info.setdefault(
+            "turns", sum(1 for t in e.rollout.trajectory.turns if t.role == "assistant")
+        )
     return [[e.rollout for e in group] for group in episodes]
 
 
@@ -274,8 +470,12 @@ def _advance(e: _Episode, completion: Any, chat: ChatFormat, turn: int, max_cont
     r.loss_mask += [1] * len(completion.token_ids)
     r.behaviour_logprobs += list(completion.logprobs or [0.0] * len(completion.token_ids))
     r.finish_reasons.append(completion.finish_reason)
-    assistant = Turn(role="assistant", text=completion.text, token_ids=list(completion.token_ids),
-                     loss_mask=[1] * len(completion.token_ids))
+    assistant = Turn(
+        role="assistant",
+        text=completion.text,
+        token_ids=list(completion.token_ids),
+        loss_mask=[1] * len(completion.token_ids),
+    )
     traj.turns.append(assistant)
     try:
         result = e.env.step(completion.text)
@@ -291,7 +491,7 @@ def _advance(e: _Episode, completion: Any, chat: ChatFormat, turn: int, max_cont
         assistant.tool_name = info.get("tool_name") or "invalid"
         assistant.tool_args = info.get("tool_args")
     else:
-        assistant.tool_name, assistant.tool_args = _tool_fields(completion.text, getattr(e.env, "tools", None))
+        assistant.tool_name, assistant.tool_args = tool_fields(completion.text, e.tools, e.tool_format)
     reward = float(getattr(result, "reward", 0.0) or 0.0)
     traj.env_reward += reward
     traj.info.setdefault("step_rewards", []).append(reward)
@@ -313,7 +513,25 @@ def _advance(e: _Episode, completion: Any, chat: ChatFormat, turn: int, max_cont
         return
     observation = str(getattr(result, "observation", "") or "")
     role = "tool" if assistant.tool_name else "user"
-    ids = chat.continuation(role, observation, ended_with_eos=completion.finish_reason == "eos")
+    fmt = e.tool_format
+    # What the template sees: the sampled message with its tool call, and the result as a tool
+    # message tied to the call's id (native formats), or plain text (studio). Only the tokens after
+    # the sampled ones are rendered: what the model sampled is never re-tokenized.
+    call = None
+    if role == "tool" and assistant.tool_args is not None:
+        call = ToolCall(
+            assistant.tool_name or "", assistant.tool_args, info.get("tool_call_id") or fmt.call_id(turn + 1)
+        )
+    message = fmt.tool_message(observation, call) if role == "tool" else None
+    ids = chat.continuation(
+        role,
+        observation,
+        ended_with_eos=completion.finish_reason == "eos",
+        tools=e.tools,
+        assistant=fmt.assistant_message(completion.text, [call] if call else []),
+        message=message,
+        tool_format=fmt,
+    )
     if len(r.prompt_ids) + len(r.completion_ids) + len(ids) >= max_context_tokens:
         e.done = True
         traj.status = "truncated"
@@ -321,5 +539,84 @@ def _advance(e: _Episode, completion: Any, chat: ChatFormat, turn: int, max_cont
     r.completion_ids += ids
     r.loss_mask += [0] * len(ids)
     r.behaviour_logprobs += [0.0] * len(ids)
-    traj.turns.append(Turn(role=role, text=observation, tool_name=assistant.tool_name if role == "tool" else None,
-                           tool_result=observation if role == "tool" else None, token_ids=ids, loss_mask=[0] * len(ids)))
+    traj.turns.append(
+        Turn(
+            role=role,
+            text=observation,
+            tool_name=assistant.tool_name if role == "tool" else None,
+            tool_result=observation if role == "tool" else None,
+            token_ids=ids,
+            loss_mask=[0] * len(ids),
+        )
+    )
+
+
+class LocalRollouts:
+    """Rollouts generated in the learner's process (the transformers backend shares the model).
+
+    `progress`, when set, hears after every generation turn how many groups are done (the run page's
+    "generating" progress)."""
+
+    progress: GenerationProgress | None = None
+
+    def __init__(
+        self,
+        backend: Any,
+        chat: ChatFormat,
+        make_env: Callable[[], Any],
+        config: dict[str, Any],
+        stop: tuple[str, ...],
+        push_weights: bool,
+    ) -> None:
+        self.backend = backend
+        self.chat = chat
+        self.make_env = make_env
+        self.config = config
+        self.stop = stop
+        self.push_weights = push_weights
+
+    def generate(
+        self,
+        tasks: list[Any],
+        seeds: list[list[int]],
+        *,
+        max_turns: int,
+        generation_seed: int,
+        policy_version: int,
+        temperature: float | None = None,
+        split: str = "train",
+        first_group: int = 0,
+    ) -> list[list[Rollout]]:
+        cfg = self.config
+        return generate_rollouts(
+            self.backend,
+            self.chat,
+            self.make_env,
+            tasks,
+            seeds,
+            max_turns=max_turns,
+            max_new_tokens=cfg["max_new_tokens"],
+            max_context_tokens=cfg["max_context_tokens"],
+            temperature=cfg["temperature"] if temperature is None else temperature,
+            top_p=cfg["top_p"],
+            generation_seed=generation_seed,
+            stop=self.stop,
+            policy_version=policy_version,
+            split=split,
+            first_group=first_group,
+            progress=self.progress,
+        )
+
+    def submit(self, tasks: list[Any], seeds: list[list[int]], **kwargs: Any) -> list[list[Rollout]]:
+        """In process there is nothing to overlap with: generate now, `collect` hands it back."""
+        return self.generate(tasks, seeds, **kwargs)
+
+    def collect(self, pending: list[list[Rollout]]) -> list[list[Rollout]]:
+        return pending
+
+    def update_weights(self, state_dict_fn: Callable[[], dict[str, Any]], version: int) -> None:
+        if self.push_weights:
+            self.backend.update_weights(state_dict_fn())
+
+    def close(self) -> None:
+        self.backend.close()

@@ -42,7 +42,7 @@ NOBODY = 65534
 
 # Runs inside the child before the user's code. It is our code; the user's code is only ever read
 # from main.py and executed after the limits and the audit hook are in place.
-_BOOTSTRAP = r'''
+_BOOTSTRAP = r"""
 import json, os, resource, sys
 cfg = json.loads(sys.argv[1])
 for name, value in cfg["limits"].items():
@@ -117,7 +117,7 @@ except BaseException as exc:
     sys.stderr.write("Traceback (most recent call last):\n" + "".join(traceback.format_list(frames)))
     sys.stderr.write("".join(traceback.format_exception_only(type(exc), exc)))
     raise SystemExit(1)
-'''
+"""
 
 
 @dataclass
@@ -170,7 +170,11 @@ def _launch_plan() -> tuple[tuple[str, ...], str, tuple[str, ...]]:
     """(wrapper argv prefix, python interpreter, isolation layers) that work on this machine; cached."""
     wrappers: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
-    drop = (setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs", "--") if setpriv else ()
+    drop = (
+        (setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs", "--")
+        if setpriv
+        else ()
+    )
     if os.geteuid() == 0:
         if unshare and drop:
             wrappers.append(((unshare, "--net", "--", *drop), ("network namespace", "uid nobody")))
@@ -246,7 +250,13 @@ def run_python(
             "RLIMIT_CORE": [0, 0],
         }
         config = json.dumps({"limits": limits, "report_fd": report_write})
-        env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": workdir,
+            "TMPDIR": workdir,
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+        }
         proc = subprocess.Popen(
             [*prefix, python, "-I", "-S", "-B", "-c", _BOOTSTRAP, config],
             cwd=workdir,
@@ -259,7 +269,9 @@ def run_python(
         )
         os.close(report_write)
         report_write = -1
-        return _supervise(proc, report_read, stdin, timeout_s, max_output_bytes, memory_mb, started, list(layers))
+        return _supervise(
+            proc, report_read, stdin, timeout_s, max_output_bytes, memory_mb, started, list(layers)
+        )
     finally:
         if report_write >= 0:
             os.close(report_write)

@@ -43,19 +43,25 @@ _UNCLOSED_ANSWER = re.compile(r"<answer>(.*)\Z", re.DOTALL)
 _CODE_FENCE = re.compile(r"^```[a-zA-Z]*\s*(.*?)\s*```$", re.DOTALL)
 
 
+STUDIO_CALL_HINT = (
+    'Write a tool call exactly like <tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>'
+)
+
+
 @dataclass
 class ParseError:
-    """A tool call the model tried to make but got wrong. Not an exception: a value to show the model."""
+    """A tool call the model tried to make but got wrong. Not an exception: a value to show the model.
+
+    `hint` shows the call syntax the model is expected to use (each tool format sets its own).
+    """
 
     message: str
     tool_name: str | None = None  # set when the call named a tool before going wrong
+    hint: str = STUDIO_CALL_HINT
 
     @property
     def observation(self) -> str:
-        return (
-            f"{TOOL_ERROR_PREFIX} {self.message} Write a tool call exactly like "
-            '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>'
-        )
+        return f"{TOOL_ERROR_PREFIX} {self.message} {self.hint}".rstrip()
 
 
 @dataclass
@@ -89,10 +95,10 @@ def extract_answer(text: str) -> str | None:
 
 
 def is_error_observation(text: str | None) -> bool:
-    return bool(text) and text.lstrip().startswith(TOOL_ERROR_PREFIX)
+    return text is not None and text.lstrip().startswith(TOOL_ERROR_PREFIX)
 
 
-def _decode_block(raw: str) -> dict[str, Any] | ParseError:
+def decode_call_json(raw: str) -> dict[str, Any] | ParseError:
     body = raw.strip()
     fenced = _CODE_FENCE.match(body)
     if fenced:
@@ -104,13 +110,13 @@ def _decode_block(raw: str) -> dict[str, Any] | ParseError:
     except json.JSONDecodeError as exc:
         return ParseError(f"The tool call is not valid JSON ({exc.msg} at character {exc.pos}).")
     if not isinstance(decoded, dict):
-        return ParseError("The tool call must be a JSON object with \"name\" and \"arguments\".")
+        return ParseError('The tool call must be a JSON object with "name" and "arguments".')
     return decoded
 
 
 def syntax_error(raw_block: str) -> str | None:
     """Why one raw block is not a well-formed call (ignoring which tools exist), or None if it is."""
-    decoded = _decode_block(raw_block)
+    decoded = decode_call_json(raw_block)
     if isinstance(decoded, ParseError):
         return decoded.message
     if not isinstance(decoded.get("name"), str) or not decoded["name"]:
@@ -141,7 +147,37 @@ def validate_arguments(tool: ToolSpec, arguments: dict[str, Any]) -> str | None:
     where = ".".join(str(p) for p in first.absolute_path)
     if first.validator == "additionalProperties":
         return f"Tool {tool.name!r} got unexpected arguments: {first.message.split('(')[-1].rstrip(')')}."
-    return f"Tool {tool.name!r} argument {where!r}: {first.message}." if where else f"Tool {tool.name!r}: {first.message}."
+    return (
+        f"Tool {tool.name!r} argument {where!r}: {first.message}."
+        if where
+        else f"Tool {tool.name!r}: {first.message}."
+    )
+
+
+def resolve_call(
+    name: Any, raw_arguments: Any, tools: list[ToolSpec] | None, call_id: str | None = None
+) -> ToolCall | ParseError:
+    """A decoded call checked against the offered tools: the one rule every tool-call format shares.
+
+    With `tools`, the call must name one of them and its arguments must satisfy that tool's schema;
+    without, only the shape is checked (a name, an arguments object).
+    """
+    if not isinstance(name, str) or not name:
+        return ParseError('The tool call has no "name".')
+    tool = None
+    if tools is not None:
+        tool = next((t for t in tools if t.name == name), None)
+        if tool is None:
+            known = ", ".join(sorted(t.name for t in tools)) or "none"
+            return ParseError(f"Unknown tool {name!r}. Available tools: {known}.", name)
+    arguments = _coerce_arguments(raw_arguments, tool)
+    if isinstance(arguments, ParseError):
+        return arguments
+    if tool is not None:
+        problem = validate_arguments(tool, arguments)
+        if problem:
+            return ParseError(problem, name)
+    return ToolCall(name=name, arguments=arguments, id=call_id)
 
 
 def parse_tool_calls(text: str, tools: list[ToolSpec] | None = None) -> list[ToolCall] | ParseError:
@@ -150,29 +186,15 @@ def parse_tool_calls(text: str, tools: list[ToolSpec] | None = None) -> list[Too
     With `tools`, calls must name one of them and satisfy its argument schema; without, only the
     syntax is checked. No tool call at all gives an empty list.
     """
-    by_name = {t.name: t for t in tools} if tools is not None else None
     calls: list[ToolCall] = []
     for raw in tool_call_blocks(text):
-        decoded = _decode_block(raw)
+        decoded = decode_call_json(raw)
         if isinstance(decoded, ParseError):
             return decoded
-        name = decoded.get("name")
-        if not isinstance(name, str) or not name:
-            return ParseError('The tool call has no "name".')
-        tool = None
-        if by_name is not None:
-            tool = by_name.get(name)
-            if tool is None:
-                known = ", ".join(sorted(by_name)) or "none"
-                return ParseError(f"Unknown tool {name!r}. Available tools: {known}.", name)
-        arguments = _coerce_arguments(decoded.get("arguments"), tool)
-        if isinstance(arguments, ParseError):
-            return arguments
-        if tool is not None:
-            problem = validate_arguments(tool, arguments)
-            if problem:
-                return ParseError(problem, name)
-        calls.append(ToolCall(name=name, arguments=arguments))
+        call = resolve_call(decoded.get("name"), decoded.get("arguments"), tools)
+        if isinstance(call, ParseError):
+            return call
+        calls.append(call)
     return calls
 
 

@@ -33,11 +33,12 @@ from typing import Any
 
 import torch
 
-from trainers import algorithms, checkpoint
-from trainers.config import max_turns_at, resolve_run_config, validate_run_config
-from trainers.events import EventSink, NullSink, make_event
-from trainers.losses import policy_loss
-from trainers.rollout import DEFAULT_STOP, ChatFormat, Rollout, generate_rollouts
+from trainers import algorithms, checkpoint, wire
+from trainers.config import effective_rubric, max_turns_at, resolve_run_config, validate_run_config
+from trainers.events import REPORTED, EventSink, LogForwarder, NullSink, PhaseClock, make_event
+from trainers.losses import completion_logprobs, policy_loss
+from trainers.rollout import ChatFormat, LocalRollouts, Rollout
+from trainers.toolformats import resolve_tool_format
 
 log = logging.getLogger(__name__)
 
@@ -54,76 +55,6 @@ class RunResult:
     step: int
     metrics: dict[str, float] = field(default_factory=dict)
     checkpoint: str | None = None
-
-
-# ----------------------------------------------------------------------------- log-probabilities
-
-
-def _decoder_and_head(model: Any) -> tuple[Any, Any]:
-    base = model.get_base_model() if checkpoint.is_peft_model(model) else model
-    return base.get_decoder(), base.get_output_embeddings()
-
-
-def completion_logprobs(
-    model: Any,
-    rollouts: list[Rollout],
-    masks: list[list[int]],
-    temperature: float = 1.0,
-    with_entropy: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """Log-probs of each rollout's completion tokens at its mask-1 positions.
-
-    Returns (logp (B, L) zero outside the mask, mask (B, L) float, entropy sum over mask positions).
-    Each distinct prompt is run through the decoder once; its KV cache (with its autograd graph) is
-    repeated for the rollouts that share it, so gradients are the same as with separate forwards.
-    """
-    from transformers import DynamicCache
-
-    decoder, head = _decoder_and_head(model)
-    device = next(model.parameters()).device
-    width = max((len(r.completion_ids) for r in rollouts), default=0)
-    logp_out = torch.zeros((len(rollouts), width), device=device)
-    mask_out = torch.zeros((len(rollouts), width), device=device)
-    entropy_sum = 0.0
-    by_prompt: dict[tuple[int, ...], list[int]] = {}
-    for i, r in enumerate(rollouts):
-        if r.completion_ids and any(masks[i]):
-            by_prompt.setdefault(tuple(r.prompt_ids), []).append(i)
-    scale = temperature if temperature > 0 else 1.0
-    for prompt, rows in by_prompt.items():
-        k = len(rows)
-        prompt_ids = torch.tensor([prompt], device=device)
-        cache = DynamicCache(config=decoder.config)
-        prefix = decoder(input_ids=prompt_ids, past_key_values=cache, use_cache=True).last_hidden_state
-        if k > 1:
-            cache.batch_repeat_interleave(k)
-        length = max(len(rollouts[i].completion_ids) for i in rows)
-        suffix = torch.zeros((k, length), dtype=torch.long, device=device)
-        attention = torch.zeros((k, len(prompt) + length), dtype=torch.long, device=device)
-        attention[:, : len(prompt)] = 1
-        select = torch.zeros((k, length), dtype=torch.bool, device=device)
-        for j, i in enumerate(rows):
-            ids = rollouts[i].completion_ids
-            suffix[j, : len(ids)] = torch.tensor(ids, device=device)
-            attention[j, len(prompt): len(prompt) + len(ids)] = 1
-            select[j, : len(ids)] = torch.tensor(masks[i][: len(ids)], device=device).bool()
-        positions = (len(prompt) + torch.arange(length, device=device)).unsqueeze(0).expand(k, -1)
-        hidden = decoder(input_ids=suffix, attention_mask=attention, position_ids=positions, past_key_values=cache,
-                         use_cache=True).last_hidden_state
-        # The hidden state at position t predicts token t + 1: the prompt's last state predicts the
-        # first completion token.
-        predictors = torch.cat([prefix[:, -1:].expand(k, 1, -1), hidden[:, :-1]], dim=1)
-        logits = head(predictors[select]).float() / scale
-        logprobs = torch.log_softmax(logits, dim=-1)
-        token_logp = logprobs.gather(-1, suffix[select].unsqueeze(-1)).squeeze(-1)
-        block = torch.zeros((k, length), dtype=token_logp.dtype, device=device).masked_scatter(select, token_logp)
-        row_index = torch.tensor(rows, device=device)
-        logp_out = logp_out.index_copy(0, row_index, torch.nn.functional.pad(block, (0, width - length)))
-        mask_out[row_index, :length] = select.float()
-        if with_entropy:
-            with torch.no_grad():
-                entropy_sum += float(-(logprobs.exp() * logprobs).sum())
-    return logp_out, mask_out, entropy_sum
 
 
 # ----------------------------------------------------------------------------- the trainer
@@ -155,7 +86,10 @@ class Trainer:
         if env_factory is not None:
             errors = {k: v for k, v in errors.items() if not k.startswith("environment")}
         if errors:
-            raise ValueError("invalid run config: " + "; ".join(f"{k or 'config'}: {', '.join(v)}" for k, v in errors.items()))
+            raise ValueError(
+                "invalid run config: "
+                + "; ".join(f"{k or 'config'}: {', '.join(v)}" for k, v in errors.items())
+            )
         self.config = full
         self.sink: EventSink = sink or NullSink()
         self.out_dir = Path(out_dir) if out_dir else None
@@ -171,6 +105,7 @@ class Trainer:
         self.rollouts: Any = None
         self._pending: tuple[int, Any] | None = None  # (data position, futures) of a batch generating ahead
         self._setup_done = False
+        self._phases = PhaseClock()
 
     # -- events --------------------------------------------------------------------------------
 
@@ -178,9 +113,43 @@ class Trainer:
         self.sink.emit(make_event(type_, **fields))
 
     def log(self, message: str, level: str = "info") -> None:
-        levels = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
-        log.log(levels.get(level, logging.INFO), message)
+        levels = {
+            "debug": logging.DEBUG,
+            "info": logging.INFO,
+            "warning": logging.WARNING,
+            "error": logging.ERROR,
+        }
+        log.log(
+            levels.get(level, logging.INFO), message, extra={REPORTED: True}
+        )  # not forwarded a second time
         self.emit("log", level=level, message=message)
+
+    def phase(self, name: str, step: int, *, done: int = 0, total: int = 0, message: str = "") -> None:
+        """Tell the run page what the trainer is doing now (`trainers.wire.PHASES`). A call with the phase
+        and step already under way is a progress update: it keeps the phase's clock running."""
+        self.sink.emit(self._phases.event(name, step, done=done, total=total, message=message))
+
+    def _generation_progress(self, turn: int, done: int, total: int) -> None:
+        if self._phases.current is not None:
+            name, step, _ = self._phases.current
+            self.phase(
+                name, step, done=done, total=total, message=f"turn {turn}: {done} of {total} groups done"
+            )
+
+    def _report_step(self, metrics: dict[str, float]) -> None:
+        """One log line per step: what a researcher scans the log for."""
+        parts = [f"step {self.step}/{self.config['max_steps']}"]
+        if "reward/mean" in metrics:
+            parts.append(f"reward {metrics['reward/mean']:.3f} ± {metrics.get('reward/std', 0.0):.3f}")
+        if "accuracy" in metrics:
+            parts.append(f"accuracy {metrics['accuracy']:.3f}")
+        timings = {
+            name: sum(metrics.get(f"time/{key}", 0.0) for key in keys)
+            for name, keys in wire.STEP_TIME_PARTS.items()
+        }
+        spent = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings.items() if seconds > 0)
+        parts.append(f"{metrics.get('step_time', 0.0):.1f} s" + (f" ({spent})" if spent else ""))
+        self.log(f"{parts[0]}: {', '.join(parts[1:])}")
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -195,6 +164,7 @@ class Trainer:
         from trainers.models import apply_lora, load_model, load_tokenizer, resolve_device
 
         self.device = resolve_device(cfg["device"])
+        self.phase("loading", self.step, message=f"loading {cfg['model']}")
         model, tokenizer = self._model_override
         started = time.perf_counter()
         self.model = model if model is not None else load_model(cfg["model"], self.device, cfg["dtype"])
@@ -210,33 +180,56 @@ class Trainer:
                 p.requires_grad_(False)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         fused = self.device == "cpu" or self.device.startswith("cuda")
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg["learning_rate"], weight_decay=cfg["weight_decay"],
-                                           betas=(cfg["adam_beta1"], cfg["adam_beta2"]), fused=fused)
+        self.optimizer = torch.optim.AdamW(
+            self.params,
+            lr=cfg["learning_rate"],
+            weight_decay=cfg["weight_decay"],
+            betas=(cfg["adam_beta1"], cfg["adam_beta2"]),
+            fused=fused,
+        )
         warmup = cfg["warmup_steps"]
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
-        self.chat = ChatFormat(self.tokenizer)
+            self.optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0
+        )
+        self.chat = ChatFormat(self.tokenizer, resolve_tool_format(cfg["tool_format"], self.tokenizer))
+        self.log(f"tool-call format: {self.chat.tool_format.name} (tool_format={cfg['tool_format']})")
         self.make_env = self._env_factory or self._registry_env_factory()
         self.rubric = self._rubric_override
-        if self.rubric is None and cfg["rubric"]:
+        if self.rubric is not None and cfg["overlong_buffer"]:
+            self.log(
+                "overlong_buffer is ignored: a rubric object was passed in; add an overlong_penalty criterion "
+                "to it instead",
+                "warning",
+            )
+        spec = effective_rubric(cfg)
+        if self.rubric is None and spec:
             from trainers.rubrics import build_rubric
 
-            self.rubric = build_rubric(cfg["rubric"])
+            self.rubric = build_rubric(spec)
         probe = self.make_env()
         rounds = 1 + (cfg["dynamic_sampling_max_rounds"] if cfg["dynamic_sampling"] else 0)
-        self.train_tasks = list(probe.tasks("train", cfg["max_steps"] * cfg["prompts_per_step"] * rounds, cfg["seed"]))
-        self.eval_tasks = list(probe.tasks("eval", cfg["eval_tasks"], cfg["seed"])) if cfg["eval_tasks"] else []
+        self.train_tasks = list(
+            probe.tasks("train", cfg["max_steps"] * cfg["prompts_per_step"] * rounds, cfg["seed"])
+        )
+        self.eval_tasks = (
+            list(probe.tasks("eval", cfg["eval_tasks"], cfg["seed"])) if cfg["eval_tasks"] else []
+        )
         if not self.train_tasks:
             raise ValueError("the environment returned no training tasks")
         stop = getattr(probe, "stop", None)  # an environment may set its own stop strings (or none: ())
-        self.stop = tuple(stop) if stop is not None else DEFAULT_STOP
+        self.stop = tuple(stop) if stop is not None else self.chat.tool_format.stop
+        if hasattr(probe, "close"):
+            probe.close()  # it only listed tasks: release what it holds (MCP sessions)
         self.registry = None
         if self.out_dir is not None:
-            self.registry = checkpoint.CheckpointRegistry(self.out_dir / "checkpoints", cfg["keep_best_n"],
-                                                          cfg["best_metric"], cfg["best_metric_mode"])
+            self.registry = checkpoint.CheckpointRegistry(
+                self.out_dir / "checkpoints", cfg["keep_best_n"], cfg["best_metric"], cfg["best_metric_mode"]
+            )
         if self.resume_from is not None:
             self._resume(self.resume_from)
         self.rollouts = self._make_rollouts()
+        if isinstance(self.rollouts, LocalRollouts):
+            self.rollouts.progress = self._generation_progress
         self._setup_done = True
 
     def _registry_env_factory(self) -> Callable[[], Any]:
@@ -255,7 +248,9 @@ class Trainer:
         from trainers.backends import make_backend
 
         if cfg["backend"] == "vllm":
-            backend = make_backend("vllm", model_name=cfg["model"], tokenizer=self.tokenizer, seed=cfg["seed"])
+            backend = make_backend(
+                "vllm", model_name=cfg["model"], tokenizer=self.tokenizer, seed=cfg["seed"]
+            )
             rollouts = LocalRollouts(backend, self.chat, self.make_env, cfg, self.stop, push_weights=True)
             if self.policy_version > 0 or self.lora:
                 rollouts.update_weights(self.policy_state_dict, self.policy_version)
@@ -284,7 +279,9 @@ class Trainer:
         self.policy_version = int(state["policy_version"])
         self.last_metrics = dict(state.get("metrics", {}))
         if self.reference is not None and state.get("reference") == "initial":
-            log.info("KL reference is the resumed weights' run's initial model only if resumed from the base model")
+            log.info(
+                "KL reference is the resumed weights' run's initial model only if resumed from the base model"
+            )
         self.log(f"resumed from {path} at step {self.step}")
 
     def policy_state_dict(self) -> dict[str, torch.Tensor]:
@@ -301,6 +298,8 @@ class Trainer:
         """Train to `max_steps` (or until cancelled). Emits status events; re-raises failures."""
         self.emit("status", status="RUNNING", message="starting", traceback=None, step=self.step)
         checkpoint_path: str | None = None
+        forwarder = LogForwarder(self.sink.emit)  # the worker's warnings reach the run's log
+        logging.getLogger().addHandler(forwarder)
         try:
             self.setup()
             cfg = self.config
@@ -309,31 +308,56 @@ class Trainer:
             while self.step < cfg["max_steps"]:
                 if self._cancel_requested():
                     raise Cancelled()
-                self.train_step()
+                self._report_step(self.train_step())
                 every = cfg["checkpoint_every"]
-                if self.out_dir is not None and every and self.step % every == 0 and self.step < cfg["max_steps"]:
+                if (
+                    self.out_dir is not None
+                    and every
+                    and self.step % every == 0
+                    and self.step < cfg["max_steps"]
+                ):
                     checkpoint_path = self.save_checkpoint()
-                if cfg["eval_tasks"] and cfg["eval_every"] and self.step % cfg["eval_every"] == 0 \
-                        and self.step < cfg["max_steps"]:
+                if (
+                    cfg["eval_tasks"]
+                    and cfg["eval_every"]
+                    and self.step % cfg["eval_every"] == 0
+                    and self.step < cfg["max_steps"]
+                ):
                     self.evaluate()
             if cfg["eval_tasks"]:
                 self.evaluate()
             if self.out_dir is not None:
                 checkpoint_path = self.save_checkpoint()
-            self.emit("status", status="SUCCEEDED", message=f"finished {self.step} steps", traceback=None,
-                      step=self.step)
+            self.emit(
+                "status",
+                status="SUCCEEDED",
+                message=f"finished {self.step} steps",
+                traceback=None,
+                step=self.step,
+            )
             return RunResult("SUCCEEDED", self.step, dict(self.last_metrics), checkpoint_path)
         except Cancelled:
             if self.out_dir is not None and self._setup_done and self.step > 0:
                 checkpoint_path = self.save_checkpoint()
-            self.emit("status", status="CANCELLED", message=f"cancelled after step {self.step}", traceback=None,
-                      step=self.step)
+            self.emit(
+                "status",
+                status="CANCELLED",
+                message=f"cancelled after step {self.step}",
+                traceback=None,
+                step=self.step,
+            )
             return RunResult("CANCELLED", self.step, dict(self.last_metrics), checkpoint_path)
         except BaseException as exc:
-            self.emit("status", status="FAILED", message=f"{type(exc).__name__}: {exc}",
-                      traceback=traceback.format_exc(), step=self.step)
+            self.emit(
+                "status",
+                status="FAILED",
+                message=f"{type(exc).__name__}: {exc}",
+                traceback=traceback.format_exc(),
+                step=self.step,
+            )
             raise
         finally:
+            logging.getLogger().removeHandler(forwarder)
             if self.rollouts is not None:
                 self.rollouts.close()
             self.sink.flush()
@@ -368,6 +392,12 @@ class Trainer:
         off_policy = cfg["one_step_off_policy"] and cfg["num_rollout_workers"] > 0
         while True:
             need = cfg["prompts_per_step"] - len(kept)
+            self.phase(
+                "generating",
+                self.step + 1,
+                total=need,
+                message=f"{need} groups of {cfg['group_size']}" + (f", round {rounds + 1}" if rounds else ""),
+            )
             t0 = time.perf_counter()
             if self._pending is not None and rounds == 0:
                 # Generated while the previous step updated: one policy version behind.
@@ -376,16 +406,30 @@ class Trainer:
             else:
                 seeds = self._seeds(need, cfg["group_size"])
                 tasks = self._next_tasks(need)
-                groups = self.rollouts.generate(tasks, seeds, max_turns=max_turns, generation_seed=seeds[0][0],
-                                                policy_version=self.policy_version, first_group=len(generated))
+                groups = self.rollouts.generate(
+                    tasks,
+                    seeds,
+                    max_turns=max_turns,
+                    generation_seed=seeds[0][0],
+                    policy_version=self.policy_version,
+                    first_group=len(generated),
+                )
             if off_policy and rounds == 0 and self.step + 1 < cfg["max_steps"]:
                 position = self.data_position
                 seeds = self._seeds(cfg["prompts_per_step"], cfg["group_size"])
                 tasks = self._next_tasks(cfg["prompts_per_step"])
-                self._pending = (position, self.rollouts.submit(
-                    tasks, seeds, max_turns=max_turns_at(cfg, self.step + 1), generation_seed=seeds[0][0],
-                    policy_version=self.policy_version))
+                self._pending = (
+                    position,
+                    self.rollouts.submit(
+                        tasks,
+                        seeds,
+                        max_turns=max_turns_at(cfg, self.step + 1),
+                        generation_seed=seeds[0][0],
+                        policy_version=self.policy_version,
+                    ),
+                )
             timings["generate"] += time.perf_counter() - t0
+            self.phase("scoring", self.step + 1, total=len(groups))
             t0 = time.perf_counter()
             for group in groups:
                 self._score(group)
@@ -398,18 +442,30 @@ class Trainer:
                         continue
                 kept.append(group)
             rounds += 1
-            if not cfg["dynamic_sampling"] or len(kept) >= cfg["prompts_per_step"] \
-                    or rounds > cfg["dynamic_sampling_max_rounds"]:
+            if (
+                not cfg["dynamic_sampling"]
+                or len(kept) >= cfg["prompts_per_step"]
+                or rounds > cfg["dynamic_sampling_max_rounds"]
+            ):
                 break
         if cfg["dynamic_sampling"] and len(kept) < cfg["prompts_per_step"]:
-            self.log(f"step {self.step + 1}: dynamic sampling found {len(kept)} of {cfg['prompts_per_step']} groups "
-                     f"with reward variance after {rounds} rounds", "warning")
+            self.log(
+                f"step {self.step + 1}: dynamic sampling found {len(kept)} of {cfg['prompts_per_step']} groups "
+                f"with reward variance after {rounds} rounds",
+                "warning",
+            )
 
-        advantages = algorithms.advantages([[r.reward for r in g] for g in kept], cfg["algorithm"],
-                                           cfg["scale_rewards"], cfg["advantage_epsilon"])
+        advantages = algorithms.advantages(
+            [[r.reward for r in g] for g in kept],
+            cfg["algorithm"],
+            cfg["scale_rewards"],
+            cfg["advantage_epsilon"],
+        )
         for group, group_adv in zip(kept, advantages, strict=True):
             for rollout, adv in zip(group, group_adv, strict=True):
                 rollout.advantage = float(adv)
+        if kept:
+            self.phase("updating", self.step + 1, message=f"{sum(len(g) for g in kept)} samples")
         update = self.update([r for g in kept for r in g], timings) if kept else {}
         self.step += 1
         step_time = time.perf_counter() - started
@@ -441,7 +497,6 @@ class Trainer:
         return metrics
 
     def _score(self, group: list[Rollout]) -> None:
-        cfg = self.config
         if self.rubric is not None:
             scores = self.rubric.score_group([r.trajectory for r in group])
             for r, score in zip(group, scores, strict=True):
@@ -451,16 +506,16 @@ class Trainer:
         else:
             for r in group:
                 r.reward = float(r.trajectory.env_reward)
-                r.components = [{"name": "env_reward", "kind": "environment", "raw": r.reward, "weight": 1.0,
-                                 "weighted": r.reward, "explanation": "the environment's own reward"}]
-        if cfg["overlong_buffer"] > 0:
-            for r in group:
-                penalty = algorithms.overlong_penalty(r.longest_turn, cfg["max_new_tokens"], cfg["overlong_buffer"],
-                                                      cfg["overlong_penalty"])
-                r.components.append({"name": "overlong_penalty", "kind": "overlong", "raw": penalty, "weight": 1.0,
-                                     "weighted": penalty, "explanation":
-                                     f"longest message {r.longest_turn} tokens of {cfg['max_new_tokens']}"})
-                r.reward += penalty
+                r.components = [
+                    {
+                        "name": "env_reward",
+                        "kind": "environment",
+                        "raw": r.reward,
+                        "weight": 1.0,
+                        "weighted": r.reward,
+                        "explanation": "the environment's own reward",
+                    }
+                ]
 
     def _reward_metrics(self, rollouts: list[Rollout], prefix: str) -> dict[str, float]:
         if not rollouts:
@@ -473,10 +528,13 @@ class Trainer:
             f"{prefix}reward/max": max(rewards),
             f"{prefix}env_reward/mean": sum(r.trajectory.env_reward for r in rollouts) / len(rollouts),
             f"{prefix}response_length": sum(r.model_tokens for r in rollouts) / len(rollouts),
-            f"{prefix}turns": sum(sum(1 for t in r.trajectory.turns if t.role == "assistant") for r in rollouts)
+            f"{prefix}turns": sum(
+                sum(1 for t in r.trajectory.turns if t.role == "assistant") for r in rollouts
+            )
             / len(rollouts),
             f"{prefix}tool_calls": sum(r.trajectory.tool_calls for r in rollouts) / len(rollouts),
-            f"{prefix}truncated_fraction": sum(r.trajectory.status == "truncated" for r in rollouts) / len(rollouts),
+            f"{prefix}truncated_fraction": sum(r.trajectory.status == "truncated" for r in rollouts)
+            / len(rollouts),
             f"{prefix}error_fraction": sum(r.trajectory.status == "error" for r in rollouts) / len(rollouts),
         }
         correct = [r.trajectory.info.get("correct") for r in rollouts]
@@ -487,7 +545,9 @@ class Trainer:
         criteria: dict[str, list[tuple[float, float]]] = {}
         for r in rollouts:
             for c in r.components:
-                criteria.setdefault(c["name"], []).append((float(c.get("raw", 0.0)), float(c.get("weighted", 0.0))))
+                criteria.setdefault(c["name"], []).append(
+                    (float(c.get("raw", 0.0)), float(c.get("weighted", 0.0)))
+                )
         for name, values in criteria.items():
             metrics[f"{prefix}criterion/{name}"] = sum(v[0] for v in values) / len(values)
             metrics[f"{prefix}criterion/{name}/weighted"] = sum(v[1] for v in values) / len(values)
@@ -506,17 +566,28 @@ class Trainer:
         masks = [self._loss_mask(r) for r in rollouts]
         num_tokens = float(sum(sum(m) for m in masks))
         num_sequences = float(sum(1 for m in masks if any(m)))
-        norm_constant = cfg["loss_norm_constant"] or cfg["max_new_tokens"] * max(max_turns_at(cfg, self.step), 1)
+        norm_constant = cfg["loss_norm_constant"] or cfg["max_new_tokens"] * max(
+            max_turns_at(cfg, self.step), 1
+        )
         # Exactly-zero advantage with no KL term: the loss and its gradient are exactly 0 there.
-        active = [i for i, r in enumerate(rollouts) if any(masks[i]) and (r.advantage != 0.0 or cfg["kl_coef"] > 0)]
+        active = [
+            i for i, r in enumerate(rollouts) if any(masks[i]) and (r.advantage != 0.0 or cfg["kl_coef"] > 0)
+        ]
         chunks = [c for c in _split(active, cfg["grad_accum_steps"]) if c]
         behaviour_old = cfg["one_step_off_policy"] and cfg["num_rollout_workers"] > 0
         old_logps: dict[int, torch.Tensor] = {}
         timings.setdefault("forward", 0.0)
         timings.setdefault("backward", 0.0)
         timings.setdefault("optimizer", 0.0)
-        totals = {"loss": 0.0, "clipped": 0.0, "tokens": 0.0, "kl": 0.0, "entropy": 0.0, "ratio": 0.0,
-                  "grad_norm": 0.0}
+        totals = {
+            "loss": 0.0,
+            "clipped": 0.0,
+            "tokens": 0.0,
+            "kl": 0.0,
+            "entropy": 0.0,
+            "ratio": 0.0,
+            "grad_norm": 0.0,
+        }
         self.model.train()
         for epoch in range(cfg["updates_per_batch"]):
             self.optimizer.zero_grad(set_to_none=False)
@@ -529,8 +600,9 @@ class Trainer:
                 batch = [rollouts[i] for i in chunk]
                 batch_masks = [masks[i] for i in chunk]
                 t0 = time.perf_counter()
-                logp, mask, entropy = completion_logprobs(self.model, batch, batch_masks, cfg["temperature"],
-                                                          with_entropy=epoch == 0)
+                logp, mask, entropy = completion_logprobs(
+                    self.model, batch, batch_masks, cfg["temperature"], with_entropy=epoch == 0
+                )
                 if behaviour_old:
                     old = _pad([r.behaviour_logprobs for r in batch], logp.shape[1], logp.device) * mask
                 elif cfg["updates_per_batch"] == 1:
@@ -544,9 +616,19 @@ class Trainer:
                     ref = self._reference_logprobs(batch, batch_masks)
                 adv = torch.tensor([r.advantage for r in batch], device=logp.device)
                 loss, stats = policy_loss(
-                    logp, old, adv, mask, cfg["clip_low"], cfg["clip_high"], cfg["loss_agg"], ref_logp=ref,
-                    kl_coef=cfg["kl_coef"], num_sequences=num_sequences, num_tokens=num_tokens,
-                    norm_constant=norm_constant)
+                    logp,
+                    old,
+                    adv,
+                    mask,
+                    cfg["clip_low"],
+                    cfg["clip_high"],
+                    cfg["loss_agg"],
+                    ref_logp=ref,
+                    kl_coef=cfg["kl_coef"],
+                    num_sequences=num_sequences,
+                    num_tokens=num_tokens,
+                    norm_constant=norm_constant,
+                )
                 t1 = time.perf_counter()
                 loss.backward()
                 t2 = time.perf_counter()
@@ -567,6 +649,7 @@ class Trainer:
             timings["optimizer"] += time.perf_counter() - t0
         self.model.eval()
         self.policy_version += 1
+        self.phase("syncing", self.step + 1)
         t0 = time.perf_counter()
         self.rollouts.update_weights(self.policy_state_dict, self.policy_version)
         timings["weight_sync"] = time.perf_counter() - t0
@@ -600,10 +683,22 @@ class Trainer:
         cfg = self.config
         self.setup()
         started = time.perf_counter()
+        self.phase(
+            "evaluating",
+            self.step,
+            total=len(self.eval_tasks),
+            message=f"{len(self.eval_tasks)} held-out tasks",
+        )
         seeds = [[cfg["seed"] * 7_777_777 + EVAL_SEED_OFFSET + i] for i in range(len(self.eval_tasks))]
-        groups = self.rollouts.generate(self.eval_tasks, seeds, max_turns=max_turns_at(cfg, self.step),
-                                        generation_seed=cfg["seed"] + EVAL_SEED_OFFSET, policy_version=self.policy_version,
-                                        temperature=cfg["eval_temperature"], split="eval")
+        groups = self.rollouts.generate(
+            self.eval_tasks,
+            seeds,
+            max_turns=max_turns_at(cfg, self.step),
+            generation_seed=cfg["seed"] + EVAL_SEED_OFFSET,
+            policy_version=self.policy_version,
+            temperature=cfg["eval_temperature"],
+            split="eval",
+        )
         for group in groups:
             self._score(group)
         flat = [r for g in groups for r in g]
@@ -616,26 +711,42 @@ class Trainer:
 
     def save_checkpoint(self) -> str:
         assert self.out_dir is not None and self.registry is not None
+        self.phase("checkpointing", self.step)
         path = self.registry.path_for(self.step)
-        metrics = {k: v for k, v in self.last_metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+        metrics = {
+            k: v for k, v in self.last_metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)
+        }
         # A batch already generating for the next step is not trained on yet: resume regenerates it.
         position = self._pending[0] if self._pending is not None else self.data_position
-        state = {"step": self.step, "data_position": position, "policy_version": self.policy_version,
-                 "metrics": metrics}
-        checkpoint.save_checkpoint(path, model=self.model, tokenizer=self.tokenizer, optimizer=self.optimizer,
-                                   scheduler=self.scheduler, trainer_state=state, run_config=self.config)
+        state = {
+            "step": self.step,
+            "data_position": position,
+            "policy_version": self.policy_version,
+            "metrics": metrics,
+        }
+        checkpoint.save_checkpoint(
+            path,
+            model=self.model,
+            tokenizer=self.tokenizer,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            trainer_state=state,
+            run_config=self.config,
+        )
         removed = self.registry.add(self.step, path, metrics)
         kind = "adapter" if self.lora else "full"
         self.emit("checkpoint", step=self.step, path=str(path), metrics=metrics, kind=kind)
         for old in removed:
-            self.log(f"removed checkpoint {old} (keep_best_n={self.config['keep_best_n']} by {self.config['best_metric']})",
-                     "debug")
+            self.log(
+                f"removed checkpoint {old} (keep_best_n={self.config['keep_best_n']} by {self.config['best_metric']})",
+                "debug",
+            )
         return str(path)
 
 
 def _split(items: list[int], parts: int) -> list[list[int]]:
     size = math.ceil(len(items) / max(parts, 1)) if items else 0
-    return [items[i: i + size] for i in range(0, len(items), size)] if size else []
+    return [items[i : i + size] for i in range(0, len(items), size)] if size else []
 
 
 def _pad(rows: list[list[float]], width: int, device: Any) -> torch.Tensor:
@@ -644,47 +755,6 @@ def _pad(rows: list[list[float]], width: int, device: Any) -> torch.Tensor:
         if row:
             out[i, : len(row)] = torch.tensor(row[:width], device=device)
     return out
-
-
-# ----------------------------------------------------------------------------- rollout sources
-
-
-class LocalRollouts:
-    """Rollouts generated in the learner's process (the transformers backend shares the model)."""
-
-    def __init__(self, backend: Any, chat: ChatFormat, make_env: Callable[[], Any], config: dict[str, Any],
-                 stop: tuple[str, ...], push_weights: bool) -> None:
-        self.backend = backend
-        self.chat = chat
-        self.make_env = make_env
-        self.config = config
-        self.stop = stop
-        self.push_weights = push_weights
-
-    def generate(self, tasks: list[Any], seeds: list[list[int]], *, max_turns: int, generation_seed: int,
-                 policy_version: int, temperature: float | None = None, split: str = "train",
-                 first_group: int = 0) -> list[list[Rollout]]:
-        cfg = self.config
-        return generate_rollouts(
-            self.backend, self.chat, self.make_env, tasks, seeds, max_turns=max_turns,
-            max_new_tokens=cfg["max_new_tokens"], max_context_tokens=cfg["max_context_tokens"],
-            temperature=cfg["temperature"] if temperature is None else temperature, top_p=cfg["top_p"],
-            generation_seed=generation_seed, stop=self.stop, policy_version=policy_version, split=split,
-            first_group=first_group)
-
-    def submit(self, tasks: list[Any], seeds: list[list[int]], **kwargs: Any) -> list[list[Rollout]]:
-        """In process there is nothing to overlap with: generate now, `collect` hands it back."""
-        return self.generate(tasks, seeds, **kwargs)
-
-    def collect(self, pending: list[list[Rollout]]) -> list[list[Rollout]]:
-        return pending
-
-    def update_weights(self, state_dict_fn: Callable[[], dict[str, Any]], version: int) -> None:
-        if self.push_weights:
-            self.backend.update_weights(state_dict_fn())
-
-    def close(self) -> None:
-        self.backend.close()
 
 
 def train(config: dict[str, Any], **kwargs: Any) -> RunResult:

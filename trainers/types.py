@@ -26,6 +26,7 @@ class ToolSpec:
 class ToolCall:
     name: str
     arguments: dict[str, Any]
+    id: str | None = None  # the call's id where the format carries one (native tool messages refer to it)
 
 
 @dataclass

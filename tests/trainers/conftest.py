@@ -47,12 +47,16 @@ class ToyEnv:
     tool result, and `max_turns` bounds the episode."""
 
     max_turns = 2
-    tools = [ToolSpec("echo", "Repeat the text.", {"type": "object", "properties": {"text": {"type": "string"}}})]
+    tools = [
+        ToolSpec("echo", "Repeat the text.", {"type": "object", "properties": {"text": {"type": "string"}}})
+    ]
 
     def tasks(self, split: str, n: int, seed: int) -> list[Task]:
         rng = random.Random(f"{split}:{seed}")
-        return [Task(id=f"{split}-{i}", prompt=f"Say a word about {rng.choice(['cats', 'rain', 'maps'])}.")
-                for i in range(n)]
+        return [
+            Task(id=f"{split}-{i}", prompt=f"Say a word about {rng.choice(['cats', 'rain', 'maps'])}.")
+            for i in range(n)
+        ]
 
     def system_prompt(self) -> str:
         return "Be brief."

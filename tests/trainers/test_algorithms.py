@@ -42,7 +42,9 @@ def test_rloo_subtracts_the_mean_of_the_others():
 def test_reinforce_pp_whitens_centred_rewards_over_the_batch():
     # centred: [0.5, -0.5], [-1, -1, 2]; batch std = sqrt(6.5 / 4) = 1.274755
     std = math.sqrt(6.5 / 4)
-    close(reinforce_pp_advantages([[1, 0], [2, 2, 5]]), [[0.5 / std, -0.5 / std], [-1 / std, -1 / std, 2 / std]])
+    close(
+        reinforce_pp_advantages([[1, 0], [2, 2, 5]]), [[0.5 / std, -0.5 / std], [-1 / std, -1 / std, 2 / std]]
+    )
 
 
 def test_scale_override_and_single_member_groups():

@@ -10,8 +10,10 @@ import torch
 from trainers.backends import make_backend, stop_index
 from trainers.backends.transformers_backend import sample_next
 
-CHAT = [{"role": "system", "content": "Answer in <answer></answer> tags."},
-        {"role": "user", "content": "What is 3 + 4?"}]
+CHAT = [
+    {"role": "system", "content": "Answer in <answer></answer> tags."},
+    {"role": "user", "content": "What is 3 + 4?"},
+]
 
 
 def test_stop_index_finds_the_earliest_stop():
@@ -34,10 +36,13 @@ def test_top_p_keeps_the_nucleus():
 def test_transformers_backend_samples_groups_reproducibly(smollm):
     model, tokenizer = smollm
     backend = make_backend("transformers", model=model, tokenizer=tokenizer)
-    completions = backend.generate([CHAT, CHAT[1:]], n=3, max_new_tokens=16, temperature=1.0, seed=7,
-                                   stop=["</answer>"])
+    completions = backend.generate(
+        [CHAT, CHAT[1:]], n=3, max_new_tokens=16, temperature=1.0, seed=7, stop=["</answer>"]
+    )
     assert len(completions) == 6
-    again = backend.generate([CHAT, CHAT[1:]], n=3, max_new_tokens=16, temperature=1.0, seed=7, stop=["</answer>"])
+    again = backend.generate(
+        [CHAT, CHAT[1:]], n=3, max_new_tokens=16, temperature=1.0, seed=7, stop=["</answer>"]
+    )
     assert [c.token_ids for c in completions] == [c.token_ids for c in again]
     for c in completions:
         assert 1 <= len(c.token_ids) <= 16 and len(c.logprobs) == len(c.token_ids)
@@ -51,8 +56,11 @@ def test_transformers_backend_samples_groups_reproducibly(smollm):
     sample = completions[0]
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([prompt + sample.token_ids])).logits[0]
-    expected = torch.log_softmax(logits[len(prompt) - 1: -1].float(), -1).gather(
-        -1, torch.tensor(sample.token_ids)[:, None]).squeeze(-1)
+    expected = (
+        torch.log_softmax(logits[len(prompt) - 1 : -1].float(), -1)
+        .gather(-1, torch.tensor(sample.token_ids)[:, None])
+        .squeeze(-1)
+    )
     assert torch.allclose(torch.tensor(sample.logprobs), expected, atol=1e-3)
 
 
@@ -60,9 +68,14 @@ def test_transformers_backend_samples_groups_reproducibly(smollm):
 def test_greedy_stops_on_the_stop_string(smollm):
     model, tokenizer = smollm
     backend = make_backend("transformers", model=model, tokenizer=tokenizer)
-    prompt = backend.prompt_token_ids(CHAT) + tokenizer("<answer>7</answer> and more", add_special_tokens=False)["input_ids"][:3]
+    prompt = (
+        backend.prompt_token_ids(CHAT)
+        + tokenizer("<answer>7</answer> and more", add_special_tokens=False)["input_ids"][:3]
+    )
     # Whatever greedy decoding says, a stop string in the output ends the completion right there.
-    completion = backend.generate([prompt], n=1, max_new_tokens=24, temperature=0.0, stop=["</answer>", "\n"])[0]
+    completion = backend.generate(
+        [prompt], n=1, max_new_tokens=24, temperature=0.0, stop=["</answer>", "\n"]
+    )[0]
     if completion.finish_reason == "stop":
         assert completion.text.endswith(completion.stop)
         assert completion.text.count(completion.stop) == 1

@@ -19,8 +19,9 @@ EXAMPLE = ROOT / "trainers" / "examples" / "arithmetic_grpo.yaml"
 
 
 def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trainers", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "trainers", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_the_example_config_is_valid_and_overrides_apply():
@@ -34,7 +35,9 @@ def test_bad_configs_and_missing_report_credentials_exit_2(tmp_path):
     bad.write_text(yaml.safe_dump({"clip_low": 5, "environment": {"kind": "arithmetic_calculator"}}))
     result = run_cli("train", str(bad), "--out", str(tmp_path / "out"))
     assert result.returncode == 2 and "clip_low" in result.stderr
-    result = run_cli("train", str(EXAMPLE), "--out", str(tmp_path / "out"), "--report-to", "http://127.0.0.1:9")
+    result = run_cli(
+        "train", str(EXAMPLE), "--out", str(tmp_path / "out"), "--report-to", "http://127.0.0.1:9"
+    )
     assert result.returncode == 2 and "--token" in result.stderr
 
 
@@ -43,17 +46,30 @@ def test_progress_is_plain_lines_off_a_terminal():
     sink = ProgressSink(10, stream=stream, tty=False)
     sink.emit({"type": "metrics", "step": 3, "split": "train", "values": {"reward/mean": 0.25, "loss": -0.1}})
     sink.emit({"type": "status", "status": "SUCCEEDED", "message": "finished 10 steps"})
-    assert stream.getvalue().splitlines() == ["step 3/10 reward=0.25 loss=-0.1", "SUCCEEDED: finished 10 steps"]
+    assert stream.getvalue().splitlines() == [
+        "step 3/10 reward=0.25 loss=-0.1",
+        "SUCCEEDED: finished 10 steps",
+    ]
 
 
 @pytest.mark.slow
 def test_train_then_eval_from_the_checkpoint(tmp_path):
     config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.safe_dump({
-        "environment": {"kind": "arithmetic_calculator", "config": {"max_turns": 1}},
-        "group_size": 2, "prompts_per_step": 1, "max_steps": 1, "max_new_tokens": 8, "max_turns": 1,
-        "eval_tasks": 2, "checkpoint_every": 0, "torch_threads": 1,
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "environment": {"kind": "arithmetic_calculator", "config": {"max_turns": 1}},
+                "group_size": 2,
+                "prompts_per_step": 1,
+                "max_steps": 1,
+                "max_new_tokens": 8,
+                "max_turns": 1,
+                "eval_tasks": 2,
+                "checkpoint_every": 0,
+                "torch_threads": 1,
+            }
+        )
+    )
     out = tmp_path / "run"
     result = run_cli("train", str(config), "--out", str(out))
     assert result.returncode == 0, result.stderr
@@ -70,3 +86,13 @@ def test_train_then_eval_from_the_checkpoint(tmp_path):
     assert result.returncode == 0, result.stderr
     metrics = json.loads(result.stdout)
     assert "eval/reward/mean" in metrics and "eval/accuracy" in metrics
+
+
+def test_preview_prints_what_the_model_would_see_or_why_not(capsys):
+    from trainers.cli import main
+
+    assert main(["preview", "countdown", "--set", "num_numbers=3"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["ok"] and shown["tools"][0]["name"] == "calculator"
+    assert main(["preview", "arithmetic_calculator", "--set", "min_digits=5", "--set", "max_digits=2"]) == 1
+    assert "max_digits" in json.loads(capsys.readouterr().out)["errors"]

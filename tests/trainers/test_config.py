@@ -43,7 +43,11 @@ def test_defaults_are_valid_and_complete():
 def test_presets_set_the_published_algorithms():
     grpo = resolve_run_config("grpo", {})
     assert (grpo["scale_rewards"], grpo["loss_agg"], grpo["clip_low"], grpo["clip_high"]) == (
-        "group", "seq-mean-token-mean", 0.2, 0.2)
+        "group",
+        "seq-mean-token-mean",
+        0.2,
+        0.2,
+    )
     dr = resolve_run_config("dr_grpo", {})
     assert (dr["scale_rewards"], dr["loss_agg"], dr["clip_high"]) == ("none", "seq-mean-token-sum-norm", 0.2)
     dapo = resolve_run_config("dapo", {})
@@ -55,7 +59,9 @@ def test_presets_set_the_published_algorithms():
 
 
 def test_overrides_win_over_the_preset_and_nested_lora_merges():
-    config = resolve_run_config("dapo", {"clip_high": 0.3, "lora": {"enabled": True, "r": 4}, "group_size": 4})
+    config = resolve_run_config(
+        "dapo", {"clip_high": 0.3, "lora": {"enabled": True, "r": 4}, "group_size": 4}
+    )
     assert config["clip_high"] == 0.3
     assert config["dynamic_sampling"] is True  # from the preset
     assert config["lora"] == {**default_run_config()["lora"], "enabled": True, "r": 4}
@@ -77,7 +83,9 @@ def test_preset_from_overrides_and_unknown_preset():
 
 def test_validation_names_each_bad_field():
     config = resolve_run_config("grpo", {})
-    config.update(clip_low=3, temperature=-1, loss_agg="mean", surprise=1, max_turns_schedule=[[5, 2], [1, 3]])
+    config.update(
+        clip_low=3, temperature=-1, loss_agg="mean", surprise=1, max_turns_schedule=[[5, 2], [1, 3]]
+    )
     config["lora"]["r"] = 0
     errors = validate_run_config(config)
     assert "clip_low" in errors and "temperature" in errors and "loss_agg" in errors
@@ -107,9 +115,64 @@ def test_config_module_does_not_import_torch():
 
 
 def test_environment_config_is_validated_by_its_kind():
-    config = resolve_run_config("grpo", {"environment": {"kind": "arithmetic_calculator",
-                                                         "config": {"max_digits": 99, "bogus": 1}}})
+    config = resolve_run_config(
+        "grpo", {"environment": {"kind": "arithmetic_calculator", "config": {"max_digits": 99, "bogus": 1}}}
+    )
     errors = validate_run_config(config)
     assert "environment.config.max_digits" in errors
     assert any("bogus" in m for m in errors["environment.config"])
     assert validate_run_config(resolve_run_config("dapo", {})) == {}
+
+
+def test_the_overlong_knobs_configure_the_rubrics_criterion_instead_of_adding_a_second_penalty():
+    from trainers.config import effective_rubric
+
+    rubric = {
+        "aggregation": "weighted_sum",
+        "criteria": [
+            {"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}},
+            {
+                "name": "short",
+                "kind": "overlong_penalty",
+                "weight": 0.5,
+                "params": {"max_len": 999, "buffer": 9},
+            },
+        ],
+    }
+    config = resolve_run_config(
+        "dapo", {"max_new_tokens": 64, "overlong_buffer": 16, "overlong_penalty": 2.0, "rubric": rubric}
+    )
+    spec = effective_rubric(config)
+    overlong = [c for c in spec["criteria"] if c["kind"] == "overlong_penalty"]
+    assert len(overlong) == 1 and overlong[0]["name"] == "short"
+    assert overlong[0]["weight"] == 2.0
+    assert overlong[0]["params"] == {
+        "max_len": 64,
+        "buffer": 16,
+        "unit": "tokens",
+        "scope": "longest_message",
+    }
+    assert rubric["criteria"][1]["params"] == {
+        "max_len": 999,
+        "buffer": 9,
+    }  # the run's own spec is not changed
+
+    without = effective_rubric({**config, "rubric": {"criteria": rubric["criteria"][:1]}})
+    assert [c["name"] for c in without["criteria"]] == ["correct", "overlong"]
+    bare = effective_rubric({**config, "rubric": None})
+    assert [c["kind"] for c in bare["criteria"]] == [
+        "env_reward",
+        "overlong_penalty",
+    ]  # the env's reward, penalised
+    assert effective_rubric({**config, "overlong_buffer": 0}) is config["rubric"]
+
+
+def test_the_overlong_criterion_and_the_knob_compute_the_same_penalty_at_every_buffer():
+    from trainers.algorithms import overlong_penalty
+    from trainers.rubrics.criteria import OverlongPenalty
+
+    for buffer in (0, 1, 16, 64):
+        criterion = OverlongPenalty(max_len=64, buffer=buffer, unit="tokens")
+        for length in (0, 32, 48, 63, 64, 65, 200):
+            assert criterion.penalty(length) == overlong_penalty(length, 64, buffer)
+    assert overlong_penalty(64, 64, 0) == 0.0 and overlong_penalty(65, 64, 0) == -1.0

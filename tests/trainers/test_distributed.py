@@ -21,9 +21,20 @@ def local_ray():
 
 def test_ray_workers_roll_out_and_follow_the_learner(local_ray, smollm):
     model, tokenizer = smollm
-    config = {"max_steps": 3, "group_size": 2, "prompts_per_step": 2, "max_new_tokens": 8, "max_turns": 1,
-              "num_rollout_workers": 2, "one_step_off_policy": True, "eval_tasks": 0, "checkpoint_every": 0,
-              "learning_rate": 1e-3, "weight_decay": 0.1, "environment": {"kind": "arithmetic_calculator", "config": {}}}
+    config = {
+        "max_steps": 3,
+        "group_size": 2,
+        "prompts_per_step": 2,
+        "max_new_tokens": 8,
+        "max_turns": 1,
+        "num_rollout_workers": 2,
+        "one_step_off_policy": True,
+        "eval_tasks": 0,
+        "checkpoint_every": 0,
+        "learning_rate": 1e-3,
+        "weight_decay": 0.1,
+        "environment": {"kind": "arithmetic_calculator", "config": {}},
+    }
     sink = MemorySink()
     import copy
 
@@ -44,4 +55,9 @@ def test_ray_workers_roll_out_and_follow_the_learner(local_ray, smollm):
     # Step 1 is generated on-policy; step n+1 is generated while step n updates: one version behind.
     assert versions == [[0], [0], [1]]
     assert all(len(b["items"]) == 4 for b in batches)
-    assert sorted({(i["group"], i["sample"]) for i in batches[1]["items"]}) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert sorted({(i["group"], i["sample"]) for i in batches[1]["items"]}) == [
+        (0, 0),
+        (0, 1),
+        (1, 0),
+        (1, 1),
+    ]

@@ -36,8 +36,17 @@ def test_step_totals_override_micro_batch_counts():
     # Two micro-batches of one sequence each must add up to the full-batch loss.
     logp, old = on_policy()
     full, _ = policy_loss(logp, old, ADV, MASK, loss_agg="token-mean")
-    parts = sum(policy_loss(logp[i:i + 1], old[i:i + 1], ADV[i:i + 1], MASK[i:i + 1], loss_agg="token-mean",
-                            num_tokens=3)[0] for i in range(2))
+    parts = sum(
+        policy_loss(
+            logp[i : i + 1],
+            old[i : i + 1],
+            ADV[i : i + 1],
+            MASK[i : i + 1],
+            loss_agg="token-mean",
+            num_tokens=3,
+        )[0]
+        for i in range(2)
+    )
     assert parts.item() == pytest.approx(full.item())
 
 
@@ -74,8 +83,16 @@ def test_masked_tool_tokens_get_exactly_zero_gradient():
     ref = torch.randn(2, 5)
     for mode in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"):
         logp.grad = None
-        loss, _ = policy_loss(logp, logp.detach() - 0.1, torch.tensor([1.5, -0.7]), mask, loss_agg=mode,
-                              ref_logp=ref, kl_coef=0.1, norm_constant=8)
+        loss, _ = policy_loss(
+            logp,
+            logp.detach() - 0.1,
+            torch.tensor([1.5, -0.7]),
+            mask,
+            loss_agg=mode,
+            ref_logp=ref,
+            kl_coef=0.1,
+            norm_constant=8,
+        )
         loss.backward()
         assert torch.all(logp.grad[mask == 0] == 0), mode
         assert torch.all(logp.grad[mask == 1] != 0), mode

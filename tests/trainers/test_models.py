@@ -45,7 +45,9 @@ def test_gguf_is_converted_once_into_the_cache(smollm, tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_merged_lora_weights_equal_peft_merge(smollm):
-    model = apply_lora(copy.deepcopy(smollm[0]), {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]})
+    model = apply_lora(
+        copy.deepcopy(smollm[0]), {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
+    )
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "lora_B" in name:

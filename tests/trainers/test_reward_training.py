@@ -26,8 +26,17 @@ from trainers.rubrics import score_group
 from trainers.rubrics.reward_model import load_reward_model, read_metadata
 from trainers.types import Task, Trajectory, Turn
 
-GOOD = ["The answer is <answer>{s}</answer>.", "<answer>{s}</answer>", "{a} + {b} = {s}, so <answer>{s}</answer>"]
-BAD = ["I think it is {w}, but I am not sure.", "hmm {w}??", "Sorry, I cannot do math right now.", "{w} maybe, or something else"]
+GOOD = [
+    "The answer is <answer>{s}</answer>.",
+    "<answer>{s}</answer>",
+    "{a} + {b} = {s}, so <answer>{s}</answer>",
+]
+BAD = [
+    "I think it is {w}, but I am not sure.",
+    "hmm {w}??",
+    "Sorry, I cannot do math right now.",
+    "{w} maybe, or something else",
+]
 
 
 def format_preferences(n: int, seed: int = 0) -> list[dict]:
@@ -37,8 +46,14 @@ def format_preferences(n: int, seed: int = 0) -> list[dict]:
     for _ in range(n):
         a, b = rng.randint(10, 99), rng.randint(10, 99)
         s, w = a + b, a + b + rng.choice([-10, -1, 1, 10])
-        pairs.append({"prompt": f"What is {a} + {b}?", "chosen": rng.choice(GOOD).format(a=a, b=b, s=s),
-                      "rejected": rng.choice(BAD).format(w=w), "provenance": {"pair_id": len(pairs)}})
+        pairs.append(
+            {
+                "prompt": f"What is {a} + {b}?",
+                "chosen": rng.choice(GOOD).format(a=a, b=b, s=s),
+                "rejected": rng.choice(BAD).format(w=w),
+                "provenance": {"pair_id": len(pairs)},
+            }
+        )
     return pairs
 
 
@@ -91,13 +106,19 @@ def synthetic_embeddings(n: int, dim: int = 32, seed: int = 0) -> tuple[torch.Te
 @pytest.mark.parametrize("head", ["linear", "mlp"])
 def test_the_bradley_terry_head_learns_a_preference_direction_and_is_deterministic(head):
     chosen, rejected = synthetic_embeddings(120)
-    args = dict(eval_chosen=chosen[80:], eval_rejected=rejected[80:], head=head, epochs=60, seed=3, hidden_units=16)
+    args = dict(
+        eval_chosen=chosen[80:], eval_rejected=rejected[80:], head=head, epochs=60, seed=3, hidden_units=16
+    )
     fitted, curve = fit_head(chosen[:80], rejected[:80], **args)
     _, held_out_accuracy = pairwise_stats(fitted.score(chosen[80:]), fitted.score(rejected[80:]))
     assert held_out_accuracy > 0.85
-    assert curve[-1]["eval_accuracy"] == pytest.approx(held_out_accuracy)  # the folded head is the trained one
+    assert curve[-1]["eval_accuracy"] == pytest.approx(
+        held_out_accuracy
+    )  # the folded head is the trained one
     assert curve[-1]["train_loss"] < curve[0]["train_loss"] < 0.7  # below log 2, the loss of a blank head
-    assert float(torch.cat([fitted.score(chosen[:80]), fitted.score(rejected[:80])]).mean()) == pytest.approx(0, abs=1e-3)
+    assert float(torch.cat([fitted.score(chosen[:80]), fitted.score(rejected[:80])]).mean()) == pytest.approx(
+        0, abs=1e-3
+    )
     again, _ = fit_head(chosen[:80], rejected[:80], **args)
     assert torch.equal(again.weight, fitted.weight) and again.bias == fitted.bias
 
@@ -108,15 +129,30 @@ def test_a_reward_model_trained_on_the_default_model_beats_chance_on_held_out_pr
     started = time.perf_counter()
     encoder = load_encoder()
     loaded = time.perf_counter()
-    result = train_reward_model(pairs, out_dir=tmp_path / "linear", encoder=encoder, seed=0, held_out_fraction=0.25,
-                                provenance={"snapshot": 7})
+    result = train_reward_model(
+        pairs,
+        out_dir=tmp_path / "linear",
+        encoder=encoder,
+        seed=0,
+        held_out_fraction=0.25,
+        provenance={"snapshot": 7},
+    )
     trained = time.perf_counter()
     # Embedding is nearly all the cost (compute-bound: ~0.2 GFLOP a token), so the MLP sees fewer pairs.
     mlp_pairs = format_preferences(20, seed=1)
-    mlp = train_reward_model(mlp_pairs, out_dir=tmp_path / "mlp", encoder=encoder, seed=0, held_out_fraction=0.25,
-                             head="mlp", hidden_units=32)
-    print(f"\nload {loaded - started:.1f}s, linear {trained - loaded:.1f}s ({result.seconds}), "
-          f"held-out accuracy linear {result.held_out_accuracy:.3f} mlp {mlp.held_out_accuracy:.3f}")
+    mlp = train_reward_model(
+        mlp_pairs,
+        out_dir=tmp_path / "mlp",
+        encoder=encoder,
+        seed=0,
+        held_out_fraction=0.25,
+        head="mlp",
+        hidden_units=32,
+    )
+    print(
+        f"\nload {loaded - started:.1f}s, linear {trained - loaded:.1f}s ({result.seconds}), "
+        f"held-out accuracy linear {result.held_out_accuracy:.3f} mlp {mlp.held_out_accuracy:.3f}"
+    )
 
     assert result.n_train + result.n_eval == 40 and result.n_eval == 10
     assert result.held_out_accuracy > 0.7 and mlp.held_out_accuracy > 0.7
@@ -129,12 +165,23 @@ def test_a_reward_model_trained_on_the_default_model_beats_chance_on_held_out_pr
 
     # The rubric criterion loads the saved model and prefers the chosen answer of held-out prompts.
     _, held = split_by_prompt(as_pairs(pairs), 0.25, seed=0)
-    spec = {"criteria": [{"name": "rm", "kind": "learned_reward", "weight": 1.0, "params": {"path": str(tmp_path / "linear")}}]}
+    spec = {
+        "criteria": [
+            {
+                "name": "rm",
+                "kind": "learned_reward",
+                "weight": 1.0,
+                "params": {"path": str(tmp_path / "linear")},
+            }
+        ]
+    }
 
     def answered(prompt: str, text: str) -> Trajectory:
         return Trajectory(task=Task("t", prompt, None), turns=[Turn("user", prompt), Turn("assistant", text)])
 
-    trajectories = [answered(pairs[i]["prompt"], pairs[i][side]) for i in held for side in ("chosen", "rejected")]
+    trajectories = [
+        answered(pairs[i]["prompt"], pairs[i][side]) for i in held for side in ("chosen", "rejected")
+    ]
     totals = [score.total for score in score_group(spec, trajectories)]
     criterion_accuracy = sum(c > r for c, r in zip(totals[::2], totals[1::2], strict=True)) / len(held)
     assert criterion_accuracy == pytest.approx(result.held_out_accuracy)
@@ -142,5 +189,13 @@ def test_a_reward_model_trained_on_the_default_model_beats_chance_on_held_out_pr
     # The MLP head (hidden layer in the same format) loads and scores the same way.
     _, mlp_held = split_by_prompt(as_pairs(mlp_pairs), 0.25, seed=0)
     model = load_reward_model(tmp_path / "mlp")
-    scores = model.score([f"{mlp_pairs[i]['prompt']}\n\n{mlp_pairs[i][side]}" for i in mlp_held for side in ("chosen", "rejected")])
-    assert sum(c > r for c, r in zip(scores[::2], scores[1::2], strict=True)) / len(mlp_held) == pytest.approx(mlp.held_out_accuracy)
+    scores = model.score(
+        [
+            f"{mlp_pairs[i]['prompt']}\n\n{mlp_pairs[i][side]}"
+            for i in mlp_held
+            for side in ("chosen", "rejected")
+        ]
+    )
+    assert sum(c > r for c, r in zip(scores[::2], scores[1::2], strict=True)) / len(
+        mlp_held
+    ) == pytest.approx(mlp.held_out_accuracy)

@@ -10,13 +10,17 @@ from trainers.sandbox import _launch_plan, run_python
 
 
 def test_it_runs_ordinary_code_with_stdin():
-    result = run_python("import math\nname = input()\nprint(f'hello {name}', math.factorial(10))", stdin="alice\n")
+    result = run_python(
+        "import math\nname = input()\nprint(f'hello {name}', math.factorial(10))", stdin="alice\n"
+    )
     assert result.ok and result.stdout == "hello alice 3628800\n" and result.stderr == ""
     assert "rlimits" in result.isolation and "audit hook" in result.isolation
 
 
 def test_the_program_works_inside_its_own_directory():
-    result = run_python("import os\nopen('notes.txt', 'w').write('x')\nprint(os.listdir('.'), os.environ['HOME'] == os.getcwd())")
+    result = run_python(
+        "import os\nopen('notes.txt', 'w').write('x')\nprint(os.listdir('.'), os.environ['HOME'] == os.getcwd())"
+    )
     assert result.ok and "notes.txt" in result.stdout and "True" in result.stdout
 
 
@@ -56,7 +60,11 @@ def test_writing_outside_its_directory_is_refused(tmp_path):
     result = run_python(f"open({str(target)!r}, 'w').write('x')")
     assert not target.exists()
     assert result.violations and "outside the sandbox directory" in result.violations[0]
-    for code in ("import os; os.remove('/etc/hostname')", "import shutil; shutil.rmtree('/tmp')", "open('../x', 'a')"):
+    for code in (
+        "import os; os.remove('/etc/hostname')",
+        "import shutil; shutil.rmtree('/tmp')",
+        "open('../x', 'a')",
+    ):
         assert run_python(code).violations, code
 
 
@@ -69,7 +77,11 @@ def test_reading_secrets_is_refused_but_the_stdlib_imports():
 def test_a_fork_bomb_is_stopped():
     result = run_python("import os\nwhile True:\n    os.fork()")
     assert result.violations == ["os.fork is not allowed (no network, no processes)"]
-    for code in ("import subprocess; subprocess.run(['sh', '-c', 'echo hi'])", "import os; os.system('echo hi')", "import ctypes"):
+    for code in (
+        "import subprocess; subprocess.run(['sh', '-c', 'echo hi'])",
+        "import os; os.system('echo hi')",
+        "import ctypes",
+    ):
         assert run_python(code).violations, code
 
 
@@ -90,7 +102,9 @@ def test_the_network_namespace_holds_without_the_audit_hook():
     if "network namespace" not in layers:
         pytest.skip("no network namespace on this machine")
     code = "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\nexcept OSError as e:\n    print('blocked', e.errno)"
-    out = subprocess.run([*prefix, python, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=20)
+    out = subprocess.run(
+        [*prefix, python, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=20
+    )
     assert out.stdout.startswith("blocked"), out
 
 
@@ -111,7 +125,13 @@ def test_the_process_limit_holds_without_the_audit_hook():
         "except OSError:\n"
         "    print('stopped after', made)\n"
     )
-    out = subprocess.run([*prefix, python, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=30, start_new_session=True)
+    out = subprocess.run(
+        [*prefix, python, "-I", "-S", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        start_new_session=True,
+    )
     assert out.stdout.startswith("stopped after"), out
     assert int(out.stdout.split()[-1]) <= 20
     assert os.getpid() > 0  # still here

@@ -28,7 +28,9 @@ TOOLS = [CALCULATOR, CLOCK]
 
 
 def test_it_parses_a_well_formed_call():
-    text = 'Let me compute. <tool_call>{"name": "calculator", "arguments": {"expression": "12+7"}}</tool_call>'
+    text = (
+        'Let me compute. <tool_call>{"name": "calculator", "arguments": {"expression": "12+7"}}</tool_call>'
+    )
     assert parse_tool_calls(text, TOOLS) == [ToolCall("calculator", {"expression": "12+7"})]
 
 
@@ -38,7 +40,9 @@ def test_no_call_is_an_empty_list():
 
 def test_it_tolerates_the_slips_small_models_make():
     unclosed = '<tool_call>{"name": "calculator", "arguments": {"expression": "3*4"}}'
-    fenced = '<tool_call>\n```json\n{"name": "calculator", "arguments": {"expression": "3*4"}}\n```\n</tool_call>'
+    fenced = (
+        '<tool_call>\n```json\n{"name": "calculator", "arguments": {"expression": "3*4"}}\n```\n</tool_call>'
+    )
     bare_string = '<tool_call>{"name": "calculator", "arguments": "3*4"}</tool_call>'
     for text in (unclosed, fenced, bare_string):
         assert parse_tool_calls(text, TOOLS) == [ToolCall("calculator", {"expression": "3*4"})], text
@@ -46,7 +50,11 @@ def test_it_tolerates_the_slips_small_models_make():
 
 
 def test_several_calls_come_back_in_order():
-    text = format_tool_call(ToolCall("clock", {})) + " then " + format_tool_call(ToolCall("calculator", {"expression": "1+1"}))
+    text = (
+        format_tool_call(ToolCall("clock", {}))
+        + " then "
+        + format_tool_call(ToolCall("calculator", {"expression": "1+1"}))
+    )
     assert [c.name for c in parse_tool_calls(text, TOOLS)] == ["clock", "calculator"]
 
 
@@ -57,12 +65,32 @@ def test_several_calls_come_back_in_order():
         ("<tool_call></tool_call>", "empty"),
         ('<tool_call>["calculator"]</tool_call>', "JSON object"),
         ('<tool_call>{"arguments": {}}</tool_call>', 'no "name"'),
-        ('<tool_call>{"name": "search", "arguments": {"q": "x"}}</tool_call>', "Unknown tool 'search'. Available tools: calculator, clock"),
-        ('<tool_call>{"name": "calculator", "arguments": {}}</tool_call>', "'expression' is a required property"),
-        ('<tool_call>{"name": "calculator", "arguments": {"expression": 12}}</tool_call>', "argument 'expression'"),
-        ('<tool_call>{"name": "calculator", "arguments": {"expression": "1+1", "x": 1}}</tool_call>', "unexpected arguments"),
-        ('<tool_call>{"name": "calculator", "arguments": {"expression": "' + "1+" * 20 + '1"}}</tool_call>', "too long"),
-        ('<tool_call>{"name": "calculator", "arguments": [1]}</tool_call>', '"arguments" must be a JSON object'),
+        (
+            '<tool_call>{"name": "search", "arguments": {"q": "x"}}</tool_call>',
+            "Unknown tool 'search'. Available tools: calculator, clock",
+        ),
+        (
+            '<tool_call>{"name": "calculator", "arguments": {}}</tool_call>',
+            "'expression' is a required property",
+        ),
+        (
+            '<tool_call>{"name": "calculator", "arguments": {"expression": 12}}</tool_call>',
+            "argument 'expression'",
+        ),
+        (
+            '<tool_call>{"name": "calculator", "arguments": {"expression": "1+1", "x": 1}}</tool_call>',
+            "unexpected arguments",
+        ),
+        (
+            '<tool_call>{"name": "calculator", "arguments": {"expression": "'
+            + "1+" * 20
+            + '1"}}</tool_call>',
+            "too long",
+        ),
+        (
+            '<tool_call>{"name": "calculator", "arguments": [1]}</tool_call>',
+            '"arguments" must be a JSON object',
+        ),
     ],
 )
 def test_malformed_calls_become_error_observations(text, fragment):
@@ -74,7 +102,9 @@ def test_malformed_calls_become_error_observations(text, fragment):
 
 
 def test_without_tools_only_syntax_is_checked():
-    assert parse_tool_calls('<tool_call>{"name": "anything", "arguments": {"a": 1}}</tool_call>') == [ToolCall("anything", {"a": 1})]
+    assert parse_tool_calls('<tool_call>{"name": "anything", "arguments": {"a": 1}}</tool_call>') == [
+        ToolCall("anything", {"a": 1})
+    ]
 
 
 def test_extract_answer():
@@ -87,8 +117,14 @@ def test_extract_answer():
 def test_the_prompt_shows_tools_and_a_worked_example():
     example = ToolExample("What is 12 + 7?", ToolCall("calculator", {"expression": "12+7"}), "19", "19")
     prompt = format_tools_prompt(TOOLS, example)
-    assert '- calculator: Evaluates an arithmetic expression. Arguments: "expression" (string): e.g. 12+7.' in prompt
-    assert 'Assistant: <tool_call>{"name": "calculator", "arguments": {"expression": "12+7"}}</tool_call>' in prompt
+    assert (
+        '- calculator: Evaluates an arithmetic expression. Arguments: "expression" (string): e.g. 12+7.'
+        in prompt
+    )
+    assert (
+        'Assistant: <tool_call>{"name": "calculator", "arguments": {"expression": "12+7"}}</tool_call>'
+        in prompt
+    )
     assert "Assistant: <answer>19</answer>" in prompt
     # the example in the prompt parses with the same parser
     line = next(line for line in prompt.splitlines() if line.startswith("Assistant: <tool_call>"))

@@ -6,15 +6,22 @@ import pytest
 import torch
 
 from trainers.events import MemorySink
-from trainers.losses import policy_loss
+from trainers.losses import completion_logprobs, policy_loss
 from trainers.rollout import ChatFormat, Rollout
-from trainers.trainer import Trainer, completion_logprobs
+from trainers.trainer import Trainer
 from trainers.types import Task, Trajectory
 
 pytestmark = pytest.mark.slow
 
-TINY = {"max_steps": 1, "group_size": 2, "prompts_per_step": 1, "max_new_tokens": 12, "eval_tasks": 0,
-        "checkpoint_every": 0, "learning_rate": 1e-4}
+TINY = {
+    "max_steps": 1,
+    "group_size": 2,
+    "prompts_per_step": 1,
+    "max_new_tokens": 12,
+    "eval_tasks": 0,
+    "checkpoint_every": 0,
+    "learning_rate": 1e-4,
+}
 
 
 def hand_rollouts(tokenizer, texts_by_prompt: dict[str, list[str]]) -> list[Rollout]:
@@ -27,8 +34,14 @@ def hand_rollouts(tokenizer, texts_by_prompt: dict[str, list[str]]) -> list[Roll
             first = chat.encode(reply)
             tool = chat.continuation("tool", "Result: 4", ended_with_eos=False)
             second = chat.encode("<answer>4</answer>")
-            r = Rollout(group=g, sample=s, task=Task(id=f"t{g}", prompt=question), seed=s,
-                        trajectory=Trajectory(task=Task(id=f"t{g}", prompt=question)), prompt_ids=system_ids + user_ids)
+            r = Rollout(
+                group=g,
+                sample=s,
+                task=Task(id=f"t{g}", prompt=question),
+                seed=s,
+                trajectory=Trajectory(task=Task(id=f"t{g}", prompt=question)),
+                prompt_ids=system_ids + user_ids,
+            )
             r.completion_ids = first + tool + second
             r.loss_mask = [1] * len(first) + [0] * len(tool) + [1] * len(second)
             rollouts.append(r)
@@ -38,14 +51,19 @@ def hand_rollouts(tokenizer, texts_by_prompt: dict[str, list[str]]) -> list[Roll
 def naive_logprobs(model, rollout: Rollout) -> torch.Tensor:
     ids = torch.tensor([rollout.prompt_ids + rollout.completion_ids])
     logits = model(input_ids=ids).logits[0].float()
-    logp = torch.log_softmax(logits[len(rollout.prompt_ids) - 1: -1], dim=-1)
+    logp = torch.log_softmax(logits[len(rollout.prompt_ids) - 1 : -1], dim=-1)
     return logp.gather(-1, torch.tensor(rollout.completion_ids)[:, None]).squeeze(-1)
 
 
 def test_completion_logprobs_match_a_plain_forward(smollm):
     model, tokenizer = smollm
-    rollouts = hand_rollouts(tokenizer, {"What is 2+2?": ["Let me use the tool.", "<tool_call>{}</tool_call>"],
-                                         "Hi!": ["Hello there, friend."]})
+    rollouts = hand_rollouts(
+        tokenizer,
+        {
+            "What is 2+2?": ["Let me use the tool.", "<tool_call>{}</tool_call>"],
+            "Hi!": ["Hello there, friend."],
+        },
+    )
     masks = [r.loss_mask for r in rollouts]
     with torch.no_grad():
         logp, mask, entropy = completion_logprobs(model, rollouts, masks, with_entropy=True)
@@ -87,7 +105,12 @@ def test_one_update_changes_the_weights_and_lowers_the_loss(policy_copy, toy_env
 def test_a_run_on_the_arithmetic_environment_reports_everything(policy_copy):
     model, tokenizer = policy_copy
     sink = MemorySink()
-    config = {**TINY, "max_turns": 2, "eval_tasks": 2, "environment": {"kind": "arithmetic_calculator", "config": {}}}
+    config = {
+        **TINY,
+        "max_turns": 2,
+        "eval_tasks": 2,
+        "environment": {"kind": "arithmetic_calculator", "config": {}},
+    }
     result = Trainer(config, sink=sink, model=model, tokenizer=tokenizer).run()
     assert result.status == "SUCCEEDED" and result.step == 1
     statuses = [e["status"] for e in sink.of_type("status")]
@@ -96,8 +119,20 @@ def test_a_run_on_the_arithmetic_environment_reports_everything(policy_copy):
     assert all("time" in e for e in sink.events)
     train = [e for e in sink.of_type("metrics") if e["split"] == "train"]
     assert len(train) == 1
-    for key in ("reward/mean", "reward/std", "entropy", "clip_fraction", "response_length", "turns", "tool_calls",
-                "zero_variance_fraction", "step_time", "tokens_per_s", "loss", "kl"):
+    for key in (
+        "reward/mean",
+        "reward/std",
+        "entropy",
+        "clip_fraction",
+        "response_length",
+        "turns",
+        "tool_calls",
+        "zero_variance_fraction",
+        "step_time",
+        "tokens_per_s",
+        "loss",
+        "kl",
+    ):
         assert key in train[0]["values"], key
     evals = [e for e in sink.of_type("metrics") if e["split"] == "eval"]
     assert [e["step"] for e in evals] == [0, 1]
@@ -106,15 +141,32 @@ def test_a_run_on_the_arithmetic_environment_reports_everything(policy_copy):
     train_items = [i for b in batches for i in b["items"] if i["split"] == "train"]
     assert len(eval_items) == 4 and len(train_items) == 2
     # The eval set is fixed: the same tasks and seeds before and after training.
-    assert [(i["task_id"], i["seed"]) for i in eval_items[:2]] == [(i["task_id"], i["seed"]) for i in eval_items[2:]]
+    assert [(i["task_id"], i["seed"]) for i in eval_items[:2]] == [
+        (i["task_id"], i["seed"]) for i in eval_items[2:]
+    ]
     item = train_items[0]
-    assert {"group", "sample", "task_id", "seed", "reward", "components", "advantage", "status", "policy_version",
-            "prompt_tokens", "completion_tokens", "turns", "env_state"} <= set(item)
+    assert {
+        "group",
+        "sample",
+        "task_id",
+        "seed",
+        "reward",
+        "components",
+        "advantage",
+        "status",
+        "policy_version",
+        "prompt_tokens",
+        "completion_tokens",
+        "turns",
+        "env_state",
+    } <= set(item)
     assert item["turns"][0]["role"] == "system" and item["turns"][2]["role"] == "assistant"
     for turn in item["turns"]:
         assert len(turn["token_ids"]) == len(turn["loss_mask"])
         assert set(turn["loss_mask"]) <= ({1} if turn["role"] == "assistant" else {0})
-    assert item["completion_tokens"] == sum(len(t["token_ids"]) for t in item["turns"] if t["role"] == "assistant")
+    assert item["completion_tokens"] == sum(
+        len(t["token_ids"]) for t in item["turns"] if t["role"] == "assistant"
+    )
 
 
 def test_cancel_between_steps(policy_copy, toy_env):
@@ -126,8 +178,14 @@ def test_cancel_between_steps(policy_copy, toy_env):
         calls.append(1)
         return len(calls) > 1  # let one step run
 
-    result = Trainer({**TINY, "max_steps": 5}, sink=sink, env_factory=toy_env, model=model, tokenizer=tokenizer,
-                     cancel=cancel).run()
+    result = Trainer(
+        {**TINY, "max_steps": 5},
+        sink=sink,
+        env_factory=toy_env,
+        model=model,
+        tokenizer=tokenizer,
+        cancel=cancel,
+    ).run()
     assert result.status == "CANCELLED" and result.step == 1
     assert sink.of_type("status")[-1]["status"] == "CANCELLED"
 
@@ -149,12 +207,24 @@ def test_a_failure_is_reported_with_its_traceback(policy_copy, toy_env):
 def test_dapo_with_a_rubric_reports_components_that_add_up(policy_copy, toy_env):
     model, tokenizer = policy_copy
     sink = MemorySink()
-    rubric = {"aggregation": "weighted_sum", "criteria": [
-        {"name": "env", "kind": "env_reward", "weight": 1.0, "params": {}},
-        {"name": "short", "kind": "length", "weight": 0.5, "params": {"max_len": 20}},
-    ]}
-    config = {**TINY, "preset": "dapo", "group_size": 4, "overlong_buffer": 4, "max_new_tokens": 8,
-              "dynamic_sampling_max_rounds": 1, "rubric": rubric, "max_turns": 1, "max_turns_schedule": [[0, 2]]}
+    rubric = {
+        "aggregation": "weighted_sum",
+        "criteria": [
+            {"name": "env", "kind": "env_reward", "weight": 1.0, "params": {}},
+            {"name": "short", "kind": "length", "weight": 0.5, "params": {"max_len": 20}},
+        ],
+    }
+    config = {
+        **TINY,
+        "preset": "dapo",
+        "group_size": 4,
+        "overlong_buffer": 4,
+        "max_new_tokens": 8,
+        "dynamic_sampling_max_rounds": 1,
+        "rubric": rubric,
+        "max_turns": 1,
+        "max_turns_schedule": [[0, 2]],
+    }
     Trainer(config, sink=sink, env_factory=toy_env, model=model, tokenizer=tokenizer).run()
     values = sink.of_type("metrics")[0]["values"]
     assert values["max_turns"] == 2  # the schedule wins over max_turns from step 0
@@ -171,8 +241,12 @@ def test_dapo_with_a_rubric_reports_components_that_add_up(policy_copy, toy_env)
 
 def test_a_bf16_sampler_follows_the_fp32_policy(policy_copy, toy_env):
     model, tokenizer = policy_copy
-    trainer = Trainer({**TINY, "group_size": 4, "generation_dtype": "bfloat16", "weight_decay": 0.1},
-                      env_factory=toy_env, model=model, tokenizer=tokenizer)
+    trainer = Trainer(
+        {**TINY, "group_size": 4, "generation_dtype": "bfloat16", "weight_decay": 0.1},
+        env_factory=toy_env,
+        model=model,
+        tokenizer=tokenizer,
+    )
     trainer.setup()
     trainer.train_step()
     sampler = trainer.rollouts.backend.model

@@ -25,9 +25,15 @@ def test_appended_pieces_render_like_the_chat_template(tokenizer, ended_with_eos
     answer_ids = chat.encode("<answer>19</answer>")
     ids = system_ids + user_ids + sampled + tool_ids + answer_ids
     expected = tokenizer.apply_chat_template(
-        [{"role": "system", "content": system}, {"role": "user", "content": user},
-         {"role": "assistant", "content": call}, {"role": "tool", "content": "Result: 19"},
-         {"role": "assistant", "content": "<answer>19</answer>"}], tokenize=False)
+        [
+            {"role": "system", "content": system},
+            {"role": "user", "content": user},
+            {"role": "assistant", "content": call},
+            {"role": "tool", "content": "Result: 19"},
+            {"role": "assistant", "content": "<answer>19</answer>"},
+        ],
+        tokenize=False,
+    )
     assert expected.startswith(tokenizer.decode(ids))
     assert tokenizer.decode(ids) + tokenizer.eos_token + "\n" == expected
 
@@ -41,11 +47,20 @@ def test_system_prompt_is_its_own_turn(tokenizer):
 
 def test_few_shot_examples_sit_between_system_and_task(tokenizer):
     chat = ChatFormat(tokenizer)
-    examples = [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "<answer>4</answer>"}]
+    examples = [
+        {"role": "user", "content": "What is 2 + 2?"},
+        {"role": "assistant", "content": "<answer>4</answer>"},
+    ]
     prefix_ids, user_ids = chat.prompt("Be brief.", "What is 3 + 3?", examples)
     expected = tokenizer.apply_chat_template(
-        [{"role": "system", "content": "Be brief."}, *examples, {"role": "user", "content": "What is 3 + 3?"}],
-        tokenize=False, add_generation_prompt=True)
+        [
+            {"role": "system", "content": "Be brief."},
+            *examples,
+            {"role": "user", "content": "What is 3 + 3?"},
+        ],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
     assert tokenizer.decode(prefix_ids + user_ids) == expected
     assert "What is 2 + 2?" in tokenizer.decode(prefix_ids)
     assert tokenizer.decode(user_ids).startswith("<|im_start|>user\nWhat is 3 + 3?")
@@ -61,9 +76,18 @@ def test_the_trainer_shows_the_environments_worked_example_but_keeps_it_out_of_t
     kind = environment_kind("arithmetic_calculator")
     task = kind.build({"max_digits": 1}).tasks("eval", 1, seed=0)[0]
     [[rollout]] = generate_rollouts(
-        TransformersBackend(model=model, tokenizer=tokenizer), ChatFormat(tokenizer),
-        lambda: kind.build({"max_digits": 1}), [task], [[0]],
-        max_turns=1, max_new_tokens=4, max_context_tokens=1024, temperature=1.0, top_p=1.0, generation_seed=0)
+        TransformersBackend(model=model, tokenizer=tokenizer),
+        ChatFormat(tokenizer),
+        lambda: kind.build({"max_digits": 1}),
+        [task],
+        [[0]],
+        max_turns=1,
+        max_new_tokens=4,
+        max_context_tokens=1024,
+        temperature=1.0,
+        top_p=1.0,
+        generation_seed=0,
+    )
     example = rollout.trajectory.info["prompt_examples"]
     assert [m["role"] for m in example] == ["user", "assistant", "tool", "assistant"]
     assert example[0]["content"] in tokenizer.decode(rollout.prompt_ids)

@@ -1,4 +1,4 @@
-"""Generation backends: `transformers` (CPU or GPU, in process) and `vllm` (GPU, optional extra)."""
+"""Generation backends: `transformers` (CPU or GPU, in process) and `vllm` (optional: a GPU or a CPU build)."""
 
 from __future__ import annotations
 

@@ -59,7 +59,9 @@ class GenerationBackend(ABC):
     def prompt_token_ids(self, prompt: Prompt) -> list[int]:
         """Token ids of one prompt; chats get the chat template with the generation prompt."""
         if len(prompt) and isinstance(prompt[0], Mapping):
-            rendered = self.tokenizer.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=False)
+            rendered = self.tokenizer.apply_chat_template(
+                list(prompt), add_generation_prompt=True, tokenize=False
+            )
             return list(self.tokenizer(rendered, add_special_tokens=False)["input_ids"])
         return [int(t) for t in prompt]  # type: ignore[arg-type]
 

@@ -51,12 +51,19 @@ def _preallocated_cache(config: Any, capacity: int) -> Any:
             new = key_states.shape[-2]
             if self.length + new > self._keys.shape[-2]:  # more than planned: grow by doubling
                 grow = max(self.length + new, 2 * self._keys.shape[-2]) - self._keys.shape[-2]
-                self._keys = torch.cat([self._keys, self._keys.new_empty((*self._keys.shape[:2], grow,
-                                                                          self._keys.shape[-1]))], dim=2)
-                self._values = torch.cat([self._values, self._values.new_empty((*self._values.shape[:2], grow,
-                                                                                self._values.shape[-1]))], dim=2)
-            self._keys[:, :, self.length: self.length + new] = key_states
-            self._values[:, :, self.length: self.length + new] = value_states
+                self._keys = torch.cat(
+                    [self._keys, self._keys.new_empty((*self._keys.shape[:2], grow, self._keys.shape[-1]))],
+                    dim=2,
+                )
+                self._values = torch.cat(
+                    [
+                        self._values,
+                        self._values.new_empty((*self._values.shape[:2], grow, self._values.shape[-1])),
+                    ],
+                    dim=2,
+                )
+            self._keys[:, :, self.length : self.length + new] = key_states
+            self._values[:, :, self.length : self.length + new] = value_states
             self.length += new
             self._views()
             return self.keys, self.values
@@ -118,7 +125,10 @@ def _inverse_cdf(weights: torch.Tensor, generator: torch.Generator | None) -> to
     that was 8% of decoding time with a 49k vocabulary on CPU; this draws one number per row.
     """
     cdf = weights.cumsum(dim=-1)
-    u = torch.rand((weights.shape[0], 1), generator=generator, device=weights.device, dtype=cdf.dtype) * cdf[:, -1:]
+    u = (
+        torch.rand((weights.shape[0], 1), generator=generator, device=weights.device, dtype=cdf.dtype)
+        * cdf[:, -1:]
+    )
     index = torch.searchsorted(cdf, u, right=True).squeeze(-1)
     # Never land on a zero-weight entry past the end (u == total by rounding).
     return index.clamp(max=weights.shape[-1] - 1)
@@ -164,10 +174,14 @@ class TransformersBackend(GenerationBackend):
         own = self.model.state_dict()
         unknown = [k for k in state_dict if k not in own]
         if unknown:
-            raise KeyError(f"weights not in the generation model: {unknown[:5]}{'…' if len(unknown) > 5 else ''}")
+            raise KeyError(
+                f"weights not in the generation model: {unknown[:5]}{'…' if len(unknown) > 5 else ''}"
+            )
         with torch.no_grad():
             for key, value in state_dict.items():
-                if own[key].data_ptr() != value.data_ptr():  # the same tensor when sharing the learner's model
+                if (
+                    own[key].data_ptr() != value.data_ptr()
+                ):  # the same tensor when sharing the learner's model
                     own[key].copy_(value)
 
     @torch.inference_mode()
@@ -190,8 +204,15 @@ class TransformersBackend(GenerationBackend):
         was_training = self.model.training
         self.model.eval()
         try:
-            return self._generate([self.prompt_token_ids(p) for p in prompts], n, max_new_tokens, temperature,
-                                  top_p, stops, generator)
+            return self._generate(
+                [self.prompt_token_ids(p) for p in prompts],
+                n,
+                max_new_tokens,
+                temperature,
+                top_p,
+                stops,
+                generator,
+            )
         finally:
             self.model.train(was_training)
 
@@ -219,12 +240,18 @@ class TransformersBackend(GenerationBackend):
         mask = torch.zeros((len(unique_prompts), width), dtype=torch.long, device=device)
         for i, ids in enumerate(unique_prompts):
             if ids:
-                input_ids[i, width - len(ids):] = torch.tensor(ids, device=device)
-                mask[i, width - len(ids):] = 1
+                input_ids[i, width - len(ids) :] = torch.tensor(ids, device=device)
+                mask[i, width - len(ids) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = _preallocated_cache(self.model.config, width + max_new_tokens)
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                         use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         logits = out.logits[:, -1][row_source]
         cache.batch_select_indices(row_source)
         mask = mask[row_source]
@@ -239,8 +266,9 @@ class TransformersBackend(GenerationBackend):
         for step in range(max_new_tokens):
             chosen, chosen_logprobs = sample_next(logits, temperature, top_p, generator)
             keep: list[int] = []
-            for batch_row, (row, token, logprob) in enumerate(zip(active, chosen.tolist(), chosen_logprobs.tolist(),
-                                                                  strict=True)):
+            for batch_row, (row, token, logprob) in enumerate(
+                zip(active, chosen.tolist(), chosen_logprobs.tolist(), strict=True)
+            ):
                 tokens[row].append(token)
                 logprobs[row].append(logprob)
                 if token in self.eos_ids:
@@ -259,8 +287,13 @@ class TransformersBackend(GenerationBackend):
                 mask, next_position, chosen = mask[index], next_position[index], chosen[index]
                 active = [active[i] for i in keep]
             mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1)
-            out = self.model(input_ids=chosen[:, None], attention_mask=mask, position_ids=next_position[:, None],
-                             past_key_values=cache, use_cache=True)
+            out = self.model(
+                input_ids=chosen[:, None],
+                attention_mask=mask,
+                position_ids=next_position[:, None],
+                past_key_values=cache,
+                use_cache=True,
+            )
             logits = out.logits[:, -1]
             next_position = next_position + 1
 
@@ -270,6 +303,13 @@ class TransformersBackend(GenerationBackend):
             text = self.tokenizer.decode(tokens[row], skip_special_tokens=True)
             if stop is not None and (hit := stop_index(text, [stop])):
                 text = text[: hit[0]]
-            completions.append(Completion(token_ids=tokens[row], text=text, finish_reason=reason,  # type: ignore[arg-type]
-                                          logprobs=logprobs[row], stop=stop))
+            completions.append(
+                Completion(
+                    token_ids=tokens[row],
+                    text=text,
+                    finish_reason=reason,  # type: ignore[arg-type]
+                    logprobs=logprobs[row],
+                    stop=stop,
+                )
+            )
         return completions

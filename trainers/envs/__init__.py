@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainers.registry import KindSpec
+from trainers.kinds import KindSpec
 
 # ---- schema fragments shared by several kinds --------------------------------------------------
 
@@ -104,6 +104,83 @@ _REQUIRE_ANSWER_TAG = _bool(
     False,
 )
 
+MCP_SERVERS_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "title": "MCP servers",
+    "description": "Tools from Model Context Protocol servers, added to the environment's own. Each server: "
+    'a stdio `command` run on the workers (e.g. ["python", "server.py"]) or a Streamable HTTP `url`; '
+    '`allow_tools` lists the tools the model may see and call (["*"] for all); `max_calls` per episode; '
+    "`timeout_s` per call. A refused, failed or timed-out call is an Error: observation.",
+    "default": [],
+    "maxItems": 16,
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name", "allow_tools"],
+        "oneOf": [{"required": ["command"]}, {"required": ["url"]}],
+        "properties": {
+            "name": {
+                "type": "string",
+                "pattern": "^[A-Za-z0-9_.-]{1,64}$",
+                "description": "A label for errors and limits.",
+            },
+            "command": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "maxLength": 4000},
+                "minItems": 1,
+                "maxItems": 64,
+                "description": "Program and arguments of a stdio server (no shell).",
+            },
+            "url": {
+                "type": "string",
+                "pattern": "^https?://",
+                "maxLength": 2000,
+                "description": "Streamable HTTP endpoint.",
+            },
+            "cwd": {
+                "type": "string",
+                "maxLength": 1000,
+                "description": "Working directory of a stdio server.",
+            },
+            "env": {
+                "type": "object",
+                "additionalProperties": {"type": "string", "maxLength": 4000},
+                "description": "Extra environment variables of a stdio server.",
+            },
+            "allow_tools": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "maxLength": 200},
+                "minItems": 1,
+                "uniqueItems": True,
+                "description": 'Tools the model may see and call; ["*"] for every tool the server lists.',
+            },
+            "max_calls": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 64,
+                "default": 8,
+                "description": "Calls per episode to this server.",
+            },
+            "timeout_s": {
+                "type": "number",
+                "minimum": 0.1,
+                "maximum": 600,
+                "default": 10,
+                "description": "Time limit of one call, in seconds.",
+            },
+        },
+    },
+}
+
+_MATCH = {
+    "type": "string",
+    "title": "Answer check",
+    "description": "How the environment's own reward compares the final answer with the task's answer: exact "
+    "(normalised text), numeric (tolerance 1e-6) or contains.",
+    "enum": ["exact", "numeric", "contains"],
+    "default": "exact",
+}
+
 # ---- the built-in kinds -----------------------------------------------------------------------
 
 ARITHMETIC_CALCULATOR = KindSpec(
@@ -128,7 +205,9 @@ ARITHMETIC_CALCULATOR = KindSpec(
                 "default": ["+", "-", "*"],
             },
             "min_operands": _int("Min operands", "Fewest numbers in an expression.", 2, 2, 6),
-            "max_operands": _int("Max operands", "Most numbers in an expression (the hardest tasks).", 3, 2, 6),
+            "max_operands": _int(
+                "Max operands", "Most numbers in an expression (the hardest tasks).", 3, 2, 6
+            ),
             "curriculum": _bool(
                 "Curriculum (easy → hard)",
                 "Order train tasks from one-digit sums up to the configured maximum difficulty. Eval tasks "
@@ -156,6 +235,7 @@ ARITHMETIC_CALCULATOR = KindSpec(
                 1.0,
             ),
             "eval_fraction": _EVAL_FRACTION,
+            "mcp_servers": MCP_SERVERS_SCHEMA,
         }
     ),
     target="trainers.envs.arithmetic:ArithmeticCalculatorEnv",
@@ -197,6 +277,7 @@ COUNTDOWN = KindSpec(
                 1.0,
             ),
             "eval_fraction": _EVAL_FRACTION,
+            "mcp_servers": MCP_SERVERS_SCHEMA,
         }
     ),
     target="trainers.envs.countdown:CountdownEnv",
@@ -214,7 +295,11 @@ FROZEN_LAKE = KindSpec(
         {
             "size": _int("Grid size", "Width and height of the square grid.", 4, 3, 8),
             "hole_fraction": _number(
-                "Hole fraction", "Share of cells that are holes (a path to the goal always exists).", 0.2, 0.0, 0.5
+                "Hole fraction",
+                "Share of cells that are holes (a path to the goal always exists).",
+                0.2,
+                0.0,
+                0.5,
             ),
             "interface": {
                 "type": "string",
@@ -227,9 +312,15 @@ FROZEN_LAKE = KindSpec(
             "max_turns": _max_turns(12, 64),
             "few_shot": _FEW_SHOT,
             "max_moves_per_turn": _int(
-                "Max moves per message (text interface)", "Moves beyond this in one message are ignored.", 8, 1, 64
+                "Max moves per message (text interface)",
+                "Moves beyond this in one message are ignored.",
+                8,
+                1,
+                64,
             ),
-            "reward_goal": _number("Reward for reaching the goal", "Environment reward at G.", 1.0, 0.0, 10.0),
+            "reward_goal": _number(
+                "Reward for reaching the goal", "Environment reward at G.", 1.0, 0.0, 10.0
+            ),
             "reward_progress": _number(
                 "Partial credit for progress",
                 "At the end of an episode that missed the goal, this times the share of the shortest-path "
@@ -244,7 +335,15 @@ FROZEN_LAKE = KindSpec(
     target="trainers.envs.frozen_lake:FrozenLakeEnv",
 )
 
-PYTHON_TASK_TYPES = ["sum_of_squares", "count_primes", "fibonacci", "factorial_mod", "gcd", "digit_sum_power", "count_divisors"]
+PYTHON_TASK_TYPES = [
+    "sum_of_squares",
+    "count_primes",
+    "fibonacci",
+    "factorial_mod",
+    "gcd",
+    "digit_sum_power",
+    "count_divisors",
+]
 
 PYTHON_TOOL = KindSpec(
     name="python_tool",
@@ -267,13 +366,16 @@ PYTHON_TOOL = KindSpec(
             "max_turns": _max_turns(4),
             "few_shot": _FEW_SHOT,
             "max_tool_calls": _max_tool_calls(3),
-            "max_code_chars": _int("Max code length", "Longest program accepted, in characters.", 2000, 10, 20000),
+            "max_code_chars": _int(
+                "Max code length", "Longest program accepted, in characters.", 2000, 10, 20000
+            ),
             "timeout_s": _number("Time limit (s)", "Wall-clock limit per program run.", 5.0, 0.5, 60.0),
             "memory_mb": _int("Memory limit (MiB)", "Address-space limit per program run.", 256, 64, 4096),
             "require_answer_tag": _REQUIRE_ANSWER_TAG,
             "reward_correct": _REWARD_CORRECT,
             "reward_valid_tool_call": _REWARD_VALID_TOOL_CALL,
             "eval_fraction": _EVAL_FRACTION,
+            "mcp_servers": MCP_SERVERS_SCHEMA,
         }
     ),
     target="trainers.envs.python_tool:PythonToolEnv",
@@ -283,8 +385,8 @@ FROM_DATASET = KindSpec(
     name="from_dataset",
     title="Tasks from a JSONL file",
     description=(
-        "Your own tasks: a JSONL file on the workers with one {\"prompt\": …, \"answer\": …} object per "
-        "line (optional \"id\" and \"tools\"). The eval split is chosen by a hash of each prompt."
+        'Your own tasks: a JSONL file on the workers with one {"prompt": …, "answer": …} object per '
+        'line (optional "id" and "tools"). The eval split is chosen by a hash of each prompt.'
     ),
     config_schema=_object(
         {
@@ -299,19 +401,12 @@ FROM_DATASET = KindSpec(
             "tools": {
                 "type": "array",
                 "title": "Tools",
-                "description": "Tools offered on every task (a line's own \"tools\" list narrows this).",
+                "description": 'Tools offered on every task (a line\'s own "tools" list narrows this).',
                 "items": {"type": "string", "enum": ["calculator", "python"]},
                 "uniqueItems": True,
                 "default": [],
             },
-            "match": {
-                "type": "string",
-                "title": "Answer check",
-                "description": "How the environment's own reward compares the final answer with the "
-                "line's answer: exact (normalised text), numeric (tolerance 1e-6) or contains.",
-                "enum": ["exact", "numeric", "contains"],
-                "default": "exact",
-            },
+            "match": _MATCH,
             "system_prompt": {
                 "type": "string",
                 "title": "System prompt",
@@ -324,12 +419,450 @@ FROM_DATASET = KindSpec(
             "max_tool_calls": _max_tool_calls(3),
             "reward_correct": _REWARD_CORRECT,
             "eval_fraction": _EVAL_FRACTION,
+            "mcp_servers": MCP_SERVERS_SCHEMA,
         },
         required=["path"],
     ),
     target="trainers.envs.from_dataset:DatasetEnv",
 )
 
-BUILTIN_ENVIRONMENTS: list[KindSpec] = [ARITHMETIC_CALCULATOR, COUNTDOWN, FROZEN_LAKE, PYTHON_TOOL, FROM_DATASET]
+MCP_TOOLS = KindSpec(
+    name="mcp_tools",
+    title="Tasks with tools from MCP servers",
+    description=(
+        "Try an MCP server with no code: a few tasks written here (or a JSONL file), the tools a Model Context "
+        "Protocol server lists (stdio command or Streamable HTTP URL, each tool allowed by name), the final "
+        "answer checked against the task's answer and scored by the rubric."
+    ),
+    config_schema=_object(
+        {
+            "tasks": {
+                "type": "array",
+                "title": "Tasks",
+                "description": '[{"prompt": …, "answer": …, "id"?: …}, …]; the eval split is chosen by a hash '
+                "of each prompt. Leave empty to read `path` instead.",
+                "items": {"type": "object"},
+                "maxItems": 10000,
+                "default": [],
+            },
+            "path": {
+                "type": "string",
+                "title": "Dataset path",
+                "description": "A JSONL file of tasks on the workers (used when `tasks` is empty).",
+                "maxLength": 1000,
+                "default": "",
+            },
+            "mcp_servers": {**MCP_SERVERS_SCHEMA, "minItems": 1},
+            "match": _MATCH,
+            "system_prompt": {
+                "type": "string",
+                "title": "System prompt",
+                "description": "Instructions placed before the answer format (may be empty).",
+                "maxLength": 10000,
+                "default": "",
+            },
+            "max_turns": _max_turns(4),
+            "max_tool_calls": _max_tool_calls(4),
+            "reward_correct": _REWARD_CORRECT,
+            "eval_fraction": _EVAL_FRACTION,
+        },
+        required=["mcp_servers"],
+    ),
+    target="trainers.envs.from_dataset:McpToolsEnv",
+)
 
-__all__ = ["BUILTIN_ENVIRONMENTS"]
+# ---- ecosystem kinds: environments people bring (the `envs` extra installs their packages) -------
+
+
+def _text(
+    title: str, description: str, default: str = "", max_length: int = 2000, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "type": "string",
+        "title": title,
+        "description": description,
+        "default": default,
+        "maxLength": max_length,
+        **extra,
+    }
+
+
+def _enum(title: str, description: str, options: list[str], default: str) -> dict[str, Any]:
+    return {"type": "string", "title": title, "description": description, "enum": options, "default": default}
+
+
+OPENENV = KindSpec(
+    name="openenv",
+    title="OpenEnv server",
+    description=(
+        "Any OpenEnv environment server (reset / step / state over HTTP, or one /ws session per episode). "
+        "Give its address, or a Python app or command that each rollout worker starts on a free local "
+        "port. The model's message becomes the action; the server's reward and done drive the episode."
+    ),
+    config_schema=_object(
+        {
+            "url": _text(
+                "Server address",
+                "Base URL of a running server, e.g. http://127.0.0.1:8000. Leave "
+                "empty to start the server below instead.",
+                max_length=500,
+            ),
+            "server_app": _text(
+                "Server app to start",
+                "A Python ASGI app as module:attribute, e.g. "
+                "my_env.server.app:app, run with uvicorn on a free 127.0.0.1 port by each rollout "
+                "worker and stopped when it exits.",
+                max_length=300,
+            ),
+            "server_command": _text(
+                "Server command to start",
+                "A command line that starts the server; write "
+                "{port} where it should listen, e.g. python -m my_env.server --port {port}.",
+                max_length=2000,
+            ),
+            "server_cwd": _text(
+                "Server working directory",
+                "Directory the started server runs in (and imports from); empty: the worker's own.",
+                max_length=1000,
+            ),
+            "transport": _enum(
+                "Transport",
+                "auto: a /ws session per episode when the server offers one, else "
+                "HTTP. http: stateless POST /reset and /step (only for servers that keep the "
+                "episode's state themselves).",
+                ["auto", "ws", "http"],
+                "auto",
+            ),
+            "action_format": _enum(
+                "How the model acts",
+                "text: the whole message is sent as one text field of the action. json: the model writes the "
+                "action as a JSON object, checked against the server's action schema. tools: the server's MCP "
+                "tools are offered as tools; each call is one step.",
+                ["text", "json", "tools"],
+                "text",
+            ),
+            "action_field": _text(
+                "Action text field",
+                "For text actions: the action field that receives the "
+                'message. Empty: the action schema\'s only text field (or "message").',
+                max_length=200,
+            ),
+            "observation_field": _text(
+                "Observation text field",
+                "Which observation field the model reads. "
+                "Empty: its only field when it has one, else the whole observation as "
+                "JSON.",
+                max_length=200,
+            ),
+            "system_prompt": _text(
+                "System prompt",
+                "Instructions for the model, placed before the action format.",
+                max_length=10000,
+            ),
+            "task_prompt": _text(
+                "Text before the first observation",
+                "Placed before what the server says at reset (e.g. the goal of the game).",
+                max_length=10000,
+            ),
+            "reset_args": {
+                "type": "object",
+                "title": "Extra reset arguments",
+                "description": "Sent with every reset besides seed and episode_id (JSON object).",
+                "default": {},
+            },
+            "max_turns": _max_turns(8, 64),
+            "max_tool_calls": _max_tool_calls(8),
+            "connect_timeout_s": _number(
+                "Connect timeout (s)", "Longest wait to connect to the server.", 5.0, 0.1, 120.0
+            ),
+            "step_timeout_s": _number(
+                "Step timeout (s)", "Longest wait for the server's answer to one step.", 30.0, 0.1, 3600.0
+            ),
+            "startup_timeout_s": _number(
+                "Startup timeout (s)",
+                "Longest wait for a started server to become "
+                "healthy (openenv-core servers import gradio: tens of seconds on a "
+                "busy machine).",
+                120.0,
+                1.0,
+                600.0,
+            ),
+            "eval_fraction": _EVAL_FRACTION,
+        }
+    ),
+    target="trainers.envs.openenv:OpenEnvEnvironment",
+)
+
+VERIFIERS = KindSpec(
+    name="verifiers",
+    title="verifiers environment package",
+    description=(
+        "An installed verifiers environment (a package exposing load_environment()): its dataset gives the "
+        "tasks, its multi-turn or tool protocol runs the episode, and its rubric's reward functions and "
+        "weights score it (each one also available as a verifiers_rubric criterion)."
+    ),
+    config_schema=_object(
+        {
+            "environment": _text(
+                "Environment",
+                "The installed environment's id or module, e.g. vf-wordle or vf_wordle (as in `vf-eval`).",
+                max_length=200,
+                minLength=1,
+                pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$",
+            ),
+            "env_args": {
+                "type": "object",
+                "title": "Environment arguments",
+                "description": "Keyword arguments for load_environment() (JSON object).",
+                "default": {},
+            },
+            "max_turns": _int(
+                "Max turns", "Assistant messages per episode; 0 keeps the environment's own limit.", 0, 0, 64
+            ),
+            "max_tool_calls": _max_tool_calls(8),
+            "eval_fraction": _number(
+                "Eval fraction",
+                "When the environment has no eval dataset: the share of "
+                "its dataset (by a hash of each prompt) held out for eval.",
+                0.1,
+                0.01,
+                0.5,
+            ),
+            "step_timeout_s": _number(
+                "Step timeout (s)",
+                "Longest wait for the environment's answer (tool call, env response or scoring) in one step.",
+                60.0,
+                1.0,
+                3600.0,
+            ),
+        },
+        required=["environment"],
+    ),
+    target="trainers.envs.verifiers_env:VerifiersEnvironment",
+)
+
+REASONING_GYM = KindSpec(
+    name="reasoning_gym",
+    title="reasoning-gym task",
+    description=(
+        "One of reasoning-gym's procedural task generators (arithmetic, puzzles, logic…): tasks come from "
+        "the generator's config and seed, the answer goes in <answer>…</answer>, and the generator's own "
+        "score_answer grades it. Everything is generated locally."
+    ),
+    config_schema=_object(
+        {
+            "dataset": _text(
+                "Task generator",
+                "reasoning-gym dataset name, e.g. basic_arithmetic, leg_counting, chain_sum.",
+                "basic_arithmetic",
+                max_length=100,
+                minLength=1,
+                pattern=r"^[a-z0-9_]+$",
+            ),
+            "dataset_config": {
+                "type": "object",
+                "title": "Generator config",
+                "description": "The generator's "
+                'own options (JSON object), e.g. {"min_terms": 2, "max_terms": 2}.',
+                "default": {},
+            },
+            "system_prompt": _text(
+                "System prompt",
+                "Instructions for the model. Empty: reasoning-gym's own "
+                "default, asking for the answer in <answer>…</answer>.",
+                max_length=10000,
+            ),
+            "require_answer_tag": _REQUIRE_ANSWER_TAG,
+            "few_shot": _bool(
+                "Worked example as chat turns",
+                "Before the task, show one solved train task as "
+                "real messages (question, then the answer in <answer>…</answer>). SmolLM2-135M put "
+                "0 of 32 answers in the tag without it.",
+                True,
+            ),
+            "max_turns": _max_turns(1, 8),
+            "reward_correct": _REWARD_CORRECT,
+            "pool_size": _int(
+                "Task pool size",
+                "How many tasks to generate per seed before train and eval "
+                "are split by a hash of each question.",
+                2000,
+                10,
+                1_000_000,
+            ),
+            "eval_fraction": _EVAL_FRACTION,
+        }
+    ),
+    target="trainers.envs.reasoning_gym_env:ReasoningGymEnvironment",
+)
+
+TEXTARENA_GAMES = [
+    "GuessTheNumber-v0",
+    "Mastermind-v0",
+    "Minesweeper-v0",
+    "Sudoku-v0",
+    "TowerOfHanoi-v0",
+    "FifteenPuzzle-v0",
+    "LightsOut-v0",
+    "FrozenLake-v0",
+    "Countdown-v0",
+    "Cryptarithm-v0",
+    "Crosswords-v0",
+    "LogicPuzzle-v0",
+    "PegJump-v0",
+    "RushHour-v0",
+    "Slitherlink-v0",
+    "Sokoban-v0",
+    "Blackjack-v0",
+    "Bandit-v0",
+    "Secretary-v0",
+]
+
+TEXTARENA = KindSpec(
+    name="textarena",
+    title="TextArena single-player game",
+    description=(
+        "A single-player text game from TextArena (guess the number, Mastermind, Minesweeper, Sudoku, "
+        "Tower of Hanoi…), played turn by turn: the model's message is its move, the game's messages come "
+        "back, and the game's own reward ends the episode. Only games that run offline are listed."
+    ),
+    config_schema=_object(
+        {
+            "game": _enum("Game", "The TextArena game id.", TEXTARENA_GAMES, "GuessTheNumber-v0"),
+            "game_args": {
+                "type": "object",
+                "title": "Game options",
+                "description": "Keyword arguments of the "
+                'game (JSON object), e.g. {"max_turns": 10} for GuessTheNumber.',
+                "default": {},
+            },
+            "system_prompt": _text("System prompt", "Placed before the game's own rules.", max_length=10000),
+            "max_turns": _max_turns(12, 200),
+            "eval_fraction": _EVAL_FRACTION,
+        }
+    ),
+    target="trainers.envs.textarena_env:TextArenaEnvironment",
+)
+
+
+AGENT = KindSpec(
+    name="agent",
+    title="Your own agent (OpenAI-compatible)",
+    description=(
+        "Train an agent you already have, unchanged: for each episode it gets the task and an OpenAI client "
+        "whose base URL is the run's gateway; every model call is sampled from the current policy and recorded "
+        "as tokens (tool results masked from the loss). Set an entry point (a Python function run(task, client)) "
+        "or a command. A crash or time-out marks that episode as an error and the run goes on."
+    ),
+    config_schema=_object(
+        {
+            "entry_point": {
+                "type": "string",
+                "title": "Entry point",
+                "description": "module:function, called as run(task, client) with the task as a dict and an "
+                'openai.OpenAI client; it may return the reward (a number, or a dict with "reward" and e.g. '
+                '"correct"). Leave empty to run a command instead.',
+                "pattern": r"^$|^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$",
+                "maxLength": 500,
+                "default": "",
+            },
+            "command": {
+                "type": "array",
+                "title": "Command",
+                "description": "Program and arguments run once per episode (no shell); {base_url}, {task_json}, "
+                "{session_id} and {gateway_url} are replaced, and OPENAI_BASE_URL / OPENAI_API_KEY are set. It "
+                "reports a reward with POST {gateway_url}/v1/sessions/{session_id}/reward.",
+                "items": {"type": "string", "minLength": 1, "maxLength": 4000},
+                "maxItems": 64,
+                "default": [],
+            },
+            "isolation": {
+                "type": "string",
+                "title": "Run the entry point in",
+                "description": "`thread`: the trainer's process (fast; a hung agent is abandoned after its time-out). "
+                "`process`: a child Python per episode, killed when it times out.",
+                "enum": ["thread", "process"],
+                "default": "thread",
+            },
+            "tasks": {
+                "type": "array",
+                "title": "Tasks",
+                "description": '[{"prompt": …, "answer"?: …, "id"?: …, any other field}, …], handed to the agent '
+                "as they are. Leave empty to read `path` instead. The eval split is chosen by a hash of each prompt.",
+                "items": {"type": "object"},
+                "maxItems": 10000,
+                "default": [],
+            },
+            "path": {
+                "type": "string",
+                "title": "Tasks file",
+                "description": "A JSONL file of tasks on the workers (used when `tasks` is empty).",
+                "maxLength": 1000,
+                "default": "",
+            },
+            "timeout_s": _number(
+                "Time-out per episode (s)",
+                "An episode still running after this long ends as an error.",
+                300.0,
+                1.0,
+                86400.0,
+            ),
+            "max_turns": _max_turns(8, 64),
+            "max_parallel": _int(
+                "Episodes at once", "How many agents run together (0: all episodes of a step).", 0, 0, 4096
+            ),
+            "gateway_port": _int(
+                "Gateway port", "Port of the gateway on 127.0.0.1 (0: any free port).", 0, 0, 65535
+            ),
+            "batch_window_ms": _number(
+                "Batching window (ms)",
+                "The least time a model call waits for other "
+                "agents' calls to share its batch when not every agent has one waiting (2 % "
+                "of the last batch's sampling time when that is longer).",
+                20.0,
+                0.0,
+                2000.0,
+            ),
+            "model_name": {
+                "type": "string",
+                "title": "Model name",
+                "description": "The name GET /v1/models lists (requests may name any model).",
+                "minLength": 1,
+                "maxLength": 200,
+                "default": "policy",
+            },
+            "cwd": {
+                "type": "string",
+                "title": "Working directory",
+                "description": "Where the command (or the process-isolated entry point) runs; empty: the trainer's.",
+                "maxLength": 1000,
+                "default": "",
+            },
+            "env": {
+                "type": "object",
+                "title": "Environment variables",
+                "description": "Extra environment variables of the command or process.",
+                "additionalProperties": {"type": "string", "maxLength": 4000},
+                "default": {},
+            },
+            "eval_fraction": _EVAL_FRACTION,
+        }
+    ),
+    target="trainers.envs.agent:AgentEnv",
+)
+
+BUILTIN_ENVIRONMENTS: list[KindSpec] = [
+    ARITHMETIC_CALCULATOR,
+    COUNTDOWN,
+    FROZEN_LAKE,
+    PYTHON_TOOL,
+    FROM_DATASET,
+    MCP_TOOLS,
+    OPENENV,
+    VERIFIERS,
+    REASONING_GYM,
+    TEXTARENA,
+    AGENT,
+]
+
+__all__ = ["BUILTIN_ENVIRONMENTS", "MCP_SERVERS_SCHEMA"]

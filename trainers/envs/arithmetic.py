@@ -16,7 +16,7 @@ from trainers.envs.base import Split, ToolEnvironment, answer_text, draw_tasks, 
 from trainers.envs.safe_math import ExpressionError, evaluate
 from trainers.envs.tools import calculator_spec, run_calculator
 from trainers.rubrics.criteria import find_numbers, parse_number
-from trainers.toolcalls import ToolExample, extract_answer, format_tools_prompt
+from trainers.toolcalls import ToolExample, extract_answer
 from trainers.types import Task, ToolCall
 
 ANSWER_INSTRUCTION = "Use the calculator, then answer in <answer></answer>."
@@ -26,6 +26,17 @@ OPERATOR_ORDER = ["+", "-", "*", "/"]
 
 class ArithmeticCalculatorEnv(ToolEnvironment):
     kind = "arithmetic_calculator"
+
+    @classmethod
+    def check_config(cls, config: dict[str, Any]) -> dict[str, list[str]]:
+        errors: dict[str, list[str]] = {}
+        for low, high, label in (
+            ("min_digits", "max_digits", "min digits"),
+            ("min_operands", "max_operands", "min operands"),
+        ):
+            if config[low] > config[high]:
+                errors[high] = [f"Must be at least {label} ({config[low]}), not {config[high]}."]
+        return errors
 
     def __init__(
         self,
@@ -44,9 +55,14 @@ class ArithmeticCalculatorEnv(ToolEnvironment):
         reward_valid_tool_call: float = 0.1,
         reward_answer_format: float = 0.1,
         eval_fraction: float = 0.1,
+        mcp_servers: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(
-            max_turns=max_turns, max_tool_calls=max_tool_calls, reward_valid_tool_call=reward_valid_tool_call, few_shot=few_shot
+            max_turns=max_turns,
+            max_tool_calls=max_tool_calls,
+            reward_valid_tool_call=reward_valid_tool_call,
+            few_shot=few_shot,
+            mcp_servers=mcp_servers,
         )
         if min_digits > max_digits or min_operands > max_operands:
             raise ValueError("min_digits / min_operands must not exceed max_digits / max_operands")
@@ -69,7 +85,7 @@ class ArithmeticCalculatorEnv(ToolEnvironment):
     def system_prompt(self) -> str:
         return (
             "You solve arithmetic questions. Use the calculator tool to compute, then give the final answer.\n\n"
-            + format_tools_prompt(self.tools, self.example)
+            + self.tools_prompt()
         )
 
     # ---- tasks ----
@@ -115,7 +131,9 @@ class ArithmeticCalculatorEnv(ToolEnvironment):
             expression, answer = self._expression(rng, difficulty)
             prompt = f"What is {expression}? {ANSWER_INSTRUCTION}"
             meta = {"expression": expression, "difficulty": round(difficulty, 4)}
-            return expression, Task(id=task_id(self.kind, expression), prompt=prompt, answer=answer, meta=meta)
+            return expression, Task(
+                id=task_id(self.kind, expression), prompt=prompt, answer=answer, meta=meta
+            )
 
         return draw_tasks(make, kind=self.kind, split=split, n=n, seed=seed, eval_fraction=self.eval_fraction)
 

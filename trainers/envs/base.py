@@ -14,6 +14,10 @@ episode and records the Trajectory; the trainer's rollout code uses it or mirror
 
 Tool permissions (which tools, how many calls per episode, argument limits such as expression
 length) are enforced inside step(): a refused call becomes an error observation, never an exception.
+
+How tools are shown and calls are written (the studio `<tool_call>` format or the model's native
+one) is the business of `env.tool_format` (`trainers.toolformats`); the rollout driver sets it with
+`env.use_tool_format(fmt)` and a ToolEnvironment never looks at the syntax itself.
 """
 
 from __future__ import annotations
@@ -25,17 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from trainers.toolcalls import (
-    ANSWER_CLOSE,
-    ANSWER_OPEN,
-    TOOL_ERROR_PREFIX,
-    ParseError,
-    ToolExample,
-    extract_answer,
-    format_tool_call,
-    format_tool_result,
-    parse_tool_calls,
-)
+from trainers.toolcalls import TOOL_ERROR_PREFIX, ParseError, ToolExample, extract_answer
+from trainers.toolformats import STUDIO, ToolFormat
 from trainers.types import Task, ToolCall, ToolSpec, Trajectory, Turn
 
 Split = Literal["train", "eval"]
@@ -47,8 +42,8 @@ class StepResult:
     observation: str | None  # the next message for the model (None when the episode is over without one)
     reward: float
     done: bool
-    # Keys the episode driver reads: tool_name, tool_args, tool_error (bool), truncated (bool);
-    # environments add their own (correct, answer…).
+    # Keys the episode driver reads: tool_name, tool_args, tool_call_id, tool_error (bool), truncated
+    # (bool); environments add their own (correct, answer…).
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -100,7 +95,9 @@ def draw_tasks(
             repeat = repeat or (key, task)
         chosen = chosen or repeat
         if chosen is None:
-            raise ValueError(f"Could not generate a {split} task for {kind}: the task space is too small for this config.")
+            raise ValueError(
+                f"Could not generate a {split} task for {kind}: the task space is too small for this config."
+            )
         seen.add(chosen[0])
         tasks.append(chosen[1])
     return tasks
@@ -112,6 +109,18 @@ class Environment:
     kind: ClassVar[str] = ""
     tools: list[ToolSpec]
     max_turns: int
+    tool_format: ToolFormat = STUDIO  # how tools are shown and calls parsed (trainers.toolformats)
+
+    def use_tool_format(self, tool_format: ToolFormat) -> bool:
+        """Adopt the run's tool-call format; False when this environment reads calls its own way
+        (the driver then renders it with the studio format)."""
+        return False
+
+    @classmethod
+    def check_config(cls, config: dict[str, Any]) -> dict[str, list[str]]:
+        """Errors the kind's JSON schema cannot express (min > max), by field name; the registry runs it
+        after the schema so the form, the API and the CLI refuse what the constructor would."""
+        return {}
 
     def system_prompt(self) -> str:
         raise NotImplementedError
@@ -137,16 +146,6 @@ class Environment:
         return []
 
 
-def tool_example_messages(example: ToolExample) -> list[dict[str, str]]:
-    """The four messages of a worked tool-use example: question, call, result, answer."""
-    return [
-        {"role": "user", "content": example.question},
-        {"role": "assistant", "content": format_tool_call(example.call)},
-        {"role": "tool", "content": format_tool_result(example.result)},
-        {"role": "assistant", "content": f"{ANSWER_OPEN}{example.answer}{ANSWER_CLOSE}"},
-    ]
-
-
 class ToolEnvironment(Environment):
     """An environment where each assistant message either calls one tool or gives the final answer.
 
@@ -160,14 +159,40 @@ class ToolEnvironment(Environment):
     example: ToolExample | None = None  # the worked example (system prompt and few-shot turns)
 
     def __init__(
-        self, *, max_turns: int, max_tool_calls: int, reward_valid_tool_call: float = 0.0, few_shot: bool = True
+        self,
+        *,
+        max_turns: int,
+        max_tool_calls: int,
+        reward_valid_tool_call: float = 0.0,
+        few_shot: bool = True,
+        mcp_servers: list[dict[str, Any]] | None = None,
     ) -> None:
         self.max_turns, self.max_tool_calls = max_turns, max_tool_calls
         self.few_shot = few_shot
         self.reward_valid_tool_call = reward_valid_tool_call
         self.tools = []
         self.task: Task | None = None
+        self.mcp = None
+        if mcp_servers:
+            from trainers.envs.mcp import McpToolbox
+
+            self.mcp = McpToolbox.connect(mcp_servers)
         self._reset_counters()
+
+    @property
+    def tools(self) -> list[ToolSpec]:  # type: ignore[override]
+        """The environment's own tools, then those its MCP servers allow."""
+        return [*self._own_tools, *(self.mcp.tools if self.mcp is not None else [])]
+
+    @tools.setter
+    def tools(self, value: list[ToolSpec]) -> None:
+        self._own_tools = list(value)
+
+    def close(self) -> None:
+        """Release what the environment holds (its MCP sessions); the driver calls it after the episode."""
+        if self.mcp is not None:
+            self.mcp.close()
+            self.mcp = None
 
     def _reset_counters(self) -> None:
         self.turn = 0
@@ -180,12 +205,26 @@ class ToolEnvironment(Environment):
     def reset(self, task: Task, seed: int) -> str:
         self.task = task
         self._reset_counters()
+        if self.mcp is not None:
+            clash = {t.name for t in self._own_tools} & {t.name for t in self.mcp.tools}
+            if clash:
+                raise ValueError(f"MCP tools {sorted(clash)} clash with the environment's own tools")
+            self.mcp.reset()
         return task.prompt
 
-    def example_messages(self) -> list[dict[str, str]]:
+    def use_tool_format(self, tool_format: ToolFormat) -> bool:
+        self.tool_format = tool_format
+        return True
+
+    def tools_prompt(self) -> str:
+        """The tools section of the system prompt, in the run's tool format (may be empty when the
+        chat template shows the tools itself)."""
+        return self.tool_format.tools_prompt(self.tools, self.example)
+
+    def example_messages(self) -> list[dict[str, Any]]:
         if not self.few_shot or self.example is None or not self.tools:
             return []
-        return tool_example_messages(self.example)
+        return self.tool_format.example_messages(self.example)
 
     # subclasses implement these two
     def run_tool(self, call: ToolCall) -> str:
@@ -198,7 +237,7 @@ class ToolEnvironment(Environment):
         if self.task is None or self.done:
             raise RuntimeError("The episode is over (or never started): call reset() first.")
         self.turn += 1
-        parsed = parse_tool_calls(assistant_text, self.tools)
+        parsed = self.tool_format.parse(assistant_text, self.tools)
         reward, info = 0.0, {}
         observation: str | None
         if isinstance(parsed, ParseError):
@@ -207,7 +246,13 @@ class ToolEnvironment(Environment):
             info = {"tool_error": True, "tool_name": parsed.tool_name}
         elif parsed:
             call = parsed[0]
-            info = {"tool_name": call.name, "tool_args": call.arguments, "tool_error": False}
+            call_id = call.id or self.tool_format.call_id(self.turn)
+            info = {
+                "tool_name": call.name,
+                "tool_args": call.arguments,
+                "tool_call_id": call_id,
+                "tool_error": False,
+            }
             if self.tool_calls_made >= self.max_tool_calls:
                 observation = (
                     f"{TOOL_ERROR_PREFIX} You have used all {self.max_tool_calls} tool calls. "
@@ -218,7 +263,12 @@ class ToolEnvironment(Environment):
             else:
                 self.tool_calls_made += 1
                 try:
-                    observation = format_tool_result(self.run_tool(call))
+                    run = (
+                        self.mcp.call
+                        if self.mcp is not None and self.mcp.offers(call.name)
+                        else self.run_tool
+                    )
+                    observation = self.tool_format.format_result(run(call))
                     if not self.rewarded_tool_call:
                         reward += self.reward_valid_tool_call
                         self.rewarded_tool_call = True
@@ -227,7 +277,9 @@ class ToolEnvironment(Environment):
                     info["tool_error"] = True
                     self.failed_calls += 1
             if len(parsed) > 1:
-                observation += f"\n(Only the first tool call in a message runs; {len(parsed) - 1} more ignored.)"
+                observation += (
+                    f"\n(Only the first tool call in a message runs; {len(parsed) - 1} more ignored.)"
+                )
         else:
             grade_reward, grade_info = self.grade(assistant_text)
             self.done = True
@@ -278,7 +330,10 @@ def run_episode(
     turns = [Turn("system", system), Turn("user", first)]
     messages = [
         {"role": "system", "content": system},
-        *({"role": tool_message_role if m["role"] == "tool" else m["role"], "content": m["content"]} for m in examples),
+        *(
+            {"role": tool_message_role if m["role"] == "tool" else m["role"], "content": m["content"]}
+            for m in examples
+        ),
         {"role": "user", "content": first},
     ]
     step_rewards: list[float] = []
@@ -289,13 +344,22 @@ def run_episode(
             raise TypeError(f"The policy must return a string, not {type(text).__name__}.")
         result = env.step(text)
         info = result.info
-        turns.append(Turn("assistant", text, tool_name=info.get("tool_name"), tool_args=info.get("tool_args")))
+        turns.append(
+            Turn("assistant", text, tool_name=info.get("tool_name"), tool_args=info.get("tool_args"))
+        )
         messages.append({"role": "assistant", "content": text})
         step_rewards.append(float(result.reward))
         if result.observation is not None:
             is_tool = "tool_name" in info or info.get("tool_error")
             if is_tool:
-                turns.append(Turn("tool", result.observation, tool_name=info.get("tool_name"), tool_result=result.observation))
+                turns.append(
+                    Turn(
+                        "tool",
+                        result.observation,
+                        tool_name=info.get("tool_name"),
+                        tool_result=result.observation,
+                    )
+                )
             else:
                 turns.append(Turn("user", result.observation))
             messages.append({"role": tool_message_role if is_tool else "user", "content": result.observation})

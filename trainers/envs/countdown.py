@@ -17,7 +17,7 @@ from typing import Any
 from trainers.envs.base import Split, ToolEnvironment, draw_tasks, task_id
 from trainers.envs.safe_math import ExpressionError, evaluate, literals, parse_expression
 from trainers.envs.tools import calculator_spec, run_calculator
-from trainers.toolcalls import ToolExample, extract_answer, format_tools_prompt
+from trainers.toolcalls import ToolExample, extract_answer
 from trainers.types import Task, ToolCall
 
 
@@ -74,8 +74,14 @@ class CountdownEnv(ToolEnvironment):
         reward_correct: float = 1.0,
         reward_valid_expression: float = 0.1,
         eval_fraction: float = 0.1,
+        mcp_servers: list[dict[str, Any]] | None = None,
     ) -> None:
-        super().__init__(max_turns=max_turns, max_tool_calls=max_tool_calls if calculator_tool else 0, few_shot=few_shot)
+        super().__init__(
+            max_turns=max_turns,
+            max_tool_calls=max_tool_calls if calculator_tool or mcp_servers else 0,
+            few_shot=few_shot,
+            mcp_servers=mcp_servers,
+        )
         self.num_numbers, self.max_number, self.max_target = num_numbers, max_number, max_target
         self.max_expression_chars = max_expression_chars
         self.reward_correct, self.reward_valid_expression = reward_correct, reward_valid_expression
@@ -90,7 +96,7 @@ class CountdownEnv(ToolEnvironment):
         )
         if not self.tools:
             return rules
-        return rules + "\n\n" + format_tools_prompt(self.tools, self.example)
+        return rules + "\n\n" + self.tools_prompt()
 
     example = ToolExample(
         f"Numbers: 3, 5, 7. Target: 20. {ANSWER_INSTRUCTION}",
@@ -143,10 +149,18 @@ class CountdownEnv(ToolEnvironment):
         expression = extract_answer(text)
         if expression is None:
             self.last_answer = None
-            return 0.0, {"correct": False, "valid": False, "message": "No <answer>…</answer> with an expression."}
+            return 0.0, {
+                "correct": False,
+                "valid": False,
+                "message": "No <answer>…</answer> with an expression.",
+            }
         self.last_answer = expression
-        check = check_countdown(expression, self.task.meta["numbers"], self.task.meta["target"], self.max_expression_chars)
-        reward = self.reward_correct if check.correct else self.reward_valid_expression if check.valid else 0.0
+        check = check_countdown(
+            expression, self.task.meta["numbers"], self.task.meta["target"], self.max_expression_chars
+        )
+        reward = (
+            self.reward_correct if check.correct else self.reward_valid_expression if check.valid else 0.0
+        )
         return reward, {"correct": check.correct, "valid": check.valid, "message": check.message}
 
     def state(self) -> dict[str, Any]:

@@ -19,15 +19,8 @@ from collections import deque
 from typing import Any
 
 from trainers.envs.base import Environment, Split, StepResult, draw_tasks, task_id
-from trainers.toolcalls import (
-    TOOL_ERROR_PREFIX,
-    ParseError,
-    extract_answer,
-    format_tool_call,
-    format_tool_result,
-    format_tools_prompt,
-    parse_tool_calls,
-)
+from trainers.toolcalls import TOOL_ERROR_PREFIX, ParseError, extract_answer
+from trainers.toolformats import ToolFormat
 from trainers.types import Task, ToolCall, ToolSpec
 
 MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
@@ -116,41 +109,56 @@ class FrozenLakeEnv(Environment):
                 " Write your moves in <answer></answer>, for example <answer>right right down</answer>. "
                 "You will see the grid after your moves."
             )
-        example = "\n".join(
-            [
-                "",
-                "Example:",
-                "User: Reach G from S.\nS .\nH G",
-                f"Assistant: {format_tool_call(ToolCall('move', {'direction': 'right'}))}",
-                f"Tool: {format_tool_result('You moved right.' + chr(10) + 'S P' + chr(10) + 'H G')}",
-                f"Assistant: {format_tool_call(ToolCall('move', {'direction': 'down'}))}",
-                f"Tool: {format_tool_result('You moved down and reached the goal!' + chr(10) + 'S .' + chr(10) + 'H P')}",
-            ]
+        fmt = self.tool_format
+        right, down = ToolCall("move", {"direction": "right"}), ToolCall("move", {"direction": "down"})
+        example = (
+            ""
+            if fmt.native
+            else "\n".join(
+                [
+                    "",
+                    "Example:",
+                    "User: Reach G from S.\nS .\nH G",
+                    f"Assistant: {fmt.call_text(right)}",
+                    f"Tool: {fmt.format_result('You moved right.' + chr(10) + 'S P' + chr(10) + 'H G')}",
+                    f"Assistant: {fmt.call_text(down)}",
+                    f"Tool: {fmt.format_result('You moved down and reached the goal!' + chr(10) + 'S .' + chr(10) + 'H P')}",
+                ]
+            )
         )
         return (
             rules
             + " Move with the move tool, one move per message; the walk ends at G, in a hole, or when you "
-            "reply without a move.\n\n"
-            + format_tools_prompt(self.tools)
-            + "\n"
-            + example
+            "reply without a move.\n\n" + fmt.tools_prompt(self.tools) + "\n" + example
         )
 
-    def example_messages(self) -> list[dict[str, str]]:
+    def use_tool_format(self, tool_format: ToolFormat) -> bool:
+        self.tool_format = tool_format
+        return True
+
+    def example_messages(self) -> list[dict[str, Any]]:
         if not self.few_shot:
             return []
         grid = ["S.", "HG"]
         if self.interface == "text":
             return [
-                {"role": "user", "content": f"Reach G from S.\n{render(grid)}\nWrite your moves in <answer></answer>."},
+                {
+                    "role": "user",
+                    "content": f"Reach G from S.\n{render(grid)}\nWrite your moves in <answer></answer>.",
+                },
                 {"role": "assistant", "content": "<answer>right down</answer>"},
             ]
+        fmt = self.tool_format
+        right = ToolCall("move", {"direction": "right"}, fmt.call_id(1))
+        down = ToolCall("move", {"direction": "down"}, fmt.call_id(2))
         return [
             {"role": "user", "content": f"Reach G from S.\n{render(grid)}\nUse the move tool."},
-            {"role": "assistant", "content": format_tool_call(ToolCall("move", {"direction": "right"}))},
-            {"role": "tool", "content": format_tool_result(f"You moved right.\n{render(grid, (0, 1))}")},
-            {"role": "assistant", "content": format_tool_call(ToolCall("move", {"direction": "down"}))},
-            {"role": "tool", "content": format_tool_result(f"You moved down and reached the goal!\n{render(grid, (1, 1))}")},
+            fmt.assistant_message(fmt.call_text(right), [right]),
+            fmt.tool_message(fmt.format_result(f"You moved right.\n{render(grid, (0, 1))}"), right),
+            fmt.assistant_message(fmt.call_text(down), [down]),
+            fmt.tool_message(
+                fmt.format_result(f"You moved down and reached the goal!\n{render(grid, (1, 1))}"), down
+            ),
         ]
 
     # ---- tasks ----
@@ -160,7 +168,16 @@ class FrozenLakeEnv(Environment):
         for _ in range(500):
             holes = {cell for cell in cells if rng.random() < self.hole_fraction}
             grid = [
-                "".join("S" if (r, c) == (0, 0) else "G" if (r, c) == (self.size - 1,) * 2 else "H" if (r, c) in holes else "." for c in range(self.size))
+                "".join(
+                    "S"
+                    if (r, c) == (0, 0)
+                    else "G"
+                    if (r, c) == (self.size - 1,) * 2
+                    else "H"
+                    if (r, c) in holes
+                    else "."
+                    for c in range(self.size)
+                )
                 for r in range(self.size)
             ]
             if shortest_path(grid, (0, 0)) is not None:
@@ -172,7 +189,9 @@ class FrozenLakeEnv(Environment):
             grid = self._make_grid(rng)
             key = "/".join(grid)
             path = shortest_path(grid, (0, 0)) or []
-            how = "Use the move tool." if self.interface == "tool" else "Write your moves in <answer></answer>."
+            how = (
+                "Use the move tool." if self.interface == "tool" else "Write your moves in <answer></answer>."
+            )
             prompt = f"Reach G from S.\n{render(grid)}\n{how}"
             meta = {"grid": grid, "shortest_path": path}
             return key, Task(id=task_id(self.kind, key), prompt=prompt, answer=" ".join(path), meta=meta)
@@ -220,17 +239,24 @@ class FrozenLakeEnv(Environment):
         self.turn += 1
         info: dict[str, Any] = {}
         if self.interface == "tool":
-            parsed = parse_tool_calls(assistant_text, self.tools)
+            parsed = self.tool_format.parse(assistant_text, self.tools)
             if isinstance(parsed, ParseError):
                 observation = parsed.observation
                 info = {"tool_error": True, "tool_name": parsed.tool_name}
             elif parsed:
                 call = parsed[0]
-                info = {"tool_name": call.name, "tool_args": call.arguments, "tool_error": False}
+                info = {
+                    "tool_name": call.name,
+                    "tool_args": call.arguments,
+                    "tool_error": False,
+                    "tool_call_id": call.id or self.tool_format.call_id(self.turn),
+                }
                 message = self._move(call.arguments["direction"])
-                observation = format_tool_result(f"{message}\n{render(self.grid, self.position)}")
+                observation = self.tool_format.format_result(f"{message}\n{render(self.grid, self.position)}")
                 if len(parsed) > 1:
-                    observation += f"\n(Only the first tool call in a message runs; {len(parsed) - 1} more ignored.)"
+                    observation += (
+                        f"\n(Only the first tool call in a message runs; {len(parsed) - 1} more ignored.)"
+                    )
             else:
                 self.outcome = "stopped"  # a message without a move ends the walk where it stands
                 return StepResult(None, self._final_reward(), True, self._info())
@@ -238,7 +264,9 @@ class FrozenLakeEnv(Environment):
             source = extract_answer(assistant_text)
             words = _MOVE_WORDS.findall(source if source is not None else assistant_text)
             if not words:
-                observation = f"{TOOL_ERROR_PREFIX} No moves found. Write moves like <answer>right down</answer>."
+                observation = (
+                    f"{TOOL_ERROR_PREFIX} No moves found. Write moves like <answer>right down</answer>."
+                )
                 info = {"no_moves": True}
             else:
                 messages = []
@@ -254,7 +282,9 @@ class FrozenLakeEnv(Environment):
             return StepResult(observation, self._final_reward(), True, {**info, **self._info()})
         if self.turn >= self.max_turns:
             self.outcome = "truncated"
-            return StepResult(observation, self._final_reward(), True, {**info, **self._info(), "truncated": True})
+            return StepResult(
+                observation, self._final_reward(), True, {**info, **self._info(), "truncated": True}
+            )
         return StepResult(observation, 0.0, False, info)
 
     def _info(self) -> dict[str, Any]:

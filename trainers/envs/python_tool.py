@@ -17,7 +17,7 @@ from trainers.envs import PYTHON_TASK_TYPES
 from trainers.envs.base import Split, ToolEnvironment, answer_text, draw_tasks, task_id
 from trainers.envs.tools import python_spec, run_python_tool
 from trainers.rubrics.criteria import find_numbers, parse_number
-from trainers.toolcalls import ToolExample, extract_answer, format_tools_prompt
+from trainers.toolcalls import ToolExample, extract_answer
 from trainers.types import Task, ToolCall
 
 
@@ -44,9 +44,14 @@ def _divisors(n: int) -> int:
 # Each family: rng -> (question, answer)
 FAMILIES: dict[str, Callable[[random.Random], tuple[str, int]]] = {
     "sum_of_squares": lambda r: (
-        lambda n: (f"What is the sum of the squares of the integers from 1 to {n}?", n * (n + 1) * (2 * n + 1) // 6)
+        lambda n: (
+            f"What is the sum of the squares of the integers from 1 to {n}?",
+            n * (n + 1) * (2 * n + 1) // 6,
+        )
     )(r.randint(10, 300)),
-    "count_primes": lambda r: (lambda n: (f"How many prime numbers are less than {n}?", _primes_below(n)))(r.randint(50, 5000)),
+    "count_primes": lambda r: (lambda n: (f"How many prime numbers are less than {n}?", _primes_below(n)))(
+        r.randint(50, 5000)
+    ),
     "fibonacci": lambda r: (
         lambda n: (f"What is the {n}th Fibonacci number, counting F(1) = F(2) = 1?", _fibonacci(n))
     )(r.randint(10, 80)),
@@ -54,12 +59,17 @@ FAMILIES: dict[str, Callable[[random.Random], tuple[str, int]]] = {
         lambda n, m: (f"What is {n}! (the factorial of {n}) modulo {m}?", math.factorial(n) % m)
     )(r.randint(10, 60), r.choice([97, 101, 1000, 9973, 10007])),
     "gcd": lambda r: (
-        lambda k, a, b: (f"What is the greatest common divisor of {a * k} and {b * k}?", math.gcd(a * k, b * k))
+        lambda k, a, b: (
+            f"What is the greatest common divisor of {a * k} and {b * k}?",
+            math.gcd(a * k, b * k),
+        )
     )(r.randint(2, 500), r.randint(2, 2000), r.randint(2, 2000)),
     "digit_sum_power": lambda r: (
         lambda b, e: (f"What is the sum of the decimal digits of {b}^{e}?", sum(map(int, str(b**e))))
     )(r.randint(2, 9), r.randint(10, 200)),
-    "count_divisors": lambda r: (lambda n: (f"How many positive divisors does {n} have?", _divisors(n)))(r.randint(100, 200000)),
+    "count_divisors": lambda r: (lambda n: (f"How many positive divisors does {n} have?", _divisors(n)))(
+        r.randint(100, 200000)
+    ),
 }
 assert set(FAMILIES) == set(PYTHON_TASK_TYPES)
 
@@ -83,9 +93,14 @@ class PythonToolEnv(ToolEnvironment):
         reward_correct: float = 1.0,
         reward_valid_tool_call: float = 0.1,
         eval_fraction: float = 0.1,
+        mcp_servers: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(
-            max_turns=max_turns, max_tool_calls=max_tool_calls, reward_valid_tool_call=reward_valid_tool_call, few_shot=few_shot
+            max_turns=max_turns,
+            max_tool_calls=max_tool_calls,
+            reward_valid_tool_call=reward_valid_tool_call,
+            few_shot=few_shot,
+            mcp_servers=mcp_servers,
         )
         self.task_types = list(task_types or PYTHON_TASK_TYPES)
         unknown = set(self.task_types) - set(FAMILIES)
@@ -106,7 +121,7 @@ class PythonToolEnv(ToolEnvironment):
     def system_prompt(self) -> str:
         return (
             "You answer questions by writing short Python programs. Run them with the python tool, read "
-            "the printed result, then give the final answer.\n\n" + format_tools_prompt(self.tools, self.example)
+            "the printed result, then give the final answer.\n\n" + self.tools_prompt()
         )
 
     def tasks(self, split: Split, n: int, seed: int) -> list[Task]:
@@ -114,7 +129,9 @@ class PythonToolEnv(ToolEnvironment):
             family = rng.choice(self.task_types)
             question, answer = FAMILIES[family](rng)
             prompt = f"{question} {ANSWER_INSTRUCTION}"
-            return question, Task(id=task_id(self.kind, question), prompt=prompt, answer=answer, meta={"family": family})
+            return question, Task(
+                id=task_id(self.kind, question), prompt=prompt, answer=answer, meta={"family": family}
+            )
 
         return draw_tasks(make, kind=self.kind, split=split, n=n, seed=seed, eval_fraction=self.eval_fraction)
 
@@ -135,8 +152,10 @@ class PythonToolEnv(ToolEnvironment):
         correct = False
         if candidate is not None and value is not None:
             digits = candidate.strip().replace(",", "")
-            correct = digits.lstrip("-").isdigit() and int(digits) == self.task.answer or (
-                abs(self.task.answer) < 2**53 and Fraction(value) == self.task.answer
+            correct = (
+                digits.lstrip("-").isdigit()
+                and int(digits) == self.task.answer
+                or (abs(self.task.answer) < 2**53 and Fraction(value) == self.task.answer)
             )
         return (self.reward_correct if correct else 0.0), {
             "correct": correct,

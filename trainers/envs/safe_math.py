@@ -28,21 +28,29 @@ def _normalise(expression: str) -> str:
 
 def parse_expression(expression: str, max_chars: int = 200) -> ast.expr:
     if len(expression) > max_chars:
-        raise ExpressionError(f"The expression is too long ({len(expression)} characters; at most {max_chars}).")
+        raise ExpressionError(
+            f"The expression is too long ({len(expression)} characters; at most {max_chars})."
+        )
     text = _normalise(expression)
     if not text:
         raise ExpressionError("The expression is empty.")
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError:
-        raise ExpressionError(f"Cannot parse {expression!r}: use numbers, + - * / ** and parentheses.") from None
+        raise ExpressionError(
+            f"Cannot parse {expression!r}: use numbers, + - * / ** and parentheses."
+        ) from None
     return tree.body
 
 
 def _evaluate(node: ast.expr, depth: int) -> Fraction:
     if depth > MAX_DEPTH:
         raise ExpressionError("The expression is nested too deeply.")
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+    ):
         return Fraction(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         value = _evaluate(node.operand, depth + 1)
@@ -59,7 +67,13 @@ def _evaluate(node: ast.expr, depth: int) -> Fraction:
         elif isinstance(op, (ast.Div, ast.FloorDiv, ast.Mod)):
             if right == 0:
                 raise ExpressionError("Division by zero.")
-            result = left / right if isinstance(op, ast.Div) else Fraction(left // right) if isinstance(op, ast.FloorDiv) else left % right
+            result = (
+                left / right
+                if isinstance(op, ast.Div)
+                else Fraction(left // right)
+                if isinstance(op, ast.FloorDiv)
+                else left % right
+            )
         elif isinstance(op, ast.Pow):
             if right.denominator != 1 or abs(right) > MAX_EXPONENT:
                 raise ExpressionError(f"Exponents must be whole numbers up to {MAX_EXPONENT}.")
@@ -89,4 +103,8 @@ def format_number(value: Fraction) -> str:
 
 def literals(node: ast.expr) -> list[Fraction]:
     """Every number literal in a parsed expression, in order (used by countdown's checker)."""
-    return [Fraction(n.value) for n in ast.walk(node) if isinstance(n, ast.Constant) and type(n.value) in (int, float)]
+    return [
+        Fraction(n.value)
+        for n in ast.walk(node)
+        if isinstance(n, ast.Constant) and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)
+    ]

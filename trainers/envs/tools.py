@@ -56,7 +56,8 @@ def python_spec(max_code_chars: int) -> ToolSpec:
     )
 
 
-def _clip(text: str) -> str:
+def clip_output(text: str) -> str:
+    """Tool output as the model sees it: stripped, and cut (with a note) past MAX_TOOL_OUTPUT_CHARS."""
     text = text.strip()
     if len(text) > MAX_TOOL_OUTPUT_CHARS:
         return text[:MAX_TOOL_OUTPUT_CHARS] + f"\n… ({len(text) - MAX_TOOL_OUTPUT_CHARS} more characters)"
@@ -72,8 +73,8 @@ def run_python_tool(code: str, *, timeout_s: float, memory_mb: int) -> str:
         raise ToolError(f"The program was stopped: {result.killed_reason}.")
     if result.exit_code != 0:
         last_lines = "\n".join(result.stderr.strip().splitlines()[-3:])
-        raise ToolError(f"The program failed:\n{_clip(last_lines)}")
-    output = _clip(result.stdout)
+        raise ToolError(f"The program failed:\n{clip_output(last_lines)}")
+    output = clip_output(result.stdout)
     return output if output else "(no output: print() the value you want to see)"
 
 

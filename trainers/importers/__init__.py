@@ -5,10 +5,13 @@
   its `checkpoint-<step>` folders.
 - `trainers.importers.verl`: verl's `trainer.rollout_data_dir` / `validation_data_dir` dumps (`<step>.jsonl`,
   one JSON object per rollout with `input`, `output`, `score`, `step`, optionally `gts` and extra reward info).
+- `trainers.importers.atif`: ATIF trajectories (Harbor's Agent Trajectory Interchange Format: `.json` /
+  `.jsonl` files or folders of them, e.g. a Harbor job; the reward from our own export or Harbor's `result.json`).
 
 Each importer turns files into our events and posts them through `trainers.sdk` (so the same batching,
 retries and limits apply). Rollouts of the same prompt within a step form a group, numbered in file
-order. Command line: `python -m trainers.importers.cli {trl,verl} PATH --url … --token … --project …`.
+order. Command line: `python -m trainers.importers {trl,verl} PATH …` or `python -m trainers.importers atif FILE…
+--url … --token … --project …`.
 """
 
 from __future__ import annotations
@@ -28,15 +31,22 @@ class ImportSummary:
     checkpoints: int = 0
     skipped_files: list[str] = field(default_factory=list)
     delivered: bool = True
+    without_reward: int = 0  # trajectories that carried no reward (imported with 0 and status error)
 
     def describe(self) -> str:
         span = f"steps {min(self.steps)}–{max(self.steps)}" if self.steps else "no steps"
-        text = (f"run {self.run_id}: {self.trajectories} trajectories, {self.metric_points} metric points, "
-                f"{self.checkpoints} checkpoints ({span})")
+        text = (
+            f"run {self.run_id}: {self.trajectories} trajectories, {self.metric_points} metric points, "
+            f"{self.checkpoints} checkpoints ({span})"
+        )
         if self.page_url:
             text += f" → {self.page_url}"
+        if self.without_reward:
+            text += f"; {self.without_reward} without a reward (status error)"
         if self.skipped_files:
-            text += f"; skipped {len(self.skipped_files)} unreadable file(s): {', '.join(self.skipped_files[:5])}"
+            text += (
+                f"; skipped {len(self.skipped_files)} unreadable file(s): {', '.join(self.skipped_files[:5])}"
+            )
         if not self.delivered:
             text += "; WARNING: not everything reached the dashboard before the timeout"
         return text
@@ -67,7 +77,9 @@ def reward_metrics(items: list[dict[str, Any]], prefix: str = "") -> dict[str, f
     by_group: dict[int, list[float]] = {}
     for item in items:
         by_group.setdefault(item.get("group", 0), []).append(item["reward"])
-    metrics[f"{prefix}zero_variance_fraction"] = sum(max(g) - min(g) < 1e-9 for g in by_group.values()) / len(by_group)
+    metrics[f"{prefix}zero_variance_fraction"] = sum(max(g) - min(g) < 1e-9 for g in by_group.values()) / len(
+        by_group
+    )
     criteria: dict[str, list[float]] = {}
     for item in items:
         for component in item.get("components", []):

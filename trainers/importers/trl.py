@@ -61,7 +61,7 @@ def map_trl_metric_name(name: str) -> str:
     """`reward` → `reward/mean`, `rewards/<f>/mean` → `criterion/<f>`, `eval_kl` → `eval/kl`, …"""
     prefix = ""
     if name.startswith("eval_"):
-        prefix, name = "eval/", name[len("eval_"):]
+        prefix, name = "eval/", name[len("eval_") :]
     if name in _EXACT:
         return prefix + _EXACT[name]
     match = _REWARD_FUNC.match(name)
@@ -82,7 +82,11 @@ def map_trl_metrics(logs: Mapping[str, Any]) -> tuple[dict[str, Any], int | None
         if key == "num_tokens":
             tokens = int(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
             continue
-        if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)) or hasattr(value, "item"):
+        if (
+            value is None
+            or (isinstance(value, (int, float)) and not isinstance(value, bool))
+            or hasattr(value, "item")
+        ):
             values[map_trl_metric_name(str(key))[:100]] = value
     return values, tokens
 
@@ -92,7 +96,7 @@ def map_trl_metrics(logs: Mapping[str, Any]) -> tuple[dict[str, Any], int | None
 
 def _messages(value: Any) -> Any:
     """A prompt/completion cell: a string, or chat messages (also when stored as a JSON string)."""
-    if isinstance(value, str) and value[:2] in ("[{", "{\""):
+    if isinstance(value, str) and value[:2] in ("[{", '{"'):
         try:
             parsed = json.loads(value)
         except ValueError:
@@ -120,13 +124,23 @@ def reward_columns_of(schema: Any) -> list[str]:
     for column in schema:
         if column.name in KNOWN_COLUMNS:
             continue
-        if pa.types.is_floating(column.type) or pa.types.is_integer(column.type) or pa.types.is_decimal(column.type):
+        if (
+            pa.types.is_floating(column.type)
+            or pa.types.is_integer(column.type)
+            or pa.types.is_decimal(column.type)
+        ):
             names.append(column.name)
     return names
 
 
-def rows_to_items(rows: Iterable[Mapping[str, Any]], reward_columns: list[str], *, step: int,
-                  reward_weights: Mapping[str, float] | None = None, split: str = "train") -> dict[int, list[dict]]:
+def rows_to_items(
+    rows: Iterable[Mapping[str, Any]],
+    reward_columns: list[str],
+    *,
+    step: int,
+    reward_weights: Mapping[str, float] | None = None,
+    split: str = "train",
+) -> dict[int, list[dict]]:
     """Completion-log rows → {step: [wire-format trajectory items]}, grouped by prompt within a step."""
     weights = dict(reward_weights or {})
     by_step: dict[int, list[dict[str, Any]]] = {}
@@ -143,20 +157,29 @@ def rows_to_items(rows: Iterable[Mapping[str, Any]], reward_columns: list[str], 
             if raw is None:
                 continue  # this reward function did not apply to this row (TRL logs NaN)
             weight = float(weights.get(name, 1.0))
-            components.append({"name": name, "kind": "trl_reward_func", "raw": raw, "weight": weight,
-                               "weighted": raw * weight})
+            components.append(
+                {
+                    "name": name,
+                    "kind": "trl_reward_func",
+                    "raw": raw,
+                    "weight": weight,
+                    "weighted": raw * weight,
+                }
+            )
         extra = {k: v for k, v in row.items() if k not in KNOWN_COLUMNS and k not in reward_columns}
-        item = trajectory_item({
-            "prompt": prompt,
-            "completion": completion,
-            "reward": sum(c["weighted"] for c in components) if components else 0.0,
-            "components": components,
-            "advantage": _numeric(row.get("advantage")),
-            # Every reward function returned None: TRL could not score it.
-            "status": "ok" if components or not reward_columns else "error",
-            "split": split,
-            **({"env_state": {"trl_extra": jsonable(extra)}} if extra else {}),
-        })
+        item = trajectory_item(
+            {
+                "prompt": prompt,
+                "completion": completion,
+                "reward": sum(c["weighted"] for c in components) if components else 0.0,
+                "components": components,
+                "advantage": _numeric(row.get("advantage")),
+                # Every reward function returned None: TRL could not score it.
+                "status": "ok" if components or not reward_columns else "error",
+                "split": split,
+                **({"env_state": {"trl_extra": jsonable(extra)}} if extra else {}),
+            }
+        )
         key = prompt if isinstance(prompt, str) else json.dumps(jsonable(prompt), sort_keys=True)
         item["_group_key"] = key
         by_step.setdefault(row_step, []).append(item)
@@ -180,9 +203,14 @@ def completion_files(path: str | Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def read_completion_file(file: Path, *, step: int, reward_columns: list[str] | None = None,
-                         reward_weights: Mapping[str, float] | list[float] | None = None,
-                         split: str = "train") -> dict[int, list[dict]]:
+def read_completion_file(
+    file: Path,
+    *,
+    step: int,
+    reward_columns: list[str] | None = None,
+    reward_weights: Mapping[str, float] | list[float] | None = None,
+    split: str = "train",
+) -> dict[int, list[dict]]:
     """One completions parquet file → {step: items}. `reward_weights` is {column: weight}, or TRL's own
     `reward_weights` list: TRL writes the reward columns first, in reward-function order, so the first
     len(list) numeric columns are the reward functions and any later ones are extra logged values."""
@@ -211,8 +239,14 @@ class CompletionLog:
     rollouts under a new step number: a file identical to the previous one is skipped.
     """
 
-    def __init__(self, path: str | Path, *, reward_columns: list[str] | None = None,
-                 reward_weights: Mapping[str, float] | list[float] | None = None, split: str = "train") -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        reward_columns: list[str] | None = None,
+        reward_weights: Mapping[str, float] | list[float] | None = None,
+        split: str = "train",
+    ) -> None:
         self.path = Path(path)
         self.reward_columns = reward_columns
         self.reward_weights = reward_weights
@@ -229,8 +263,13 @@ class CompletionLog:
             if file in self.seen:
                 continue
             try:
-                by_step = read_completion_file(file, step=step, reward_columns=self.reward_columns,
-                                               reward_weights=self.reward_weights, split=self.split)
+                by_step = read_completion_file(
+                    file,
+                    step=step,
+                    reward_columns=self.reward_columns,
+                    reward_weights=self.reward_weights,
+                    split=self.split,
+                )
             except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
                 if final:
                     self.seen.add(file)
@@ -267,7 +306,9 @@ def checkpoint_dirs(output_dir: Path) -> list[tuple[int, Path]]:
 
 def log_history(output_dir: Path) -> list[dict[str, Any]]:
     """The longest `log_history` among trainer_state.json files (output_dir's own, then checkpoints')."""
-    candidates = [output_dir / "trainer_state.json"] + [d / "trainer_state.json" for _, d in checkpoint_dirs(output_dir)]
+    candidates = [output_dir / "trainer_state.json"] + [
+        d / "trainer_state.json" for _, d in checkpoint_dirs(output_dir)
+    ]
     best: list[dict[str, Any]] = []
     for file in candidates:
         if not file.is_file():
@@ -281,9 +322,15 @@ def log_history(output_dir: Path) -> list[dict[str, Any]]:
     return best
 
 
-def import_trl(path: str | Path, run: Run, *, reward_columns: list[str] | None = None,
-               reward_weights: Mapping[str, float] | None = None, split: str = "train",
-               timeout_s: float = 300.0) -> ImportSummary:
+def import_trl(
+    path: str | Path,
+    run: Run,
+    *,
+    reward_columns: list[str] | None = None,
+    reward_weights: Mapping[str, float] | None = None,
+    split: str = "train",
+    timeout_s: float = 300.0,
+) -> ImportSummary:
     """Post a TRL output folder (or one completions parquet file) into `run`, then finish it SUCCEEDED."""
     summary = ImportSummary(run_id=run.id, page_url=run.page_url)
     output_dir = output_dir_of(path)
@@ -314,7 +361,9 @@ def import_trl(path: str | Path, run: Run, *, reward_columns: list[str] | None =
     for step, directory in checkpoint_dirs(output_dir):
         metrics, _ = map_trl_metrics(by_step.get(step, {}))
         kind = "adapter" if (directory / "adapter_config.json").exists() else "full"
-        run.log_checkpoint(step, str(directory.resolve()), {k: v for k, v in metrics.items() if v is not None}, kind=kind)
+        run.log_checkpoint(
+            step, str(directory.resolve()), {k: v for k, v in metrics.items() if v is not None}, kind=kind
+        )
         summary.checkpoints += 1
         steps.add(step)
     summary.steps = sorted(steps)
@@ -322,5 +371,12 @@ def import_trl(path: str | Path, run: Run, *, reward_columns: list[str] | None =
     return summary
 
 
-__all__ = ["CompletionLog", "completion_files", "import_trl", "log_history", "map_trl_metric_name", "map_trl_metrics",
-           "rows_to_items"]
+__all__ = [
+    "CompletionLog",
+    "completion_files",
+    "import_trl",
+    "log_history",
+    "map_trl_metric_name",
+    "map_trl_metrics",
+    "rows_to_items",
+]

@@ -45,7 +45,9 @@ def _finite(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def read_rollout_file(file: Path, *, step: int, split: str = "train") -> tuple[dict[int, list[dict]], dict[int, dict], int]:
+def read_rollout_file(
+    file: Path, *, step: int, split: str = "train"
+) -> tuple[dict[int, list[dict]], dict[int, dict], int]:
     """→ ({step: items grouped by input}, {step: {"verl/<extra>": mean}}, lines that could not be read)."""
     by_step: dict[int, list[dict[str, Any]]] = {}
     extras: dict[int, dict[str, list[float]]] = {}
@@ -71,17 +73,34 @@ def read_rollout_file(file: Path, *, step: int, split: str = "train") -> tuple[d
                 state["ground_truth"] = jsonable(row["gts"])
             if extra:
                 state["reward_extra_info"] = jsonable(extra)
-            prompt = row.get("input") if isinstance(row.get("input"), str) else json.dumps(jsonable(row.get("input")))
-            item = trajectory_item({
-                "prompt": prompt,
-                "completion": row.get("output") if isinstance(row.get("output"), str) else json.dumps(jsonable(row.get("output"))),
-                "reward": score if score is not None else 0.0,
-                "components": [{"name": "score", "kind": "verl_reward", "raw": score, "weight": 1.0, "weighted": score}]
-                if score is not None else [],
-                "status": "ok" if score is not None else "error",
-                "split": split,
-                **({"env_state": state} if state else {}),
-            })
+            prompt = (
+                row.get("input")
+                if isinstance(row.get("input"), str)
+                else json.dumps(jsonable(row.get("input")))
+            )
+            item = trajectory_item(
+                {
+                    "prompt": prompt,
+                    "completion": row.get("output")
+                    if isinstance(row.get("output"), str)
+                    else json.dumps(jsonable(row.get("output"))),
+                    "reward": score if score is not None else 0.0,
+                    "components": [
+                        {
+                            "name": "score",
+                            "kind": "verl_reward",
+                            "raw": score,
+                            "weight": 1.0,
+                            "weighted": score,
+                        }
+                    ]
+                    if score is not None
+                    else [],
+                    "status": "ok" if score is not None else "error",
+                    "split": split,
+                    **({"env_state": state} if state else {}),
+                }
+            )
             item["_group_key"] = prompt
             by_step.setdefault(row_step, []).append(item)
             for key, value in extra.items():
@@ -93,8 +112,9 @@ def read_rollout_file(file: Path, *, step: int, split: str = "train") -> tuple[d
     return grouped, means, bad
 
 
-def import_verl(path: str | Path, run: Run, *, split: str = "train", finish: bool = True,
-                timeout_s: float = 300.0) -> ImportSummary:
+def import_verl(
+    path: str | Path, run: Run, *, split: str = "train", finish: bool = True, timeout_s: float = 300.0
+) -> ImportSummary:
     """Post a verl rollout dump folder (or one `<step>.jsonl`) into `run`, then (if `finish`) finish it
     SUCCEEDED — pass finish=False to import the validation dump into the same run next."""
     summary = ImportSummary(run_id=run.id, page_url=run.page_url)
@@ -109,15 +129,19 @@ def import_verl(path: str | Path, run: Run, *, split: str = "train", finish: boo
         if bad:
             run.log(f"{file.name}: skipped {bad} unreadable line(s)", "warning")
         for row_step, items in sorted(by_step.items()):
-            metrics = {**reward_metrics(items, prefix),
-                       **{(prefix + k)[:100]: v for k, v in extra_means.get(row_step, {}).items()}}
+            metrics = {
+                **reward_metrics(items, prefix),
+                **{(prefix + k)[:100]: v for k, v in extra_means.get(row_step, {}).items()},
+            }
             run.log_metrics(row_step, metrics)
             summary.metric_points += len(metrics)
             summary.trajectories += run.log_trajectories(row_step, items)
             steps.add(row_step)
     summary.steps = sorted(steps)
     if finish:
-        summary.delivered = run.finish("SUCCEEDED", f"imported from verl rollout dump {path}", timeout_s=timeout_s)
+        summary.delivered = run.finish(
+            "SUCCEEDED", f"imported from verl rollout dump {path}", timeout_s=timeout_s
+        )
     else:
         summary.delivered = run.flush(timeout_s)
     return summary

@@ -83,16 +83,23 @@ class RolloutStudioCallback(TrainerCallback):
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         if not state.is_world_process_zero:
             return
         if self.run is None:
             studio = self._studio or Studio()
             name = self._name or args.run_name or Path(args.output_dir or "trainer").name
             config = {**jsonable(args.to_dict()), **jsonable(self._config)}
-            self.run = studio.start_run(project=self._project, name=name, config=config,
-                                        algorithm=self._algorithm or _algorithm(args), max_steps=max(state.max_steps, 0),
-                                        **self._sink_options)
+            self.run = studio.start_run(
+                project=self._project,
+                name=name,
+                config=config,
+                algorithm=self._algorithm or _algorithm(args),
+                max_steps=max(state.max_steps, 0),
+                **self._sink_options,
+            )
             log.info("reporting to Rollout Studio: %s", self.run.page_url or self.run.id)
         if self.report_completions and getattr(args, "log_completions", False) and args.output_dir:
             directory = Path(args.output_dir) / "completions"
@@ -100,8 +107,14 @@ class RolloutStudioCallback(TrainerCallback):
             # Files of an earlier run in the same output_dir are not this run's.
             self._completions.seen.update(file for _, file in completion_files(directory))
 
-    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-               logs: dict[str, Any] | None = None, **kwargs: Any):
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ):
         if self.run is None or not logs:
             return
         values, tokens = map_trl_metrics(logs)
@@ -109,11 +122,15 @@ class RolloutStudioCallback(TrainerCallback):
             self.run.log_metrics(state.global_step, values, tokens=tokens)
             self._latest_metrics.update({k: v for k, v in values.items() if isinstance(v, (int, float))})
 
-    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_step_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         # TRL writes a logging step's completions right after on_log: they are on disk now.
         self._report_completions(final=False)
 
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         if not self.stop_on_cancel:
             return
         cancel = self.run is not None and self.run.should_cancel()
@@ -122,7 +139,9 @@ class RolloutStudioCallback(TrainerCallback):
             self.cancelled = True
             control.should_training_stop = True
             if self.run is not None:
-                self.run.log(f"cancel requested in the dashboard: stopping after step {state.global_step}", "warning")
+                self.run.log(
+                    f"cancel requested in the dashboard: stopping after step {state.global_step}", "warning"
+                )
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
         if self.run is None:
@@ -132,7 +151,9 @@ class RolloutStudioCallback(TrainerCallback):
         kind = "adapter" if model is not None and getattr(model, "peft_config", None) else "full"
         self.run.log_checkpoint(state.global_step, path, dict(self._latest_metrics), kind=kind)
 
-    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         if self.run is None:
             return
         self._report_completions(final=True)

@@ -3,43 +3,43 @@
 Everything importable from here is plain Python (no torch), so the web process can validate rubric
 specs and score a pasted transcript in its preview. Criteria that need a model (LLM judge, learned
 reward) get it injected at build time and import torch only when they load one.
+
+The names below load their module on first use (PEP 562): `trainers.registry` reads the criterion
+catalogue (`trainers.rubrics.kinds`, data only) without pulling in the scoring code, which itself
+looks kinds up in the registry.
 """
 
 from __future__ import annotations
 
-from trainers.rubrics.base import Criterion, CriterionResult, CriterionUnavailable
-from trainers.rubrics.kinds import BUILTIN_CRITERIA
-from trainers.rubrics.scoring import (
-    AGGREGATIONS,
-    ComponentScore,
-    InvalidRubric,
-    Rubric,
-    RubricScore,
-    build_rubric,
-    rubric_hash,
-    rubric_schema,
-    score_group,
-    score_trajectory,
-    validate_rubric,
-)
-from trainers.rubrics.transcript import TranscriptError, parse_transcript
+import importlib
+from typing import Any
 
-__all__ = [
-    "AGGREGATIONS",
-    "BUILTIN_CRITERIA",
-    "ComponentScore",
-    "Criterion",
-    "CriterionResult",
-    "CriterionUnavailable",
-    "InvalidRubric",
-    "Rubric",
-    "RubricScore",
-    "TranscriptError",
-    "build_rubric",
-    "parse_transcript",
-    "rubric_hash",
-    "rubric_schema",
-    "score_group",
-    "score_trajectory",
-    "validate_rubric",
-]
+_EXPORTS = {
+    "Criterion": "base",
+    "CriterionResult": "base",
+    "CriterionUnavailable": "base",
+    "BUILTIN_CRITERIA": "kinds",
+    "AGGREGATIONS": "scoring",
+    "ComponentScore": "scoring",
+    "InvalidRubric": "scoring",
+    "Rubric": "scoring",
+    "RubricScore": "scoring",
+    "build_rubric": "scoring",
+    "rubric_hash": "scoring",
+    "rubric_schema": "scoring",
+    "score_group": "scoring",
+    "score_trajectory": "scoring",
+    "validate_rubric": "scoring",
+    "TranscriptError": "transcript",
+    "parse_transcript": "transcript",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trainers.rubrics' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"trainers.rubrics.{module}"), name)
+
+
+__all__ = sorted(_EXPORTS)

@@ -44,7 +44,7 @@ class Criterion:
         return [self.score(t) for t in trajectories]
 
     @classmethod
-    def check_params(cls, params: dict[str, Any]) -> dict[str, list[str]]:
+    def check_config(cls, params: dict[str, Any]) -> dict[str, list[str]]:
         """Errors the JSON schema cannot express (an invalid regex, min > max), by param name."""
         return {}
 

@@ -10,6 +10,7 @@ import time
 from importlib.metadata import entry_points
 from typing import Any
 
+from trainers.algorithms import overlong_penalty
 from trainers.rubrics.base import (
     REGEX_BUDGET_S,
     REGEX_TIMEOUT_S,
@@ -32,7 +33,9 @@ REWARD_FUNCTION_ENTRY_POINTS = "rollout_studio.reward_functions"
 
 # A number: optional sign (only when the minus cannot be a subtraction, i.e. not right after a digit
 # or a closing bracket), thousands separators, decimals, exponent.
-_NUMBER = re.compile(r"(?:(?<![\w)\]])-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|(?<![\w.])-?\.\d+")
+_NUMBER = re.compile(
+    r"(?:(?<![\w)\]])-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|(?<![\w.])-?\.\d+"
+)
 
 
 def parse_number(text: str) -> float | None:
@@ -120,7 +123,12 @@ class NumericMatch(Criterion):
         rel_tolerance: float = 0.0,
         target: float | None = None,
     ) -> None:
-        self.extract, self.abs_tolerance, self.rel_tolerance, self.target = extract, abs_tolerance, rel_tolerance, target
+        self.extract, self.abs_tolerance, self.rel_tolerance, self.target = (
+            extract,
+            abs_tolerance,
+            rel_tolerance,
+            target,
+        )
 
     def extract_number(self, text: str) -> tuple[float | None, str]:
         """The answer's number and where it came from."""
@@ -144,7 +152,11 @@ class NumericMatch(Criterion):
 
     def score(self, trajectory: Trajectory) -> CriterionResult:
         expected_raw = self.target if self.target is not None else trajectory.task.answer
-        expected = expected_raw if isinstance(expected_raw, (int, float)) and not isinstance(expected_raw, bool) else None
+        expected = (
+            expected_raw
+            if isinstance(expected_raw, (int, float)) and not isinstance(expected_raw, bool)
+            else None
+        )
         if expected is None and isinstance(expected_raw, str):
             expected = parse_number(expected_raw)
         if expected is None:
@@ -175,7 +187,7 @@ class RegexCriterion(Criterion):
         self._deadline = 0.0
 
     @classmethod
-    def check_params(cls, params: dict[str, Any]) -> dict[str, list[str]]:
+    def check_config(cls, params: dict[str, Any]) -> dict[str, list[str]]:
         problem = regex_error(params.get("pattern"), params.get("flags"))
         return {"pattern": [problem]} if problem else {}
 
@@ -196,8 +208,10 @@ class RegexCriterion(Criterion):
     def _timeout_note(self) -> str:
         if not self.timed_out:
             return ""
-        return (f" The pattern gave up after {REGEX_TIMEOUT_S:g} s on {self.timed_out} text(s), scored as failing;"
-                " it probably backtracks catastrophically.")
+        return (
+            f" The pattern gave up after {REGEX_TIMEOUT_S:g} s on {self.timed_out} text(s), scored as failing;"
+            " it probably backtracks catastrophically."
+        )
 
     def score(self, trajectory: Trajectory) -> CriterionResult:
         want = "matches" if self.must_match else "does not match"
@@ -239,26 +253,38 @@ class FormatCriterion(Criterion):
         for check in self.checks:
             if check == "answer_tag":
                 ok = extract_answer(final) is not None and "</answer>" in final
-                results[check] = (ok, "final message has <answer>…</answer>" if ok else "no <answer>…</answer> in the final message")
+                results[check] = (
+                    ok,
+                    "final message has <answer>…</answer>"
+                    if ok
+                    else "no <answer>…</answer> in the final message",
+                )
             elif check == "tool_call_syntax":
                 ok = not bad
                 results[check] = (
                     ok,
-                    f"{len(blocks)} tool call(s), all well-formed" if ok else f"malformed tool call in turn {bad[0][0]}: {bad[0][1]}",
+                    f"{len(blocks)} tool call(s), all well-formed"
+                    if ok
+                    else f"malformed tool call in turn {bad[0][0]}: {bad[0][1]}",
                 )
             elif check == "used_tool":
                 ok = len(blocks) > len(bad)
                 results[check] = (ok, "made a well-formed tool call" if ok else "no well-formed tool call")
             elif check == "nothing_after_answer":
                 ok = "</answer>" in final and not final.rsplit("</answer>", 1)[1].strip()
-                results[check] = (ok, "nothing after </answer>" if ok else "text after </answer> (or no answer)")
+                results[check] = (
+                    ok,
+                    "nothing after </answer>" if ok else "text after </answer> (or no answer)",
+                )
         passed = sum(ok for ok, _ in results.values())
         turn_rewards = None
         if "tool_call_syntax" in self.checks and blocks:
             bad_turns = {i for i, _ in bad}
             turn_rewards = {i: 0.0 if i in bad_turns else 1.0 for i, _ in blocks}
         detail = "; ".join(f"{'✓' if ok else '✗'} {why}" for ok, why in results.values())
-        return CriterionResult(passed / len(results), f"{passed} of {len(results)} checks pass: {detail}.", turn_rewards)
+        return CriterionResult(
+            passed / len(results), f"{passed} of {len(results)} checks pass: {detail}.", turn_rewards
+        )
 
 
 def measure_length(trajectory: Trajectory, unit: str, scope: str) -> tuple[int, str]:
@@ -266,6 +292,11 @@ def measure_length(trajectory: Trajectory, unit: str, scope: str) -> tuple[int, 
     turns = [t for _, t in _assistant_turns(trajectory)]
     if scope == "final_answer":
         turns = turns[-1:]
+    elif scope == "longest_message" and turns:
+        # The per-message token budget (max new tokens) is what a message runs out of.
+        turns = [
+            max(turns, key=lambda t: len(t.token_ids) if t.token_ids is not None else len(t.text.split()))
+        ]
     if unit == "auto":
         unit = "tokens" if turns and all(t.token_ids is not None for t in turns) else "words"
     if unit == "tokens":
@@ -278,11 +309,13 @@ def measure_length(trajectory: Trajectory, unit: str, scope: str) -> tuple[int, 
 
 
 class LengthCriterion(Criterion):
-    def __init__(self, min_len: int = 0, max_len: int = 256, unit: str = "auto", scope: str = "all_assistant") -> None:
+    def __init__(
+        self, min_len: int = 0, max_len: int = 256, unit: str = "auto", scope: str = "all_assistant"
+    ) -> None:
         self.min_len, self.max_len, self.unit, self.scope = min_len, max_len, unit, scope
 
     @classmethod
-    def check_params(cls, params: dict[str, Any]) -> dict[str, list[str]]:
+    def check_config(cls, params: dict[str, Any]) -> dict[str, list[str]]:
         low, high = params.get("min_len", 0), params.get("max_len", 256)
         if isinstance(low, int) and isinstance(high, int) and low > high:
             return {"min_len": ["must be ≤ max length"]}
@@ -302,23 +335,20 @@ class LengthCriterion(Criterion):
 class OverlongPenalty(Criterion):
     """DAPO's soft overlong punishment (Yu et al., 2025, eq. 13)."""
 
-    def __init__(self, max_len: int = 512, buffer: int = 128, unit: str = "auto", scope: str = "all_assistant") -> None:
+    def __init__(
+        self, max_len: int = 512, buffer: int = 128, unit: str = "auto", scope: str = "all_assistant"
+    ) -> None:
         self.max_len, self.buffer, self.unit, self.scope = max_len, buffer, unit, scope
 
     @classmethod
-    def check_params(cls, params: dict[str, Any]) -> dict[str, list[str]]:
+    def check_config(cls, params: dict[str, Any]) -> dict[str, list[str]]:
         buffer, high = params.get("buffer", 128), params.get("max_len", 512)
         if isinstance(buffer, int) and isinstance(high, int) and buffer > high:
             return {"buffer": ["must be ≤ max length"]}
         return {}
 
     def penalty(self, length: int) -> float:
-        start = self.max_len - self.buffer
-        if length <= start:
-            return 0.0
-        if length > self.max_len or self.buffer == 0:
-            return -1.0
-        return (start - length) / self.buffer
+        return overlong_penalty(length, self.max_len, self.buffer)
 
     def score(self, trajectory: Trajectory) -> CriterionResult:
         length, unit = measure_length(trajectory, self.unit, self.scope)
@@ -339,10 +369,13 @@ class ToolCallsCriterion(Criterion):
         penalty_per_failed_call: float = 0.25,
     ) -> None:
         self.min_calls, self.max_calls, self.reward_in_range = min_calls, max_calls, reward_in_range
-        self.penalty_per_extra_call, self.penalty_per_failed_call = penalty_per_extra_call, penalty_per_failed_call
+        self.penalty_per_extra_call, self.penalty_per_failed_call = (
+            penalty_per_extra_call,
+            penalty_per_failed_call,
+        )
 
     @classmethod
-    def check_params(cls, params: dict[str, Any]) -> dict[str, list[str]]:
+    def check_config(cls, params: dict[str, Any]) -> dict[str, list[str]]:
         low, high = params.get("min_calls", 1), params.get("max_calls", 3)
         if isinstance(low, int) and isinstance(high, int) and low > high:
             return {"min_calls": ["must be ≤ max calls"]}
@@ -358,9 +391,13 @@ class ToolCallsCriterion(Criterion):
                 continue
             reply = turns[i + 1] if i + 1 < len(turns) and turns[i + 1].role == "tool" else None
             if reply is not None:
-                failed = is_error_observation(reply.tool_result if reply.tool_result is not None else reply.text)
+                failed = is_error_observation(
+                    reply.tool_result if reply.tool_result is not None else reply.text
+                )
             else:  # a pasted transcript without tool replies: judge by syntax alone
-                failed = any(syntax_error(b) for b in tool_call_blocks(turn.text)) if not turn.tool_name else False
+                failed = (
+                    any(syntax_error(b) for b in tool_call_blocks(turn.text)) if not turn.tool_name else False
+                )
             found.append((i, failed))
         return found
 
@@ -369,7 +406,11 @@ class ToolCallsCriterion(Criterion):
         count, failed = len(calls), sum(f for _, f in calls)
         extra = max(0, count - self.max_calls)
         in_range = self.min_calls <= count <= self.max_calls
-        raw = (self.reward_in_range if in_range else 0.0) - self.penalty_per_extra_call * extra - self.penalty_per_failed_call * failed
+        raw = (
+            (self.reward_in_range if in_range else 0.0)
+            - self.penalty_per_extra_call * extra
+            - self.penalty_per_failed_call * failed
+        )
         per_call = self.reward_in_range / max(self.max_calls, 1)
         turn_rewards = {}
         for k, (i, was_failed) in enumerate(calls, start=1):
@@ -391,7 +432,9 @@ class EnvRewardCriterion(Criterion):
     def score(self, trajectory: Trajectory) -> CriterionResult:
         steps = trajectory.info.get("step_rewards")
         detail = f" (per step: {', '.join(f'{r:g}' for r in steps)})" if steps else ""
-        return CriterionResult(float(trajectory.env_reward), f"Environment reward {trajectory.env_reward:g}{detail}.")
+        return CriterionResult(
+            float(trajectory.env_reward), f"Environment reward {trajectory.env_reward:g}{detail}."
+        )
 
 
 def resolve_reward_function(reference: str) -> Any:
@@ -404,7 +447,9 @@ def resolve_reward_function(reference: str) -> Any:
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
-            raise CriterionUnavailable(f"Reward function module {module_name!r} is not importable here: {exc}") from exc
+            raise CriterionUnavailable(
+                f"Reward function module {module_name!r} is not importable here: {exc}"
+            ) from exc
         function = getattr(module, attr, None)
         if function is None:
             raise CriterionUnavailable(f"Module {module_name!r} has no function {attr!r}.")
@@ -439,8 +484,16 @@ class CustomPython(Criterion):
             value, out = result[0], CriterionResult(float(result[0]), str(result[1]), provenance=provenance)
         else:
             value = result
-            out = CriterionResult(float(result), f"{self.reference} returned {result!r}.", provenance=provenance) if isinstance(result, (int, float)) else None
+            out = (
+                CriterionResult(
+                    float(result), f"{self.reference} returned {result!r}.", provenance=provenance
+                )
+                if isinstance(result, (int, float))
+                else None
+            )
         if out is None or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
-            raise TypeError(f"Reward function {self.reference!r} returned {result!r}; expected a finite number.")
+            raise TypeError(
+                f"Reward function {self.reference!r} returned {result!r}; expected a finite number."
+            )
         out.raw = float(out.raw)
         return out

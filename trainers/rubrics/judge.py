@@ -66,7 +66,9 @@ class LLMJudge(Criterion):
         self.generate: GenerateFn | None = None
         self.attach_models(generate=generate)
 
-    def attach_models(self, *, generate: GenerateFn | Mapping[str, GenerateFn] | None = None, **_: Any) -> None:
+    def attach_models(
+        self, *, generate: GenerateFn | Mapping[str, GenerateFn] | None = None, **_: Any
+    ) -> None:
         """Inject the judge: a callable, or a mapping from model name to callable."""
         if isinstance(generate, Mapping):
             generate = generate.get(self.model)
@@ -74,7 +76,7 @@ class LLMJudge(Criterion):
             self.generate = generate
 
     @classmethod
-    def check_params(cls, params: dict[str, Any]) -> dict[str, list[str]]:
+    def check_config(cls, params: dict[str, Any]) -> dict[str, list[str]]:
         errors: dict[str, list[str]] = {}
         problem = template_error(params.get("template", DEFAULT_JUDGE_TEMPLATE))
         if problem:
@@ -138,7 +140,11 @@ class LLMJudge(Criterion):
         provenance = {"judge_model": self.model, "cache_key": key, "cache_hit": cache_hit}
         value = self.parse_score(reply)
         if value is None:
-            return CriterionResult(self.on_parse_failure, f"No score found in the judge's reply: {reply.strip()[:1000]}", provenance=provenance)
+            return CriterionResult(
+                self.on_parse_failure,
+                f"No score found in the judge's reply: {reply.strip()[:1000]}",
+                provenance=provenance,
+            )
         raw = value
         if self.normalize:
             clipped = min(max(value, self.min_score), self.max_score)

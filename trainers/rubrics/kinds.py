@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainers.registry import KindSpec
+from trainers.kinds import KindSpec
 
 _CRITERIA_MODULE = "trainers.rubrics.criteria"
 
@@ -27,8 +27,15 @@ def _enum(title: str, description: str, options: list[str], default: str) -> dic
     return {"type": "string", "title": title, "description": description, "enum": options, "default": default}
 
 
-def _number(title: str, description: str, default: float, minimum: float | None = None, maximum: float | None = None) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "number", "title": title, "description": description, "default": default}
+def _number(
+    title: str, description: str, default: float, minimum: float | None = None, maximum: float | None = None
+) -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "type": "number",
+        "title": title,
+        "description": description,
+        "default": default,
+    }
     if minimum is not None:
         schema["minimum"] = minimum
     if maximum is not None:
@@ -63,8 +70,9 @@ _UNIT = _enum(
 )
 _SCOPE = _enum(
     "What is measured",
-    "all_assistant: every assistant message together (the completion); final_answer: the last one.",
-    ["all_assistant", "final_answer"],
+    "all_assistant: every assistant message together (the completion); final_answer: the last one; "
+    "longest_message: the longest assistant message (what runs into the per-message token budget).",
+    ["all_assistant", "final_answer", "longest_message"],
     "all_assistant",
 )
 
@@ -83,8 +91,10 @@ EXACT_MATCH = KindSpec(
                 "answer_tag_or_full",
             ),
             "match": _enum(
-                "Match", "equals: the whole answer must match; contains: the expected text appears in it.",
-                ["equals", "contains"], "equals",
+                "Match",
+                "equals: the whole answer must match; contains: the expected text appears in it.",
+                ["equals", "contains"],
+                "equals",
             ),
             "case_sensitive": _bool("Case sensitive", "Compare letter case.", False),
             "collapse_whitespace": _bool(
@@ -139,8 +149,12 @@ REGEX = KindSpec(
                 "maxLength": 2000,
                 "default": "",
             },
-            "must_match": _bool("Must match", "On: reward a match. Off: reward the absence of a match.", True),
-            "full_match": _bool("Whole text", "The pattern must match the whole text, not just part of it.", False),
+            "must_match": _bool(
+                "Must match", "On: reward a match. Off: reward the absence of a match.", True
+            ),
+            "full_match": _bool(
+                "Whole text", "The pattern must match the whole text, not just part of it.", False
+            ),
             "flags": {
                 "type": "array",
                 "title": "Flags",
@@ -238,7 +252,9 @@ TOOL_CALLS = KindSpec(
         {
             "min_calls": _int("Min calls", "Fewest tool calls that earn the in-range reward.", 1, 0, 100),
             "max_calls": _int("Max calls", "Most tool calls that earn the in-range reward.", 3, 0, 100),
-            "reward_in_range": _number("In-range reward", "Raw value when the count is in range.", 1.0, 0.0, 10.0),
+            "reward_in_range": _number(
+                "In-range reward", "Raw value when the count is in range.", 1.0, 0.0, 10.0
+            ),
             "penalty_per_extra_call": _number(
                 "Penalty per extra call", "Subtracted for each call beyond max calls.", 0.25, 0.0, 10.0
             ),
@@ -372,6 +388,63 @@ CUSTOM_PYTHON = KindSpec(
     target=f"{_CRITERIA_MODULE}:CustomPython",
 )
 
+MATH_VERIFY = KindSpec(
+    name="math_verify",
+    title="Math answer equivalence (math-verify)",
+    description=(
+        "1 when the answer is mathematically equivalent to the expected one, checked symbolically by "
+        "math-verify: 1/2 = 0.5 = \\frac{1}{2}, {1,2} = {2,1}, (x+1)^2 = x^2+2x+1. The explanation shows what was read."
+    ),
+    config_schema=_object(
+        {
+            "extract": _enum(
+                "Answer extraction",
+                "answer_tag_or_full: the text inside the last <answer>…</answer>, else the whole final message; "
+                "answer_tag: only the tag (no tag scores 0); full: the whole final message.",
+                ["answer_tag_or_full", "answer_tag", "full"],
+                "answer_tag_or_full",
+            ),
+            "target": _TARGET,
+            "float_rounding": _int(
+                "Decimal places", "Numbers are compared after rounding to this many places.", 6, 0, 15
+            ),
+            "strict": _bool(
+                "Strict",
+                "Off: also accept an equation for its right-hand side and a set for one "
+                "of its orderings where math-verify allows it.",
+                True,
+            ),
+            "timeout_s": _int(
+                "Time limit (s)", "Longest symbolic check per answer (main thread only).", 5, 1, 60
+            ),
+        }
+    ),
+    target="trainers.rubrics.ecosystem:MathVerifyCriterion",
+)
+
+VERIFIERS_RUBRIC = KindSpec(
+    name="verifiers_rubric",
+    title="verifiers rubric function",
+    description=(
+        "A reward function of a verifiers environment's rubric, as the `verifiers` environment computed it "
+        "at the end of the episode. Name one function (its value is the raw score; give it its weight here) "
+        "or leave empty for the rubric's weighted total."
+    ),
+    config_schema=_object(
+        {
+            "function": {
+                "type": "string",
+                "title": "Reward function",
+                "description": "The function's name in the environment's rubric, e.g. correct_answer. Empty: "
+                "the weighted sum of all of them with the environment's weights.",
+                "maxLength": 200,
+                "default": "",
+            },
+        }
+    ),
+    target="trainers.rubrics.ecosystem:VerifiersRubricCriterion",
+)
+
 BUILTIN_CRITERIA: list[KindSpec] = [
     EXACT_MATCH,
     NUMERIC_MATCH,
@@ -384,4 +457,6 @@ BUILTIN_CRITERIA: list[KindSpec] = [
     LLM_JUDGE,
     LEARNED_REWARD,
     CUSTOM_PYTHON,
+    MATH_VERIFY,
+    VERIFIERS_RUBRIC,
 ]

@@ -113,7 +113,9 @@ def read_metadata(path: str | Path) -> RewardModelMetadata:
             f"got {data.get('format')!r} / {data.get('architecture')!r}."
         )
     if data.get("version") != FORMAT_VERSION:
-        raise RewardModelFormatError(f"{meta_path}: unsupported version {data.get('version')!r} (this code reads {FORMAT_VERSION}).")
+        raise RewardModelFormatError(
+            f"{meta_path}: unsupported version {data.get('version')!r} (this code reads {FORMAT_VERSION})."
+        )
     try:
         base = data["base_model"]
         metadata = RewardModelMetadata(
@@ -184,7 +186,9 @@ def save_reward_model(
     if hidden_weight is not None:
         hidden_array = np.asarray(hidden_weight, dtype=np.float32)
         if hidden_array.ndim != 2 or hidden_array.shape[0] != weight_array.shape[0]:
-            raise RewardModelFormatError(f"hidden.weight must be [{weight_array.shape[0]}, hidden_size], got {hidden_array.shape}.")
+            raise RewardModelFormatError(
+                f"hidden.weight must be [{weight_array.shape[0]}, hidden_size], got {hidden_array.shape}."
+            )
         tensors["hidden.weight"] = hidden_array
         tensors["hidden.bias"] = np.asarray(hidden_bias, dtype=np.float32).reshape(-1)
         hidden_size = int(hidden_array.shape[1])
@@ -241,14 +245,20 @@ class RewardModel:
 
         self.path = Path(path)
         self.metadata = read_metadata(self.path)
-        base_dir, gguf_file = resolve_base_model(self.metadata.base_model_path, self.metadata.gguf_file, self.path)
+        base_dir, gguf_file = resolve_base_model(
+            self.metadata.base_model_path, self.metadata.gguf_file, self.path
+        )
         head = load_file(str(self.path / self.metadata.head_file))
         if "weight" not in head or "bias" not in head:
-            raise RewardModelFormatError(f"{self.path / self.metadata.head_file} must hold tensors 'weight' and 'bias'.")
+            raise RewardModelFormatError(
+                f"{self.path / self.metadata.head_file} must hold tensors 'weight' and 'bias'."
+            )
         self.weight = head["weight"].to(torch.float32).reshape(-1)
         self.bias = head["bias"].to(torch.float32).reshape(-1)[0]
         self.hidden_weight = head["hidden.weight"].to(torch.float32) if "hidden.weight" in head else None
-        self.hidden_bias = head["hidden.bias"].to(torch.float32).reshape(-1) if "hidden.bias" in head else None
+        self.hidden_bias = (
+            head["hidden.bias"].to(torch.float32).reshape(-1) if "hidden.bias" in head else None
+        )
         self.model, self.tokenizer = load_encoder(base_dir, gguf_file)
         hidden = self.model.config.hidden_size
         inputs = self.weight.shape[0] if self.hidden_weight is None else self.hidden_weight.shape[1]
@@ -257,7 +267,8 @@ class RewardModel:
                 f"{self.path}: head takes {inputs} inputs, base model hidden size is {hidden}."
             )
         if self.hidden_weight is not None and (
-            self.hidden_bias is None or self.hidden_weight.shape[0] != self.weight.shape[0]
+            self.hidden_bias is None
+            or self.hidden_weight.shape[0] != self.weight.shape[0]
             or self.hidden_bias.shape[0] != self.weight.shape[0]
         ):
             raise RewardModelFormatError(f"{self.path}: hidden layer and output weights do not fit together.")
@@ -266,7 +277,9 @@ class RewardModel:
     def score(self, texts: list[str], batch_size: int = 8) -> list[float]:
         scores: list[float] = []
         for start in range(0, len(texts), batch_size):
-            pooled = mean_pooled_embeddings(self.model, self.tokenizer, texts[start : start + batch_size], self.metadata.max_length)
+            pooled = mean_pooled_embeddings(
+                self.model, self.tokenizer, texts[start : start + batch_size], self.metadata.max_length
+            )
             if self.hidden_weight is not None:
                 pooled = (pooled @ self.hidden_weight.T + self.hidden_bias).clamp(min=0.0)
             scores.extend((pooled @ self.weight + self.bias).tolist())
@@ -314,7 +327,9 @@ class LearnedReward(Criterion):
         # The same prompt / response split as the preference snapshots the model was trained on.
         text = trajectory_text(trajectory.task.prompt, trajectory.turns)
         response = text.response if self._response_text == "transcript" else trajectory.final_answer
-        return self._template.format(prompt=text.prompt, response=response, transcript=render_transcript(trajectory))
+        return self._template.format(
+            prompt=text.prompt, response=response, transcript=render_transcript(trajectory)
+        )
 
     def score(self, trajectory: Trajectory) -> CriterionResult:
         return self.score_many([trajectory])[0]
@@ -323,6 +338,8 @@ class LearnedReward(Criterion):
         scorer = self._ensure_loaded()
         values = scorer([self.render(t) for t in trajectories])
         return [
-            CriterionResult(float(v), f"Reward model score {float(v):.4g}.", provenance=dict(self._provenance))
+            CriterionResult(
+                float(v), f"Reward model score {float(v):.4g}.", provenance=dict(self._provenance)
+            )
             for v in values
         ]

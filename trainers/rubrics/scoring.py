@@ -21,13 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from trainers.registry import (
-    UnknownKind,
-    config_with_defaults,
-    criterion_kind,
-    criterion_kinds,
-    validate_config,
-)
+from trainers.registry import UnknownKind, criterion_kind, criterion_kinds
 from trainers.rubrics.base import Criterion, CriterionResult, CriterionUnavailable
 from trainers.types import Trajectory
 
@@ -122,19 +116,6 @@ def rubric_schema() -> dict[str, Any]:
     }
 
 
-def _check_params_of(kind_name: str, params: dict[str, Any]) -> dict[str, list[str]]:
-    """Semantic checks of a criterion's params (invalid regex…), for kinds whose class offers them."""
-    spec = criterion_kind(kind_name)
-    module_name, _, attr = spec.target.partition(":")
-    if not module_name.startswith("trainers."):
-        return {}  # plugin classes may import heavy things; their schema check is all we do here
-    import importlib
-
-    cls = getattr(importlib.import_module(module_name), attr)
-    check = getattr(cls, "check_params", None)
-    return check(config_with_defaults(spec.config_schema, params)) if check else {}
-
-
 def validate_rubric(spec: Any) -> dict[str, list[str]]:
     """Field-path errors of a rubric spec ({} when valid), e.g. {"criteria.1.weight": ["must be ≥ 0"]}."""
     errors: dict[str, list[str]] = {}
@@ -192,9 +173,7 @@ def validate_rubric(spec: Any) -> dict[str, list[str]]:
             continue
         if params is None:
             continue
-        param_errors = validate_config(kind_spec.config_schema, params)
-        if not param_errors:
-            param_errors = _check_params_of(kind, params)
+        param_errors = kind_spec.validate(params)
         for path, messages in param_errors.items():
             for message in messages:
                 add(f"{where}.params.{path}" if path else f"{where}.params", message)
@@ -235,12 +214,16 @@ class Rubric:
             attach = getattr(criterion, "attach_models", None)
             if attach is not None:
                 attach(generate=generate, reward_scorer=reward_scorer)
-            self.criteria.append(_BuiltCriterion(item["name"], item["kind"], float(item.get("weight", 1.0)), criterion))
+            self.criteria.append(
+                _BuiltCriterion(item["name"], item["kind"], float(item.get("weight", 1.0)), criterion)
+            )
 
     def score(self, trajectory: Trajectory, *, skip_unavailable: bool = False) -> RubricScore:
         return self.score_group([trajectory], skip_unavailable=skip_unavailable)[0]
 
-    def score_group(self, trajectories: list[Trajectory], *, skip_unavailable: bool = False) -> list[RubricScore]:
+    def score_group(
+        self, trajectories: list[Trajectory], *, skip_unavailable: bool = False
+    ) -> list[RubricScore]:
         """Score rollouts of one task together (group normalisation needs the whole group).
 
         `skip_unavailable`: a criterion that cannot score in this process (no model attached, reward
@@ -281,7 +264,15 @@ class Rubric:
                 results = per_criterion[c]
                 if results is None:
                     components.append(
-                        ComponentScore(built.name, built.kind, 0.0, built.weight, 0.0, f"Not scored here: {skipped_reason[c]}", skipped=True)
+                        ComponentScore(
+                            built.name,
+                            built.kind,
+                            0.0,
+                            built.weight,
+                            0.0,
+                            f"Not scored here: {skipped_reason[c]}",
+                            skipped=True,
+                        )
                     )
                     continue
                 result = results[j]
@@ -291,8 +282,15 @@ class Rubric:
                     turn_rewards[turn] = turn_rewards.get(turn, 0.0) + built.weight * value
                 components.append(
                     ComponentScore(
-                        built.name, built.kind, result.raw, built.weight, weighted, result.explanation,
-                        normalized=z, turn_rewards=result.turn_rewards, provenance=result.provenance,
+                        built.name,
+                        built.kind,
+                        result.raw,
+                        built.weight,
+                        weighted,
+                        result.explanation,
+                        normalized=z,
+                        turn_rewards=result.turn_rewards,
+                        provenance=result.provenance,
                     )
                 )
             total = sum(c.weighted for c in components)
@@ -310,9 +308,13 @@ def build_rubric(
     return Rubric(spec, generate=generate, reward_scorer=reward_scorer)
 
 
-def score_trajectory(spec: dict[str, Any], trajectory: Trajectory, *, skip_unavailable: bool = False, **models: Any) -> RubricScore:
+def score_trajectory(
+    spec: dict[str, Any], trajectory: Trajectory, *, skip_unavailable: bool = False, **models: Any
+) -> RubricScore:
     return build_rubric(spec, **models).score(trajectory, skip_unavailable=skip_unavailable)
 
 
-def score_group(spec: dict[str, Any], trajectories: list[Trajectory], *, skip_unavailable: bool = False, **models: Any) -> list[RubricScore]:
+def score_group(
+    spec: dict[str, Any], trajectories: list[Trajectory], *, skip_unavailable: bool = False, **models: Any
+) -> list[RubricScore]:
     return build_rubric(spec, **models).score_group(trajectories, skip_unavailable=skip_unavailable)

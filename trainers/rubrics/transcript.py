@@ -18,9 +18,9 @@ import re
 from typing import Any
 
 from trainers.toolcalls import parse_tool_calls
-from trainers.types import Task, Trajectory, Turn
+from trainers.types import Role, Task, Trajectory, Turn
 
-_ROLE_ALIASES = {
+_ROLE_ALIASES: dict[str, Role] = {
     "system": "system",
     "user": "user",
     "human": "user",
@@ -30,7 +30,10 @@ _ROLE_ALIASES = {
     "tool": "tool",
     "ipython": "tool",
 }
-_ROLE_LINE = re.compile(r"^[ \t]*(?:#+[ \t]*)?(system|user|human|assistant|ai|bot|tool)[ \t]*:[ \t]?", re.IGNORECASE | re.MULTILINE)
+_ROLE_LINE = re.compile(
+    r"^[ \t]*(?:#+[ \t]*)?(system|user|human|assistant|ai|bot|tool)[ \t]*:[ \t]?",
+    re.IGNORECASE | re.MULTILINE,
+)
 _CHATML = re.compile(r"<\|im_start\|>\s*(\w+)\s*\n(.*?)(?:<\|im_end\|>|(?=<\|im_start\|>)|\Z)", re.DOTALL)
 
 
@@ -43,7 +46,9 @@ def _turn_from_dict(data: Any, index: int) -> Turn:
         raise TranscriptError(f"turns.{index}: must be an object with 'role' and 'text'")
     role = _ROLE_ALIASES.get(str(data.get("role", "")).lower())
     if role is None:
-        raise TranscriptError(f"turns.{index}.role: must be one of system, user, assistant, tool (got {data.get('role')!r})")
+        raise TranscriptError(
+            f"turns.{index}.role: must be one of system, user, assistant, tool (got {data.get('role')!r})"
+        )
     text = data.get("text", data.get("content", ""))
     if isinstance(text, list):  # OpenAI content parts
         text = "".join(part.get("text", "") for part in text if isinstance(part, dict))
@@ -137,7 +142,11 @@ def parse_transcript(source: str | dict[str, Any] | list[Any], *, answer: Any = 
         raise TranscriptError("a trajectory object needs a 'turns' (or 'messages') list")
     turns = [_turn_from_dict(t, i) for i, t in enumerate(raw_turns)]
     _fill_tool_fields(turns)
-    task_data = data.get("task") if isinstance(data.get("task"), dict) else {k: data[k] for k in ("prompt", "answer") if k in data}
+    task_data = (
+        data.get("task")
+        if isinstance(data.get("task"), dict)
+        else {k: data[k] for k in ("prompt", "answer") if k in data}
+    )
     trajectory = Trajectory(task=_task_from(task_data, turns, answer), turns=turns)
     if data.get("status") in ("ok", "truncated", "error"):
         trajectory.status = data["status"]

@@ -17,8 +17,17 @@ def test_it_lists_the_builtin_kinds():
         environment_kinds()
     )
     assert {
-        "exact_match", "numeric_match", "regex", "format", "length", "overlong_penalty",
-        "tool_calls", "env_reward", "llm_judge", "learned_reward", "custom_python",
+        "exact_match",
+        "numeric_match",
+        "regex",
+        "format",
+        "length",
+        "overlong_penalty",
+        "tool_calls",
+        "env_reward",
+        "llm_judge",
+        "learned_reward",
+        "custom_python",
     } <= set(criterion_kinds())
     assert criterion_kinds()["llm_judge"].needs_model and criterion_kinds()["learned_reward"].needs_model
     assert not criterion_kinds()["exact_match"].needs_model
@@ -33,14 +42,25 @@ def test_every_schema_is_a_complete_form(spec):
     for key, prop in schema["properties"].items():
         assert prop.get("title") and prop.get("description"), key
         assert "default" in prop, key
-        if prop.get("type") in ("integer", "number") and key not in ("min_score", "max_score", "on_parse_failure"):
+        if prop.get("type") in ("integer", "number") and key not in (
+            "min_score",
+            "max_score",
+            "on_parse_failure",
+        ):
             assert "minimum" in prop, key
     json.dumps(schema)  # the dashboard stores and ships it as JSON
 
 
 @pytest.mark.parametrize("spec", environment_kinds().values(), ids=lambda s: s.name)
 def test_environment_defaults_are_valid_configs(spec):
-    config = config_with_defaults(spec.config_schema, {"path": "/tmp/x.jsonl"} if spec.name == "from_dataset" else {})
+    required = {  # what a kind cannot default: where its tasks or tools come from
+        "from_dataset": {"path": "/tmp/x.jsonl"},
+        "mcp_tools": {
+            "mcp_servers": [{"name": "tools", "url": "http://127.0.0.1:8000/mcp", "allow_tools": ["add"]}]
+        },
+        "verifiers": {"environment": "vf-word-tools"},
+    }
+    config = config_with_defaults(spec.config_schema, required.get(spec.name, {}))
     assert validate_config(spec.config_schema, config) == {}
 
 

@@ -19,19 +19,33 @@ from trainers.types import Task, Trajectory, Turn
 
 
 def trajectory(answer_text: str) -> Trajectory:
-    return Trajectory(task=Task("t", "What is 2 + 2?", 4), turns=[Turn("user", "What is 2 + 2?"), Turn("assistant", answer_text)])
+    return Trajectory(
+        task=Task("t", "What is 2 + 2?", 4),
+        turns=[Turn("user", "What is 2 + 2?"), Turn("assistant", answer_text)],
+    )
 
 
 def test_save_and_read_round_trip(tmp_path):
     directory = save_reward_model(
-        tmp_path / "rm", weight=np.ones(8), bias=0.25, base_model_path="base", provenance={"pairs": 120, "queue": 7}
+        tmp_path / "rm",
+        weight=np.ones(8),
+        bias=0.25,
+        base_model_path="base",
+        provenance={"pairs": 120, "queue": 7},
     )
     (directory / "base").mkdir()
     metadata = read_metadata(directory)
-    assert metadata.hidden_size == 8 and metadata.base_model_path == "base" and metadata.response_text == "transcript"
+    assert (
+        metadata.hidden_size == 8
+        and metadata.base_model_path == "base"
+        and metadata.response_text == "transcript"
+    )
     assert metadata.provenance == {"pairs": 120, "queue": 7}
     stored = json.loads((directory / "reward_model.json").read_text())
-    assert stored["format"] == "rollout_studio.reward_model" and stored["architecture"] == "bradley_terry_mean_pool"
+    assert (
+        stored["format"] == "rollout_studio.reward_model"
+        and stored["architecture"] == "bradley_terry_mean_pool"
+    )
 
 
 def test_missing_or_foreign_directories_fail_clearly(tmp_path):
@@ -49,7 +63,11 @@ def test_missing_or_foreign_directories_fail_clearly(tmp_path):
 
 
 def test_the_criterion_scores_with_an_injected_scorer():
-    spec = {"criteria": [{"name": "rm", "kind": "learned_reward", "weight": 2.0, "params": {"path": "/models/rm"}}]}
+    spec = {
+        "criteria": [
+            {"name": "rm", "kind": "learned_reward", "weight": 2.0, "params": {"path": "/models/rm"}}
+        ]
+    }
     scorer_calls = []
 
     def scorer(texts):
@@ -63,18 +81,29 @@ def test_the_criterion_scores_with_an_injected_scorer():
 
 def test_a_multi_turn_trajectory_is_scored_as_the_text_its_preference_pairs_were_trained_on():
     """Snapshots train on the whole response (tool calls and results); scoring must read the same."""
-    spec = {"criteria": [{"name": "rm", "kind": "learned_reward", "weight": 1.0, "params": {"path": "/models/rm"}}]}
-    multi = Trajectory(task=Task("t", "What is 12 + 7?", 19), turns=[
-        Turn("system", "Use tools."), Turn("user", "What is 12 + 7?"),
-        Turn("assistant", "<tool_call>calc</tool_call>", tool_name="calculator"),
-        Turn("tool", "Result: 19", tool_name="calculator", tool_result="19"),
-        Turn("assistant", "<answer>19</answer>"),
-    ])
+    spec = {
+        "criteria": [
+            {"name": "rm", "kind": "learned_reward", "weight": 1.0, "params": {"path": "/models/rm"}}
+        ]
+    }
+    multi = Trajectory(
+        task=Task("t", "What is 12 + 7?", 19),
+        turns=[
+            Turn("system", "Use tools."),
+            Turn("user", "What is 12 + 7?"),
+            Turn("assistant", "<tool_call>calc</tool_call>", tool_name="calculator"),
+            Turn("tool", "Result: 19", tool_name="calculator", tool_result="19"),
+            Turn("assistant", "<answer>19</answer>"),
+        ],
+    )
     seen = []
     score_group(spec, [multi], reward_scorer=lambda texts: seen.extend(texts) or [0.0] * len(texts))
     response = trajectory_text(multi.task.prompt, multi.turns).response
     assert seen == [f"What is 12 + 7?\n\n{response}"]
-    assert response == "assistant: <tool_call>calc</tool_call>\ntool (calculator): 19\nassistant: <answer>19</answer>"
+    assert (
+        response
+        == "assistant: <tool_call>calc</tool_call>\ntool (calculator): 19\nassistant: <answer>19</answer>"
+    )
 
 
 def test_a_model_saved_before_response_text_existed_is_scored_on_final_answers(tmp_path):
@@ -88,14 +117,20 @@ def test_a_model_saved_before_response_text_existed_is_scored_on_final_answers(t
 @pytest.mark.slow
 def test_a_reward_model_over_the_default_model_loads_and_scores(tmp_path):
     rng = np.random.default_rng(0)
-    save_reward_model(tmp_path / "rm", weight=rng.normal(size=576) / 24, bias=0.5, base_model_path=BUILTIN_SMOLLM2)
+    save_reward_model(
+        tmp_path / "rm", weight=rng.normal(size=576) / 24, bias=0.5, base_model_path=BUILTIN_SMOLLM2
+    )
     model = load_reward_model(tmp_path / "rm")
     texts = ["What is 2 + 2?\n\n4", "What is 2 + 2?\n\nfive hundred and twelve, I believe"]
     batched = model.score(texts)
     alone = [model.score([t])[0] for t in texts]
     assert batched == pytest.approx(alone, abs=1e-4)  # padding does not leak into the mean pool
     assert batched[0] != pytest.approx(batched[1])
-    spec = {"criteria": [{"name": "rm", "kind": "learned_reward", "weight": 1.0, "params": {"path": str(tmp_path / "rm")}}]}
+    spec = {
+        "criteria": [
+            {"name": "rm", "kind": "learned_reward", "weight": 1.0, "params": {"path": str(tmp_path / "rm")}}
+        ]
+    }
     score = score_group(spec, [trajectory("4")])[0]
     assert score.total == pytest.approx(batched[0], abs=1e-4)
     assert len(score.components[0].provenance["reward_model_head_sha256"]) == 16

@@ -51,14 +51,18 @@ def all_envs(dataset_path):
 # ---- tasks ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["arithmetic_calculator", "countdown", "frozen_lake", "python_tool", "from_dataset"])
+@pytest.mark.parametrize(
+    "kind", ["arithmetic_calculator", "countdown", "frozen_lake", "python_tool", "from_dataset"]
+)
 def test_tasks_are_deterministic_and_splits_disjoint(kind, dataset):
     env = all_envs(dataset)[kind]
     again = all_envs(dataset)[kind]
     n_eval = 5
     train, eval_ = env.tasks("train", 40, seed=3), env.tasks("eval", n_eval, seed=3)
     assert [t.id for t in train] == [t.id for t in again.tasks("train", 40, seed=3)]
-    assert [(t.prompt, t.answer) for t in eval_] == [(t.prompt, t.answer) for t in again.tasks("eval", n_eval, seed=3)]
+    assert [(t.prompt, t.answer) for t in eval_] == [
+        (t.prompt, t.answer) for t in again.tasks("eval", n_eval, seed=3)
+    ]
     assert len(train) == 40 and len(eval_) == n_eval
     assert {t.prompt for t in train}.isdisjoint({t.prompt for t in eval_})
     # other seeds give other train lists but never cross into eval
@@ -100,7 +104,17 @@ def test_the_calculator_evaluates_safely():
     assert format_number(evaluate("7 / 2")) == "3.5"
     assert format_number(evaluate("2 ^ 10")) == "1024"
     assert format_number(evaluate("1/3")) == "0.3333333333"
-    for bad in ("__import__('os').system('ls')", "(1).__class__", "x + 1", "9 ** 9 ** 9", "1 / 0", "10 ** 40", "[1, 2]", "", "1 +"):
+    for bad in (
+        "__import__('os').system('ls')",
+        "(1).__class__",
+        "x + 1",
+        "9 ** 9 ** 9",
+        "1 / 0",
+        "10 ** 40",
+        "[1, 2]",
+        "",
+        "1 +",
+    ):
         with pytest.raises(ExpressionError):
             evaluate(bad)
     with pytest.raises(ExpressionError, match="too long"):
@@ -143,10 +157,18 @@ def test_arithmetic_correct_and_wrong_policies():
     strict = build("arithmetic_calculator", require_answer_tag=True)
     assert run_episode(strict, task, 0, lambda m: f"It is {task.answer}.").env_reward == 0.0
 
-    spec = {"aggregation": "weighted_sum", "criteria": [
-        {"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}},
-        {"name": "tools", "kind": "tool_calls", "weight": 0.5, "params": {"min_calls": 1, "max_calls": 2}},
-    ]}
+    spec = {
+        "aggregation": "weighted_sum",
+        "criteria": [
+            {"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}},
+            {
+                "name": "tools",
+                "kind": "tool_calls",
+                "weight": 0.5,
+                "params": {"min_calls": 1, "max_calls": 2},
+            },
+        ],
+    }
     assert score_trajectory(spec, good).total == 1.5
     assert score_trajectory(spec, wrong).total == 0.0
 
@@ -176,7 +198,9 @@ def test_the_worked_example_is_shown_to_the_policy_but_not_recorded():
     env = build("arithmetic_calculator")
     task = env.tasks("train", 1, seed=0)[0]
     seen = []
-    trajectory = run_episode(env, task, 0, lambda m: seen.append(list(m)) or "<answer>0</answer>", tool_message_role="user")
+    trajectory = run_episode(
+        env, task, 0, lambda m: seen.append(list(m)) or "<answer>0</answer>", tool_message_role="user"
+    )
     roles = [m["role"] for m in seen[0]]
     assert roles == ["system", "user", "assistant", "user", "assistant", "user"]
     assert seen[0][2]["content"].startswith("<tool_call>") and seen[0][-1]["content"] == task.prompt
@@ -186,7 +210,9 @@ def test_the_worked_example_is_shown_to_the_policy_but_not_recorded():
     assert plain.example_messages() == [] and "Example:" in plain.system_prompt()
     for kind in ("countdown", "frozen_lake", "python_tool"):
         messages = build(kind).example_messages()
-        assert messages and messages[0]["role"] == "user" and messages[-1]["role"] in ("assistant", "tool"), kind
+        assert messages and messages[0]["role"] == "user" and messages[-1]["role"] in ("assistant", "tool"), (
+            kind
+        )
 
 
 def test_a_policy_that_never_answers_is_truncated():
@@ -208,8 +234,14 @@ def test_countdown_correct_and_wrong_policies():
     near = run_episode(env, task, 0, lambda m: f"<answer>{numbers[0]}</answer>")
     assert near.env_reward == pytest.approx(0.1) or numbers[0] == task.answer
     checked = run_episode(
-        env, task, 0,
-        lambda m: call("calculator", expression=task.meta["solution"]) if m[-1]["role"] == "user" else f"<answer>{task.meta['solution']}</answer>",
+        env,
+        task,
+        0,
+        lambda m: (
+            call("calculator", expression=task.meta["solution"])
+            if m[-1]["role"] == "user"
+            else f"<answer>{task.meta['solution']}</answer>"
+        ),
     )
     assert checked.env_reward == 1.0 and checked.tool_calls == 1
 
@@ -246,7 +278,9 @@ def test_frozen_lake_falls_into_holes_and_gives_progress_credit():
     fell = run_episode(env, task, 0, lambda m: "<answer>down</answer>")
     assert fell.info["final_state"]["outcome"] == "hole" and fell.env_reward == 0.0
     first_half = task.answer.split()[: len(task.answer.split()) // 2]
-    env_short = build("frozen_lake", size=5, hole_fraction=0.3, reward_progress=0.5, interface="text", max_turns=1)
+    env_short = build(
+        "frozen_lake", size=5, hole_fraction=0.3, reward_progress=0.5, interface="text", max_turns=1
+    )
     partial = run_episode(env_short, task, 0, lambda m: f"<answer>{' '.join(first_half)}</answer>")
     assert 0 < partial.env_reward < 0.5
 
@@ -279,7 +313,16 @@ def test_from_dataset_episodes_and_per_line_tools(dataset, tmp_path):
     env = build("from_dataset", path=str(dataset), tools=["calculator"], match="numeric")
     task = next(t for t in env.all_tasks if t.id != "capital")
     x = int(re.search(r"What is (\d+)", task.prompt).group(1))
-    good = run_episode(env, task, 0, lambda m: call("calculator", expression=f"{x}*3") if m[-1]["role"] == "user" else f"<answer>{x * 3}</answer>")
+    good = run_episode(
+        env,
+        task,
+        0,
+        lambda m: (
+            call("calculator", expression=f"{x}*3")
+            if m[-1]["role"] == "user"
+            else f"<answer>{x * 3}</answer>"
+        ),
+    )
     assert good.env_reward == 1.0 and "calculator" in good.turns[0].text
     assert run_episode(env, task, 0, lambda m: "<answer>-1</answer>").env_reward == 0.0
 
@@ -296,10 +339,17 @@ def test_from_dataset_reports_bad_files_clearly(tmp_path):
     with pytest.raises(FileNotFoundError, match="Dataset file not found"):
         build("from_dataset", path=str(tmp_path / "missing.jsonl"))
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"prompt": "ok", "answer": 1}\nnot json\n{"answer": 2}\n\n["list"]\n{"prompt": "x", "answer": 1, "tools": ["shell"]}\n')
+    bad.write_text(
+        '{"prompt": "ok", "answer": 1}\nnot json\n{"answer": 2}\n\n["list"]\n{"prompt": "x", "answer": 1, "tools": ["shell"]}\n'
+    )
     with pytest.raises(DatasetError) as exc:
         build("from_dataset", path=str(bad))
     message = str(exc.value)
     assert "4 bad line(s)" in message
-    for fragment in ("line 2: not valid JSON", 'line 3: missing "prompt"', "line 5: must be a JSON object", 'line 6: "tools"'):
+    for fragment in (
+        "line 2: not valid JSON",
+        'line 3: missing "prompt"',
+        "line 5: must be a JSON object",
+        'line 6: "tools"',
+    ):
         assert fragment in message
