@@ -107,7 +107,11 @@ def environment(project, users):
     from webapp.experiments.services import environment_create
 
     return environment_create(
-        project=project, name="arith", kind="arithmetic_calculator", config=dict(ARITHMETIC_CONFIG), user=users["alice"]
+        project=project,
+        name="arith",
+        kind="arithmetic_calculator",
+        config=dict(ARITHMETIC_CONFIG),
+        user=users["alice"],
     )
 
 

@@ -55,7 +55,10 @@ def asgi_server(**extra_env: str):
     log = open(log_dir() / f"test-daphne-{port}.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
-        cwd=ROOT, env=child_env(**extra_env), stdout=log, stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=child_env(**extra_env),
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -90,10 +93,29 @@ def celery_worker(queues: str = "cpu", *, name: str = "test", purge: bool = True
     log_path = log_dir() / f"test-worker-{name}.log"
     log = open(log_path, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queues, "--pool", "solo",
-         "--loglevel", "INFO", "-n", f"{name}@%h", "--without-mingle", "--without-gossip",
-         *(["--purge"] if purge else [])],
-        cwd=ROOT, env=child_env(**extra_env), stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "workers",
+            "worker",
+            "-Q",
+            queues,
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+            "-n",
+            f"{name}@%h",
+            "--without-mingle",
+            "--without-gossip",
+            *(["--purge"] if purge else []),
+        ],
+        cwd=ROOT,
+        env=child_env(**extra_env),
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:

@@ -41,15 +41,24 @@ def ensure_embedded_redis(var_dir: Path, *, socket_path: Path | None = None, tim
     subprocess.run(
         [
             redis_server_binary(),
-            "--port", "0",
-            "--unixsocket", str(socket_path),
-            "--unixsocketperm", "700",
-            "--save", "",
-            "--appendonly", "no",
-            "--daemonize", "yes",
-            "--pidfile", str(var_dir / "redis.pid"),
-            "--logfile", str(var_dir / "redis.log"),
-            "--dir", str(var_dir),
+            "--port",
+            "0",
+            "--unixsocket",
+            str(socket_path),
+            "--unixsocketperm",
+            "700",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "yes",
+            "--pidfile",
+            str(var_dir / "redis.pid"),
+            "--logfile",
+            str(var_dir / "redis.log"),
+            "--dir",
+            str(var_dir),
         ],
         check=True,
     )
@@ -58,7 +67,9 @@ def ensure_embedded_redis(var_dir: Path, *, socket_path: Path | None = None, tim
         if socket_answers(socket_path):
             return socket_path
         time.sleep(0.05)
-    raise RuntimeError(f"the embedded redis-server did not answer on {socket_path}; see {var_dir / 'redis.log'}")
+    raise RuntimeError(
+        f"the embedded redis-server did not answer on {socket_path}; see {var_dir / 'redis.log'}"
+    )
 
 
 def stop_embedded_redis(var_dir: Path) -> None:

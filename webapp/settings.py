@@ -14,11 +14,22 @@ import os
 import secrets
 from pathlib import Path
 
-from webapp.core.env import database_from_url, env_bool, env_int, env_list, env_str
+from trainers.wire import MAX_EVENTS_PER_BATCH
+from webapp.core.env import (
+    MIN_SECRET_KEY_CHARS,
+    database_from_url,
+    env_bool,
+    env_int,
+    env_list,
+    env_str,
+    make_private_dir,
+    secret_key_problem,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / env_str("ROLLOUT_STUDIO_VAR", "var")  # relative to the checkout unless absolute
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+# The database, the secret key, the redis socket and run artifacts live here: the owner's only (0700).
+make_private_dir(VAR_DIR)
 
 DEBUG = env_bool("DEBUG", False)
 PRODUCTION = env_bool("PRODUCTION", False)
@@ -26,10 +37,18 @@ PRODUCTION = env_bool("PRODUCTION", False)
 
 def _secret_key() -> str:
     key = os.environ.get("SECRET_KEY")
+    if PRODUCTION:
+        if not key:
+            raise RuntimeError("SECRET_KEY must be set when PRODUCTION=true")
+        problem = secret_key_problem(key)
+        if problem:
+            raise RuntimeError(
+                f"SECRET_KEY {problem}: with PRODUCTION=true it must be at least {MIN_SECRET_KEY_CHARS} random "
+                "characters, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+            )
+        return key
     if key:
         return key
-    if PRODUCTION:
-        raise RuntimeError("SECRET_KEY must be set when PRODUCTION=true")
     # Embedded default: generate once and keep it, so sessions survive restarts of the demo.
     path = VAR_DIR / "secret_key"
     if not path.exists():
@@ -70,6 +89,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "webapp.core.security.ContentSecurityPolicyMiddleware",  # no inline script, nothing from elsewhere
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -115,12 +135,15 @@ else:
         raise RuntimeError(f"REDIS_URL must start with redis://, rediss:// or unix:// (got {REDIS_URL!r})")
     CELERY_BROKER_URL = REDIS_URL
 
+# Redis pub/sub: a broadcast to a run's group is one PUBLISH that each web process receives once and
+# hands to its own subscribers in memory. The list-based layer (channels_redis.core) stored and popped one
+# message per subscriber — 50 Redis round trips per batch for 50 open pages, the largest cost of the
+# fan-out (docs/live.md, "Latency"). Pub/sub keeps nothing for a process that is not listening; the run
+# page notices a gap in the sequence numbers and resumes from the last event it has (static/js/live.js).
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        # channels_redis blocks in BZPOPMIN for up to 5 s; redis-py 8 also defaults its socket timeout to
-        # 5 s, so an idle websocket would die with "Timeout reading". Give the socket more than that.
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "capacity": 1000, "expiry": 30},
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}]},
     }
 }
 
@@ -149,6 +172,12 @@ REWARD_MODELS_DIR = Path(env_str("REWARD_MODELS_DIR", str(VAR_DIR / "reward_mode
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
 ]
+# Sign-in throttle (webapp/accounts/throttle.py): wrong passwords per username per address / from anywhere
+# within the window; past either, sign-ins as that username are refused (429) until the window moves on.
+AUTHENTICATION_BACKENDS = ["webapp.accounts.throttle.ThrottledModelBackend"]
+LOGIN_THROTTLE_WINDOW_S = env_int("LOGIN_THROTTLE_WINDOW_S", 15 * 60)
+LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 5)
+LOGIN_FAILURES_PER_USERNAME = env_int("LOGIN_FAILURES_PER_USERNAME", 20)
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "projects:list"
 LOGOUT_REDIRECT_URL = "accounts:login"
@@ -160,16 +189,28 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
-    "PAGE_SIZE": 50,
+    # JSON bodies only (415 otherwise), at most API_MAX_BODY_BYTES (413), nested at most 32 levels (400).
+    "DEFAULT_PARSER_CLASSES": ["webapp.api.parsers.BoundedJSONParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "webapp.api.parsers.JsonAnswers",
+    "DEFAULT_SCHEMA_CLASS": "webapp.api.schema.ApiAutoSchema",
+    # {count, next, previous, results}; ?limit= 1…500 (default 50), ?offset= (400 when out of range).
+    "DEFAULT_PAGINATION_CLASS": "webapp.api.pagination.Pagination",
     "EXCEPTION_HANDLER": "webapp.api.errors.json_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Rollout Studio API",
     "DESCRIPTION": "Projects, environments, rubrics, runs, trajectories and run-event ingestion.",
     "VERSION": "1",
+    # 3.1: schemas are JSON Schema 2020-12, the dialect of the wire format's and the registries' schemas,
+    # which the document embeds as they are.
+    "OAS_VERSION": "3.1.0",
+    # Request bodies get components of their own, so that they can say what input requires (a name's
+    # minLength 1) without claiming it of answers.
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "webapp.api.schema.postprocess_document",
+    ],
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -178,6 +219,17 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "webapp.experiments.models.RunStatus",
         "TrajectoryStatusEnum": "webapp.rollouts.models.TrajectoryStatus",
+    },
+    # The run's ingestion token is checked by the ingestion view itself (no DRF authentication class).
+    "APPEND_COMPONENTS": {
+        "securitySchemes": {
+            "runToken": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "A run's ingestion token (`rsr_…`, returned once when the run is created): "
+                "accepted only by POST /api/runs/{run_id}/events.",
+            }
+        }
     },
 }
 
@@ -206,10 +258,12 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 
-# Request bodies: the ingestion endpoint enforces its own, larger limit and answers 413.
+# Request bodies: the JSON API answers 413 past API_MAX_BODY_BYTES; the ingestion endpoint enforces its
+# own, larger limit. Django's own cap (which a form post meets) sits above both.
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 32 * 1024 * 1024)
 INGEST_MAX_BATCH_BYTES = env_int("INGEST_MAX_BATCH_BYTES", 16 * 1024 * 1024)
-INGEST_MAX_EVENTS = env_int("INGEST_MAX_EVENTS", 5000)
+INGEST_MAX_EVENTS = env_int("INGEST_MAX_EVENTS", MAX_EVENTS_PER_BATCH)
 INGEST_MAX_CONCURRENT = env_int("INGEST_MAX_CONCURRENT", 8)
 
 if PRODUCTION:
@@ -221,6 +275,9 @@ if PRODUCTION:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     SECURE_CONTENT_TYPE_NOSNIFF = True
+    # Served over plain HTTP inside a deployment: the load balancer's health check, and trainers posting
+    # events to DASHBOARD_URL (a redirect would drop a POST's body anyway; the token is sent by then).
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^api/runs/\d+/events$"]
 
 LOGGING = {
     "version": 1,

@@ -1,9 +1,9 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 
+from webapp.api.views import NOT_FOUND_NAME, api_not_found
 from webapp.core.views import healthz
-from webapp.rollouts.api import RunEventsView
-from webapp.rollouts.external_api import ExternalRunListView
+from webapp.rollouts.apis import ExternalRunListView, RunEventsView
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
@@ -20,4 +20,12 @@ urlpatterns = [
     path("api/", include("webapp.api.urls")),
     path("", include("webapp.fleet.urls")),
     path("admin/", admin.site.urls),
+    # Last: any other path under /api/ is a JSON 404 (Django's would be an HTML page, or a slash redirect).
+    re_path(r"^api/(?P<rest>.*)$", api_not_found, name=NOT_FOUND_NAME),
 ]
+
+# Pages get the product's error pages; everything under /api/ gets a JSON error body.
+handler400 = "webapp.core.views.bad_request"
+handler403 = "webapp.core.views.permission_denied"
+handler404 = "webapp.core.views.page_not_found"
+handler500 = "webapp.core.views.server_error"

@@ -1,29 +1,27 @@
-"""The Celery app. Configuration comes from Django settings (every CELERY_* name there)."""
+"""The Celery app the workers run: the dashboard's own (`webapp.core.dispatch`), with its queues
+consumed, its tasks registered under the names it sends, and the periodic jobs scheduled."""
 
 from __future__ import annotations
 
 import os
 
 import django
-from celery import Celery, signals
+from celery import signals
 from kombu import Queue as KombuQueue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 django.setup()
 
-app = Celery("rollout_studio")
-app.config_from_object("django.conf:settings", namespace="CELERY")
+from webapp.core.dispatch import CONTROL_QUEUE, QUEUES, Task, celery_app  # noqa: E402 — needs django.setup()
 
-# Queues are declared here and nowhere else. Runs go to `cpu` or `gpu` (a run's queue field);
-# `control` carries the small periodic jobs so they never wait behind a training run.
-QUEUES = ("cpu", "gpu", "control")
+app = celery_app
 app.conf.task_queues = [KombuQueue(name) for name in QUEUES]
-app.conf.task_default_queue = "control"
-app.conf.task_routes = {"workers.reap_lost_runs": {"queue": "control"}}
+app.conf.task_default_queue = CONTROL_QUEUE
+app.conf.task_routes = {Task.REAP_LOST_RUNS: {"queue": CONTROL_QUEUE}}
 app.conf.beat_schedule = {
     # With a 60 s heartbeat timeout and a 15 s period a dead worker's run is LOST within 75 s at worst;
     # RUN_HEARTBEAT_TIMEOUT_S defaults to 45 so the total stays within a minute.
-    "reap-lost-runs": {"task": "workers.reap_lost_runs", "schedule": 15.0},
+    "reap-lost-runs": {"task": Task.REAP_LOST_RUNS, "schedule": 15.0},
 }
 app.autodiscover_tasks(["workers"], related_name="tasks")
 app.autodiscover_tasks(["workers"], related_name="reward_tasks")

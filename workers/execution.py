@@ -18,9 +18,8 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from webapp.accounts.models import hash_token
 from webapp.experiments.models import Run, RunStatus
-from webapp.experiments.services import new_ingest_token, run_transition
+from webapp.experiments.services import run_issue_ingest_token, run_transition
 from workers import node
 
 log = logging.getLogger(__name__)
@@ -39,7 +38,10 @@ def trainer_config(run: Run) -> dict[str, Any]:
     environment = config.get("environment") or {}
     rubric = config.get("rubric") or {}
     config["environment"] = {"kind": environment.get("kind"), "config": environment.get("config", {})}
-    config["rubric"] = {"aggregation": rubric.get("aggregation", "weighted_sum"), "criteria": rubric.get("criteria", [])}
+    config["rubric"] = {
+        "aggregation": rubric.get("aggregation", "weighted_sum"),
+        "criteria": rubric.get("criteria", []),
+    }
     return config
 
 
@@ -52,23 +54,23 @@ def resume_path(run: Run) -> str | None:
 
 def execute_run(run_id: int, *, task_id: str = "", hostname: str = "") -> str:
     hostname = hostname or f"{socket.gethostname()}:{os.getpid()}"
-    # A fresh token for this execution: only its hash is stored; the trainer holds the raw value.
-    token = new_ingest_token()
     claimed = run_transition(
-        run_id, RunStatus.STARTING, task_id=task_id, worker=hostname, heartbeat_at=timezone.now(),
-        ingest_token_hash=hash_token(token),
+        run_id, RunStatus.STARTING, task_id=task_id, worker=hostname, heartbeat_at=timezone.now()
     )
     if not claimed:
         status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
         log.info("run %s not started: it is %s", run_id, status)
         return f"skipped ({status})"
     run = Run.objects.select_related("parent_checkpoint").get(pk=run_id)
+    # The run's own token, the one its creator was given: both may report, with one sequence.
+    token = run.ingest_token() if run.ingest_token_nonce else run_issue_ingest_token(run)
     node.set_current_run(run_id)
     try:
         return _train(run, token)
     except BaseException as exc:  # noqa: BLE001 — also soft time limits and KeyboardInterrupt
         run_transition(
-            run_id, RunStatus.FAILED,
+            run_id,
+            RunStatus.FAILED,
             error_message=f"{type(exc).__name__}: {exc}"[:5000],
             error_traceback=traceback.format_exc(),
         )

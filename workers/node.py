@@ -1,5 +1,6 @@
 """This worker process, as the dashboard's Workers page shows it: a heartbeat thread that reports
-queues, CPUs, GPUs and the Ray address, and the run it is executing."""
+queues, CPUs, GPUs, the Ray address, how busy the machine is (CPU, memory, and GPU utilisation and memory
+where NVML is present) and the run it is executing."""
 
 from __future__ import annotations
 
@@ -24,7 +25,10 @@ def detect_gpus() -> list[dict]:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
@@ -33,6 +37,86 @@ def detect_gpus() -> list[dict]:
         index, name, memory = (part.strip() for part in line.split(",", 2))
         gpus.append({"index": int(index), "name": name, "memory_mb": int(float(memory))})
     return gpus
+
+
+def _nvml_usage() -> list[dict] | None:
+    """Per GPU utilisation and memory through NVML (the nvidia-ml-py package, which vLLM brings); None
+    when NVML is not here."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return None
+    try:
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            gpus.append(
+                {
+                    "index": index,
+                    "utilization_percent": float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu),
+                    "memory_used_mb": round(memory.used / 2**20),
+                    "memory_total_mb": round(memory.total / 2**20),
+                }
+            )
+        return gpus
+    except pynvml.NVMLError:
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _nvidia_smi_usage() -> list[dict]:
+    """The same from nvidia-smi (itself an NVML client) where the Python bindings are not installed."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=index,utilization.gpu,memory.used,memory.total",
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    for line in out.strip().splitlines():
+        try:
+            index, utilization, used, total = (float(part) for part in line.split(","))
+        except ValueError:
+            continue  # "[N/A]" on GPUs that do not report it
+        gpus.append(
+            {
+                "index": int(index),
+                "utilization_percent": utilization,
+                "memory_used_mb": round(used),
+                "memory_total_mb": round(total),
+            }
+        )
+    return gpus
+
+
+def measure_usage() -> dict:
+    """How busy this machine is now: CPU (percent of all cores since the previous call), memory, GPUs."""
+    import psutil
+
+    memory = psutil.virtual_memory()
+    gpus = _nvml_usage()
+    return {
+        "cpu_percent": psutil.cpu_percent(interval=None),
+        "memory_used_mb": round((memory.total - memory.available) / 2**20),
+        "memory_total_mb": round(memory.total / 2**20),
+        "gpus": gpus if gpus is not None else _nvidia_smi_usage(),
+    }
 
 
 def report(stopped: bool = False) -> None:
@@ -49,6 +133,7 @@ def report(stopped: bool = False) -> None:
         pid=os.getpid(),
         current_run_id=_state["current_run_id"],
         stopped=stopped,
+        usage=measure_usage(),
     )
 
 

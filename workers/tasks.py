@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from webapp.core.dispatch import Task
 from workers.celery import app
 
 
-@app.task(name="workers.execute_run", bind=True, acks_late=True, reject_on_worker_lost=False)
+@app.task(name=Task.EXECUTE_RUN, bind=True, acks_late=True, reject_on_worker_lost=False)
 def execute_run(self, run_id: int) -> str:
     # reject_on_worker_lost=False: a run whose worker died is LOST (the reaper says so), and the
     # user resumes it from a checkpoint; silently re-running it from scratch would duplicate data.
@@ -14,7 +15,7 @@ def execute_run(self, run_id: int) -> str:
     return run_it(run_id, task_id=self.request.id or "", hostname=self.request.hostname or "")
 
 
-@app.task(name="workers.reap_lost_runs", ignore_result=True)
+@app.task(name=Task.REAP_LOST_RUNS, ignore_result=True)
 def reap_lost_runs() -> list[int]:
     """Runs and reward-model trainings whose worker stopped heartbeating: LOST / failed."""
     from webapp.fleet.services import reap_lost_runs as reap

@@ -1,5 +1,6 @@
 // Compare page: one metric of several runs overlaid; active runs keep growing over their websockets.
-// Protocol: docs/live.md. Run names and metric keys reach the DOM as text only.
+// Protocol: docs/live.md. Run names and metric keys reach the DOM as text only, and Plotly's labels
+// (legend, title, hover) through live.plotText, so a name that looks like markup stays text.
 (function () {
   "use strict";
   const dataNode = document.getElementById("compare-runs");
@@ -7,9 +8,9 @@
   if (!dataNode || !chart || !window.Plotly) return;
 
   const runs = JSON.parse(dataNode.textContent);
-  const FINAL = ["SUCCEEDED", "FAILED", "CANCELLED", "LOST"];
-  const STATUS_NAMES = { QUEUED: "Queued", STARTING: "Starting", RUNNING: "Running", SUCCEEDED: "Succeeded",
-    FAILED: "Failed", CANCELLED: "Cancelled", LOST: "Lost" };
+  const live = window.RolloutLive;  // static/js/live.js: the socket, status names, smoothing
+  const FINAL = live.FINAL;
+  const STATUS_NAMES = live.STATUS_NAMES;
   const ui = {
     metric: document.querySelector("[data-compare-metric]"),
     x: document.querySelector("[data-compare-x]"),
@@ -29,11 +30,7 @@
   window.websocketConnected = false;
   window.liveEventsReceived = 0;
 
-  function ema(values) {
-    const alpha = state.alpha;
-    let last = null;
-    return values.map(function (v) { last = last === null || !alpha ? v : alpha * last + (1 - alpha) * v; return last; });
-  }
+  function ema(values) { return live.ema(values, state.alpha); }
 
   function xOf(run, event) {
     if (state.xAxis === "time") {
@@ -50,12 +47,13 @@
     const traces = runs.map(function (run) {
       const smoothed = ema(run.series.y);
       run.emaLast = smoothed.length ? smoothed[smoothed.length - 1] : null;
-      return { x: run.series.x.slice(), y: smoothed, name: run.name + " (#" + run.id + ")", mode: "lines" };
+      return { x: run.series.x.slice(), y: smoothed, name: live.plotText(run.name + " (#" + run.id + ")"), mode: "lines" };
     });
     const xTitle = { step: "step", time: "minutes since the run's first point", tokens: "tokens seen" }[state.xAxis];
     Plotly.react(chart, traces, {
-      title: { text: state.metric, font: { size: 14 } }, margin: { l: 56, r: 16, t: 40, b: 48 },
-      xaxis: { title: { text: xTitle } }, hovermode: "x unified",
+      title: { text: live.plotText(state.metric), font: { size: 14 } }, margin: { l: 56, r: 16, t: 40, b: 48 },
+      xaxis: state.xAxis === "step" ? { title: { text: xTitle }, tickformat: "d" } : { title: { text: xTitle } },
+      hovermode: "x unified",
       // One entry per run, to the right of the plot: any number of runs fits without covering the
       // title or the x-axis title (plotly widens the margin for it).
       legend: { orientation: "v", x: 1.02, y: 1, xanchor: "left", yanchor: "top" },
@@ -122,7 +120,7 @@
     if (s.x.length && x <= s.x[s.x.length - 1]) return;  // already in the loaded history
     s.x.push(x);
     s.y.push(y);
-    run.emaLast = run.emaLast === null || !state.alpha ? y : state.alpha * run.emaLast + (1 - state.alpha) * y;
+    run.emaLast = live.emaStep(run.emaLast, y, state.alpha);
     Plotly.extendTraces(chart, { x: [[x]], y: [[run.emaLast]] }, [runs.indexOf(run)]);
   }
 
@@ -134,26 +132,17 @@
     });
   }
 
-  function follow(run, attempt) {
-    const scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    const socket = new WebSocket(scheme + window.location.host + run.ws_path + "?last_seq=" + run.lastSeq);
-    socket.addEventListener("open", function () { attempt = 0; window.websocketConnected = true; });
-    socket.addEventListener("message", function (message) {
-      let data;
-      try { data = JSON.parse(message.data); } catch (error) { return; }
-      if (data.type === "snapshot") { setStatus(run, data.run.status); return; }
-      if (data.type !== "event") return;
-      window.liveEventsReceived += 1;
-      const event = data.event;
-      if (typeof event.seq === "number" && event.seq > run.lastSeq) run.lastSeq = event.seq;
-      if (event.type === "metrics") addPoint(run, event);
-      else if (event.type === "status") setStatus(run, event.status);
-    });
-    socket.addEventListener("close", function (event) {
-      if (event.code >= 4400 && event.code < 4500) return;  // refused: not reconnecting
-      if (FINAL.indexOf(run.status) !== -1) return;
-      const delay = Math.min(30000, 500 * Math.pow(2, attempt)) * (0.75 + Math.random() * 0.5);
-      window.setTimeout(function () { follow(run, attempt + 1); }, delay);
+  function follow(run) {
+    live.followRun({
+      path: run.ws_path,
+      lastSeq: function () { return run.lastSeq; },
+      onSnapshot: function (data) { setStatus(run, data.run.status); },
+      onEvent: function (event) {
+        if (typeof event.seq === "number" && event.seq > run.lastSeq) run.lastSeq = event.seq;
+        if (event.type === "metrics") addPoint(run, event);
+        else if (event.type === "status") setStatus(run, event.status);
+      },
+      isFinal: function () { return FINAL.indexOf(run.status) !== -1; },
     });
   }
 
@@ -166,6 +155,6 @@
   });
 
   load().then(function () {
-    runs.forEach(function (run) { if (run.active) follow(run, 0); });
+    runs.forEach(function (run) { if (run.active) follow(run); });
   });
 })();

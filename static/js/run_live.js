@@ -1,17 +1,24 @@
-// Run page, live part: curves from metrics.json that grow with websocket events (Plotly.extendTraces),
-// a rollout feed, a log tail, the status badge and progress. Protocol: docs/live.md.
-// Model output is untrusted: every text from the server goes into the DOM through textContent.
+// Run page, live part: what the trainer is doing now (phase), curves from metrics.json that grow with
+// websocket events (Plotly.extendTraces), evaluation small multiples, a metric picker, per-step histograms,
+// a rollout feed (training and evaluation apart), a log tail — and every part of the page a status change
+// alters (badges, actions, banners, timestamps, checkpoints), kept true from the snapshot and the status
+// events (Run.page_state on the server). Protocol: docs/live.md.
+// Model output and metric names are untrusted: text reaches the DOM through textContent and Plotly
+// through live.plotText.
 (function () {
   "use strict";
   const root = document.getElementById("run-live");
   if (!root || !window.Plotly) return;
 
-  const STATUS_NAMES = { QUEUED: "Queued", STARTING: "Starting", RUNNING: "Running", SUCCEEDED: "Succeeded",
-    FAILED: "Failed", CANCELLED: "Cancelled", LOST: "Lost" };
-  const FINAL = ["SUCCEEDED", "FAILED", "CANCELLED", "LOST"];
-  const REFUSED = { 4401: "sign in again to follow this run", 4403: "not allowed", 4404: "run not found" };
+  const live = window.RolloutLive;  // static/js/live.js: the socket, status names, smoothing, plotText
+  const STATUS_NAMES = live.STATUS_NAMES;
+  const FINAL = live.FINAL;
+  const plotText = live.plotText;
+  // The fixed charts, in page order; a metric key belongs to the first chart that claims it. Keys no chart
+  // claims (and that are not eval/…) are offered by the metric picker.
   const CHARTS = [
     { id: "reward", title: "Reward (mean ± std)", keys: ["reward/mean"], band: "reward/std", always: true },
+    { id: "accuracy", title: "Accuracy", keys: ["accuracy"] },
     { id: "criteria", title: "Rubric criteria", prefix: "criterion/" },
     { id: "kl", title: "KL to the reference", keys: ["kl"] },
     { id: "entropy", title: "Entropy", keys: ["entropy"] },
@@ -19,90 +26,358 @@
     { id: "length", title: "Response length (tokens)", keys: ["response_length"] },
     { id: "turns", title: "Turns and tool calls", keys: ["turns", "tool_calls"] },
     { id: "zero", title: "Zero-variance group fraction", keys: ["zero_variance_fraction"] },
-    { id: "step_time", title: "Step time (s)", keys: ["step_time"] },
+    { id: "step_time", title: "Step time by phase (s)", keys: ["step_time"], prefix: "time/", stack: true },
     { id: "throughput", title: "Tokens / s", keys: ["tokens_per_s"] },
     { id: "loss", title: "Loss", keys: ["loss"] },
-    { id: "eval", title: "Evaluation", prefix: "eval/" },
-    { id: "other", title: "Other metrics", other: true },  // whatever a custom trainer reports
+    { id: "staleness", title: "Staleness (policy versions behind)", keys: ["staleness/mean", "staleness/max"] },
+    { id: "mismatch", title: "Log-prob mismatch (sampler vs learner)", prefix: "logprob_mismatch/" },
   ];
+  // The step-time chart's stack: how the time/* metrics group into phases (trainers.wire.STEP_TIME_PARTS,
+  // rendered into the page); "other" is the rest of step_time.
+  const partsNode = document.getElementById("step-time-parts");
+  const parts = partsNode ? JSON.parse(partsNode.textContent) : {};
+  const STACK = Object.keys(parts).map(function (name) {
+    return { name: name, keys: parts[name].map(function (part) { return "time/" + part; }) };
+  });
+  const EVAL_PREFIX = "eval/";
+  const EVAL_FIRST = ["eval/accuracy", "eval/reward/mean"];
   const LOG_LINES = 200;
   const FEED_GROUPS = 24;
+  const HISTOGRAM_DELAY_MS = 1500;  // new trajectories redraw the histogram at most this often
   const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
   const el = function (selector) { return root.querySelector(selector); };
   const ui = {
-    status: el("[data-live-status]"), cancel: el("[data-live-cancel]"), progress: el("[data-live-progress]"),
+    status: el("[data-live-status]"), progress: el("[data-live-progress]"),
     step: el("[data-live-step]"), best: el("[data-live-best]"), connection: el("[data-live-connection]"),
+    phase: el("[data-live-phase]"), phaseText: el("[data-live-phase-text]"),
+    phaseProgress: el("[data-live-phase-progress]"), phaseElapsed: el("[data-live-phase-elapsed]"),
     x: el("[data-live-x]"), smoothing: el("[data-live-smoothing]"), smoothingValue: el("[data-live-smoothing-value]"),
-    note: el("[data-live-note]"), charts: el("[data-live-charts]"), feed: el("[data-live-feed]"),
-    feedEmpty: el("[data-live-feed-empty]"), pause: el("[data-live-pause]"), pausedCount: el("[data-live-paused-count]"),
-    log: el("[data-live-log]"),
+    logScale: el("[data-live-log-scale]"), note: el("[data-live-note]"), charts: el("[data-live-charts]"),
+    evalSection: el("[data-live-eval-section]"), evalCharts: el("[data-live-eval]"),
+    metricSearch: el("[data-live-metric-search]"), metricList: el("[data-live-metric-list]"),
+    metricCount: el("[data-live-metric-count]"), picked: el("[data-live-picked]"),
+    histogram: el("[data-live-histogram]"), histogramField: el("[data-live-histogram-field]"),
+    histogramSplit: el("[data-live-histogram-split]"), histogramNote: el("[data-live-histogram-note]"),
+    feed: el("[data-live-feed]"), feedEmpty: el("[data-live-feed-empty]"),
+    feedEval: el("[data-live-feed-eval]"), feedEvalEmpty: el("[data-live-feed-eval-empty]"),
+    feedFiltered: el("[data-live-feed-filtered]"), feedFilter: el("[data-live-feed-filter]"),
+    feedFilterText: el("[data-live-feed-filter-text]"), feedFilterExplorer: el("[data-live-feed-filter-explorer]"),
+    feedFilterClear: el("[data-live-feed-filter-clear]"),
+    pause: el("[data-live-pause]"), pausedCount: el("[data-live-paused-count]"), log: el("[data-live-log]"),
   };
 
   const state = {
     xAxis: "step",
     alpha: 0,
+    logScale: false,
     series: {},       // key -> {x: [], y: []}, x in the chosen axis' units (time: ms since epoch)
     lastSeq: 0,       // highest event seq applied: what a reconnect asks the server to start after
     loading: true,    // while curves reload, live metric events wait in `held`
     held: [],
     pending: {},      // key -> [[x, y], ...] waiting for the next animation frame
     status: root.dataset.status,
+    cancelRequested: false,
     currentStep: Number(root.dataset.currentStep) || 0,
     maxSteps: Number(root.dataset.maxSteps) || 0,
     best: null,
-    logLines: [],
+    phase: null,
+    checkpoints: new Map(),  // step -> Checkpoint.summary()
+    logLines: 0,
     paused: false,
     pausedGroups: [],
+    feedTab: "train",
+    binFilter: null,
   };
-  let socket = null;          // the current WebSocket
-  let attempt = 0;            // reconnect attempts since the last open, for the backoff
-  let stopped = false;        // refused by the server: do not reconnect
   let flushScheduled = false;
   window.websocketConnected = false;
   window.liveEventsReceived = 0;
 
-  // --- charts --------------------------------------------------------------------------------------
+  // --- the page's state: status, actions, banners, timestamps, checkpoints -----------------------------
 
-  const charts = CHARTS.map(function (spec) {
+  function isFinal() { return FINAL.indexOf(state.status) !== -1; }
+
+  function setStatus(status) {
+    if (!status) return;
+    state.status = status;
+    // The live part's badge and the page header's (rendered before the run moved on).
+    document.querySelectorAll("[data-live-status], [data-run-status]").forEach(function (badge) {
+      badge.className = "badge status-" + status;
+      badge.textContent = STATUS_NAMES[status] || status;
+    });
+    if (isFinal()) setActions({ cancel: false });
+    showCancelRequested();
+    showPhase();
+  }
+
+  function setCancelRequested(requested) {
+    state.cancelRequested = Boolean(requested);
+    showCancelRequested();
+  }
+
+  function showCancelRequested() {
+    document.querySelectorAll("[data-live-cancel], [data-run-cancel-requested]").forEach(function (badge) {
+      badge.hidden = !(state.cancelRequested && !isFinal());
+    });
+  }
+
+  // Which buttons apply is the model's answer (Run.actions); the page only has the buttons the viewer's
+  // role allows at all.
+  function setActions(actions) {
+    document.querySelectorAll("[data-run-action]").forEach(function (action) {
+      const name = action.dataset.runAction;
+      if (name in actions) action.hidden = !actions[name];
+    });
+  }
+
+  // A failure (or a lost worker) while the page is open: show its message (as text — it may quote
+  // model output); the traceback is on the page after a reload.
+  function setError(message) {
+    if (!message) return;
+    document.querySelectorAll("[data-run-error]").forEach(function (node) { node.textContent = message; });
+    document.querySelectorAll("[data-run-error-panel]").forEach(function (panel) { panel.hidden = false; });
+  }
+
+  // Same format as the template's (UTC, the server's TIME_ZONE): "Y-m-d H:i:s".
+  function utc(iso, length) {
+    const when = new Date(iso);
+    return isNaN(when.getTime()) ? null : when.toISOString().replace("T", " ").slice(0, length);
+  }
+
+  function setTimes(source) {
+    ["started_at", "finished_at", "heartbeat_at"].forEach(function (name) {
+      if (!source[name]) return;
+      const text = utc(source[name], 19);
+      if (text === null) return;
+      document.querySelectorAll("[data-run-" + name + "]").forEach(function (cell) { cell.textContent = text; });
+    });
+  }
+
+  function setWorker(worker) {
+    document.querySelectorAll("[data-run-worker]").forEach(function (cell) {
+      cell.textContent = worker ? "on " + worker : "";
+    });
+  }
+
+  // The checkpoints table (templates/experiments/run_detail.html), rebuilt from Checkpoint.summary().
+  function drawCheckpoints() {
+    const body = document.querySelector("[data-run-checkpoints] tbody");
+    if (!body) return;
+    body.textContent = "";
+    const rows = Array.from(state.checkpoints.values()).sort(function (a, b) { return a.step - b.step; });
+    if (!rows.length) {
+      const empty = document.createElement("tr");
+      empty.dataset.runCheckpointsEmpty = "";
+      const cell = text("td", "No checkpoints yet.", "muted");
+      cell.colSpan = 5;
+      empty.appendChild(cell);
+      body.appendChild(empty);
+      return;
+    }
+    rows.forEach(function (c) {
+      const row = document.createElement("tr");
+      row.dataset.checkpointStep = String(c.step);
+      if (c.deleted) row.className = "muted";
+      row.appendChild(text("td", String(c.step), "num"));
+      const kind = text("td", c.kind || "full");
+      if (c.deleted) { kind.appendChild(document.createTextNode(" ")); kind.appendChild(text("span", "pruned", "badge")); }
+      row.appendChild(kind);
+      const path = document.createElement("td");
+      path.appendChild(text("code", c.path, "small"));
+      row.appendChild(path);
+      row.appendChild(text("td", c.metrics_text || "", "small"));
+      row.appendChild(text("td", c.created_at ? utc(c.created_at, 16) || "" : "", "small"));
+      body.appendChild(row);
+    });
+  }
+
+  function setCheckpoints(list) {
+    state.checkpoints = new Map();
+    list.forEach(function (c) { state.checkpoints.set(c.step, c); });
+    drawCheckpoints();
+  }
+
+  function addCheckpoint(event) {
+    if (typeof event.step !== "number") return;
+    state.checkpoints.set(event.step, event);
+    drawCheckpoints();
+  }
+
+  // Everything Run.page_state() carries: sent with every status change and in the snapshot.
+  function applyPageState(source) {
+    if ("cancel_requested" in source) state.cancelRequested = Boolean(source.cancel_requested);
+    setStatus(source.status);
+    setTimes(source);
+    if ("worker" in source) setWorker(source.worker);
+    if ("error_message" in source) setError(source.error_message);
+    if (source.actions) setActions(source.actions);
+    if (Array.isArray(source.checkpoints)) setCheckpoints(source.checkpoints);
+  }
+
+  // --- phase: what the trainer is doing now --------------------------------------------------------------
+
+  // Written as the template writes it (templates/live/run_live.html).
+  function phaseText(phase) {
+    let words = phase.phase.charAt(0).toUpperCase() + phase.phase.slice(1);
+    if (typeof phase.step === "number") words += " · step " + phase.step;
+    if (phase.message) words += " · " + phase.message;
+    return words;
+  }
+
+  function setPhase(phase) {
+    if (!phase || !phase.phase) return;
+    // Replay and live overlap: never go back to an older phase.
+    if (state.phase && typeof phase.seq === "number" && typeof state.phase.seq === "number" &&
+        phase.seq < state.phase.seq) return;
+    state.phase = phase;
+    showPhase();
+  }
+
+  function showPhase() {
+    const phase = state.phase;
+    ui.phase.hidden = !phase || isFinal();
+    if (ui.phase.hidden) return;
+    ui.phaseText.textContent = phaseText(phase);
+    const total = typeof phase.total === "number" ? phase.total : 0;
+    const done = typeof phase.done === "number" ? phase.done : 0;
+    ui.phaseProgress.hidden = !total;
+    ui.phaseProgress.setAttribute("aria-valuemax", String(total));
+    ui.phaseProgress.setAttribute("aria-valuenow", String(done));
+    ui.phaseProgress.firstElementChild.style.width = (total ? (100 * Math.min(1, done / total)) : 0).toFixed(1) + "%";
+    tickPhase();
+  }
+
+  function duration(seconds) {
+    seconds = Math.max(0, Math.round(seconds));
+    if (seconds < 60) return seconds + " s";
+    const minutes = Math.floor(seconds / 60);
+    if (minutes < 60) return minutes + " min " + (seconds % 60) + " s";
+    return Math.floor(minutes / 60) + " h " + (minutes % 60) + " min";
+  }
+
+  // The phase's clock: its start is the event's time minus the time already spent in it (the trainer's
+  // clock; a browser whose clock is far off shows the time spent as reported).
+  function tickPhase() {
+    const phase = state.phase;
+    if (!phase || ui.phase.hidden) return;
+    const spent = typeof phase.elapsed_s === "number" ? phase.elapsed_s : 0;
+    let elapsed = spent;
+    if (typeof phase.time === "number") elapsed = Math.max(spent, Date.now() / 1000 - (phase.time - spent));
+    ui.phaseElapsed.textContent = duration(elapsed);
+  }
+  window.setInterval(tickPhase, 1000);
+
+  // --- charts ----------------------------------------------------------------------------------------------
+
+  let chartCount = 0;
+
+  function makeChart(spec, container) {
     const div = document.createElement("div");
     div.className = "live-chart";
     div.id = "chart-" + spec.id;
+    if (spec.keys && spec.keys.length === 1 && !spec.fixed) div.dataset.key = spec.keys[0];
     div.hidden = !spec.always;
-    ui.charts.appendChild(div);
-    return { spec: spec, div: div, traces: [], drawn: false };
-  });
+    container.appendChild(div);
+    return { spec: spec, div: div, traces: [], drawn: false, emaLast: {} };
+  }
+
+  const charts = CHARTS.map(function (spec) { return makeChart(Object.assign({ fixed: true }, spec), ui.charts); });
+  const evalCharts = new Map();    // key -> chart
+  const pickedCharts = new Map();  // key -> chart
 
   function matches(spec, key) {
     return (spec.keys && spec.keys.indexOf(key) !== -1) || (spec.prefix && key.indexOf(spec.prefix) === 0) ||
       spec.band === key;
   }
 
-  function chartFor(key) {
+  function fixedChartFor(key) {
     for (const chart of charts) {
-      if (!chart.spec.other && matches(chart.spec, key)) return chart;
+      if (chart.spec.fixed && matches(chart.spec, key)) return chart;
     }
-    return charts[charts.length - 1];
+    return null;
+  }
+
+  // The chart showing `key`, made on demand for evaluation metrics; null for a key only the picker offers.
+  function chartFor(key) {
+    const fixed = fixedChartFor(key);
+    if (fixed) return fixed;
+    if (key.indexOf(EVAL_PREFIX) === 0) return evalChart(key);
+    return pickedCharts.get(key) || null;
+  }
+
+  function evalRank(key) {
+    const first = EVAL_FIRST.indexOf(key);
+    return first === -1 ? EVAL_FIRST.length : first;
+  }
+
+  // Evaluation as small multiples: one small chart per eval/ metric, accuracy first.
+  function evalChart(key) {
+    if (evalCharts.has(key)) return evalCharts.get(key);
+    chartCount += 1;
+    const chart = makeChart({ id: "eval-" + chartCount, title: key.slice(EVAL_PREFIX.length), keys: [key], small: true },
+      ui.evalCharts);
+    evalCharts.set(key, chart);
+    charts.push(chart);
+    Array.from(evalCharts.keys()).sort(function (a, b) {
+      return evalRank(a) - evalRank(b) || (a < b ? -1 : a > b ? 1 : 0);
+    }).forEach(function (k) { ui.evalCharts.appendChild(evalCharts.get(k).div); });
+    ui.evalSection.hidden = false;
+    return chart;
+  }
+
+  function pick(key) {
+    if (chartFor(key)) return;
+    chartCount += 1;
+    const chart = makeChart({ id: "picked-" + chartCount, title: key, keys: [key], always: true }, ui.picked);
+    const remove = text("button", "×", "secondary remove");
+    remove.type = "button";
+    remove.title = "Remove this chart";
+    remove.setAttribute("aria-label", "Remove the chart of " + key);
+    remove.addEventListener("click", function () {
+      Plotly.purge(chart.div);
+      chart.div.remove();
+      pickedCharts.delete(key);
+      charts.splice(charts.indexOf(chart), 1);
+      renderPicker();
+    });
+    pickedCharts.set(key, chart);
+    charts.push(chart);
+    drawChart(chart);
+    chart.div.appendChild(remove);
+    renderPicker();
+  }
+
+  // The metric picker: every key no chart shows, filtered by the search box.
+  function renderPicker() {
+    const query = ui.metricSearch.value.trim().toLowerCase();
+    const rest = Object.keys(state.series).filter(function (key) { return !chartFor(key); }).sort();
+    const shown = rest.filter(function (key) { return !query || key.toLowerCase().indexOf(query) !== -1; });
+    ui.metricList.textContent = "";
+    shown.forEach(function (key) {
+      const item = document.createElement("li");
+      const button = text("button", key, "secondary");
+      button.type = "button";
+      button.dataset.metric = key;
+      button.title = "Chart " + key;
+      button.addEventListener("click", function () { pick(key); });
+      item.appendChild(button);
+      ui.metricList.appendChild(item);
+    });
+    ui.metricCount.textContent = rest.length === shown.length ? rest.length + " more" : shown.length + " of " + rest.length;
   }
 
   function chartKeys(chart) {
     const spec = chart.spec;
-    if (spec.prefix || spec.other) {
-      return Object.keys(state.series).filter(function (key) { return chartFor(key) === chart && key !== spec.band; }).sort();
+    if (spec.prefix) {
+      const keys = Object.keys(state.series).filter(function (key) {
+        return fixedChartFor(key) === chart && key !== spec.band && (!spec.keys || spec.keys.indexOf(key) === -1);
+      }).sort();
+      return (spec.keys || []).concat(keys);
     }
     return spec.keys;
   }
 
-  function ema(values, alpha) {
-    if (!alpha) return values.slice();
-    const out = new Array(values.length);
-    let last = null;
-    for (let i = 0; i < values.length; i++) {
-      last = last === null ? values[i] : alpha * last + (1 - alpha) * values[i];
-      out[i] = last;
-    }
-    return out;
-  }
+  const ema = live.ema;
 
   // Linear interpolation of a sorted series at x (the std band's own x positions need the mean there).
   function interpolate(series, x) {
@@ -131,9 +406,23 @@
     return { x: xs, upper: upper, lower: lower };
   }
 
-  function xAxisLayout() {
+  // How many steps a chart spans: below 10, ticks are forced onto whole steps (Plotly would put them at
+  // half steps).
+  function stepSpan(keys) {
+    let lo = Infinity, hi = -Infinity;
+    keys.forEach(function (key) {
+      const s = state.series[key];
+      if (s && s.x.length) { lo = Math.min(lo, s.x[0]); hi = Math.max(hi, s.x[s.x.length - 1]); }
+    });
+    return hi >= lo ? hi - lo : 0;
+  }
+
+  function xAxisLayout(keys) {
     if (state.xAxis === "time") return { type: "date", title: { text: "time" } };
-    return { title: { text: state.xAxis === "tokens" ? "tokens seen" : "step" } };
+    if (state.xAxis === "tokens") return { title: { text: "tokens seen" }, tickformat: "~s" };
+    const axis = { title: { text: "step" }, tickformat: "d" };
+    if (stepSpan(keys) < 10) { axis.tick0 = 0; axis.dtick = 1; }
+    return axis;
   }
 
   // How many rows a horizontal legend of these names takes in `width` pixels (about 6.5 px a
@@ -148,29 +437,71 @@
     return rows;
   }
 
-  // Full redraw of one chart (first data, a new key, another axis or smoothing): Plotly.react.
+  // The step-time chart: time/* metrics grouped into phases and stacked per step.
+  function stackTraces() {
+    const byX = function (key) {
+      const s = state.series[key], values = new Map();
+      if (s) s.x.forEach(function (x, i) { values.set(x, s.y[i]); });
+      return values;
+    };
+    const xs = new Set();
+    const parts = STACK.map(function (part) {
+      const columns = part.keys.map(byX);
+      columns.forEach(function (column) { column.forEach(function (_, x) { xs.add(x); }); });
+      return { name: part.name, columns: columns };
+    });
+    const total = byX("step_time");
+    total.forEach(function (_, x) { xs.add(x); });
+    const ordered = Array.from(xs).sort(function (a, b) { return a - b; });
+    const traces = [];
+    const sums = ordered.map(function () { return 0; });
+    parts.forEach(function (part) {
+      if (!part.columns.some(function (column) { return column.size; })) return;
+      const ys = ordered.map(function (x, i) {
+        const value = part.columns.reduce(function (sum, column) { return sum + (column.get(x) || 0); }, 0);
+        sums[i] += value;
+        return value;
+      });
+      traces.push({ type: "bar", name: part.name, x: ordered, y: ys });
+    });
+    if (total.size) {
+      const other = ordered.map(function (x, i) {
+        const all = total.get(x);
+        return typeof all === "number" ? Math.max(0, all - sums[i]) : 0;
+      });
+      if (other.some(function (v) { return v > 1e-3; })) traces.push({ type: "bar", name: "other", x: ordered, y: other });
+    }
+    return traces;
+  }
+
+  // Full redraw of one chart (first data, a new key, another axis, smoothing or scale): Plotly.react.
   function drawChart(chart) {
+    const spec = chart.spec;
     const keys = chartKeys(chart);
     const traces = [], data = [];
-    const smoothing = state.alpha > 0;
-    keys.forEach(function (key) {
-      const s = state.series[key] || { x: [], y: [] };
-      const label = chart.spec.prefix ? key.slice(chart.spec.prefix.length) : key;
-      if (smoothing) {
-        traces.push({ key: key, kind: "raw" });
-        data.push({ x: s.x.slice(), y: s.y.slice(), name: label + " (raw)", mode: "lines", showlegend: false,
-          hoverinfo: "skip", line: { width: 1 }, opacity: 0.25, legendgroup: key });
+    if (spec.stack) {
+      stackTraces().forEach(function (trace) { data.push(trace); });
+    } else {
+      const smoothing = state.alpha > 0;
+      keys.forEach(function (key) {
+        const s = state.series[key] || { x: [], y: [] };
+        const label = plotText(spec.prefix && key.indexOf(spec.prefix) === 0 ? key.slice(spec.prefix.length) : key);
+        if (smoothing) {
+          traces.push({ key: key, kind: "raw" });
+          data.push({ x: s.x.slice(), y: s.y.slice(), name: label + " (raw)", mode: "lines", showlegend: false,
+            hoverinfo: "skip", line: { width: 1 }, opacity: 0.25, legendgroup: key });
+        }
+        traces.push({ key: key, kind: "line" });
+        data.push({ x: s.x.slice(), y: ema(s.y, state.alpha), name: label, mode: "lines", legendgroup: key,
+          line: { width: 2 } });
+      });
+      if (spec.band && state.series[spec.band] && state.series[keys[0]]) {
+        const band = bandPoints(state.series[keys[0]], state.series[spec.band]);
+        traces.push({ key: spec.band, kind: "upper" }, { key: spec.band, kind: "lower" });
+        data.push({ x: band.x, y: band.upper, mode: "lines", line: { width: 0 }, showlegend: false, hoverinfo: "skip" });
+        data.push({ x: band.x, y: band.lower, mode: "lines", line: { width: 0 }, fill: "tonexty",
+          fillcolor: "rgba(59, 91, 219, 0.15)", name: "± std", hoverinfo: "skip" });
       }
-      traces.push({ key: key, kind: "line" });
-      data.push({ x: s.x.slice(), y: ema(s.y, state.alpha), name: label, mode: "lines", legendgroup: key,
-        line: { width: 2 } });
-    });
-    if (chart.spec.band && state.series[chart.spec.band] && state.series[keys[0]]) {
-      const band = bandPoints(state.series[keys[0]], state.series[chart.spec.band]);
-      traces.push({ key: chart.spec.band, kind: "upper" }, { key: chart.spec.band, kind: "lower" });
-      data.push({ x: band.x, y: band.upper, mode: "lines", line: { width: 0 }, showlegend: false, hoverinfo: "skip" });
-      data.push({ x: band.x, y: band.lower, mode: "lines", line: { width: 0 }, fill: "tonexty",
-        fillcolor: "rgba(59, 91, 219, 0.15)", name: "± std", hoverinfo: "skip" });
     }
     chart.traces = traces;
     chart.emaLast = {};
@@ -178,46 +509,54 @@
       const smoothed = ema((state.series[key] || { y: [] }).y, state.alpha);
       chart.emaLast[key] = smoothed.length ? smoothed[smoothed.length - 1] : null;
     });
-    const hasData = keys.some(function (k) { return state.series[k] && state.series[k].x.length; });
-    chart.div.hidden = !(hasData || chart.spec.always);
+    const hasData = spec.stack ? data.length > 0 :
+      keys.some(function (k) { return state.series[k] && state.series[k].x.length; });
+    chart.div.hidden = !(hasData || spec.always);
     if (chart.div.hidden) return;
-    const showlegend = keys.length > 1 || Boolean(chart.spec.band);
+    const showlegend = spec.stack || keys.length > 1 || Boolean(spec.band);
     const names = data.filter(function (t) { return t.showlegend !== false; }).map(function (t) { return t.name; });
     const rows = showlegend ? legendRows(names, (chart.div.clientWidth || 560) - 64) : 0;
+    const xaxis = xAxisLayout(keys.concat(spec.stack ? ["step_time"] : []));
+    chart.smallSpan = xaxis.dtick === 1;
     const layout = {
       // The title keeps to the top of the figure and the legend sits between it and the plot, with
       // room made for as many legend rows as the names need (below the plot it hit the x-axis title).
-      title: { text: chart.spec.title, font: { size: 13 }, yref: "container", y: 1, yanchor: "top", pad: { t: 8 } },
-      margin: { l: 50, r: 14, t: 34 + 20 * rows, b: 40 },
-      xaxis: xAxisLayout(), hovermode: "x unified", showlegend: showlegend,
+      title: { text: plotText(spec.title), font: { size: 13 }, yref: "container", y: 1, yanchor: "top", pad: { t: 8 } },
+      margin: { l: 50, r: 14, t: 34 + 20 * rows, b: spec.small ? 34 : 40 },
+      xaxis: xaxis, hovermode: "x unified", showlegend: showlegend,
+      yaxis: { type: state.logScale && !spec.stack ? "log" : "linear" },
       legend: { orientation: "h", x: 0, y: 1, xanchor: "left", yanchor: "bottom", font: { size: 11 } },
-      uirevision: state.xAxis,
+      uirevision: state.xAxis + state.logScale,
     };
+    if (spec.stack) { layout.barmode = "stack"; layout.bargap = 0.15; }
     Plotly.react(chart.div, data, layout, PLOT_CONFIG);
     chart.drawn = true;
   }
 
   function drawAll() {
     charts.forEach(drawChart);
+    renderPicker();
   }
 
   // Append points that arrived since the last frame: Plotly.extendTraces when the chart's traces
-  // stay the same, a redraw when a new key appeared.
+  // stay the same, a redraw when a new key appeared (or the stack, whose bars are sums).
   function flush() {
     flushScheduled = false;
     const touched = new Map();
+    let newKey = false;
     Object.keys(state.pending).forEach(function (key) {
       const chart = chartFor(key);
-      if (chart) {
-        if (!touched.has(chart)) touched.set(chart, {});
-        touched.get(chart)[key] = state.pending[key];
-      }
+      if (!chart) { newKey = true; return; }
+      if (!touched.has(chart)) touched.set(chart, {});
+      touched.get(chart)[key] = state.pending[key];
     });
     state.pending = {};
     touched.forEach(function (points, chart) {
-      const structureChanged = !chart.drawn || chart.div.hidden ||
+      const spec = chart.spec;
+      const structureChanged = spec.stack || !chart.drawn || chart.div.hidden ||
         chartKeys(chart).some(function (k) { return !chart.traces.some(function (t) { return t.key === k; }); }) ||
-        (chart.spec.band && points[chart.spec.band] && !chart.traces.some(function (t) { return t.kind === "upper"; }));
+        (spec.band && points[spec.band] && !chart.traces.some(function (t) { return t.kind === "upper"; })) ||
+        (chart.smallSpan && state.xAxis === "step" && stepSpan(chartKeys(chart)) >= 10);
       if (structureChanged) { drawChart(chart); return; }
       const update = { x: [], y: [] }, indices = [];
       chart.traces.forEach(function (trace, index) {
@@ -228,13 +567,10 @@
           ys = added.map(function (p) { return p[1]; });
         } else if (trace.kind === "line") {
           let last = chart.emaLast[trace.key];
-          ys = added.map(function (p) {
-            last = last === null || last === undefined || !state.alpha ? p[1] : state.alpha * last + (1 - state.alpha) * p[1];
-            return last;
-          });
+          ys = added.map(function (p) { last = live.emaStep(last, p[1], state.alpha); return last; });
           chart.emaLast[trace.key] = last;
         } else {
-          const mean = state.series[chart.spec.keys[0]];
+          const mean = state.series[spec.keys[0]];
           const sign = trace.kind === "upper" ? 1 : -1;
           ys = added.map(function (p) { const m = interpolate(mean, p[0]); return m === null ? null : m + sign * p[1]; });
         }
@@ -244,6 +580,7 @@
       });
       if (indices.length) Plotly.extendTraces(chart.div, update, indices);
     });
+    if (newKey) renderPicker();
   }
 
   function scheduleFlush() {
@@ -294,10 +631,11 @@
           const xs = state.xAxis === "time" ? s.x.map(function (v) { return v * 1000; }) : s.x;
           state.series[key] = { x: xs, y: s.y.slice() };
           if (s.downsampled) downsampled++;
+          if (key.indexOf(EVAL_PREFIX) === 0) evalChart(key);
         });
         // The first load fixes where the socket starts; later reloads (another x-axis) must not move it,
         // or log lines still in flight on the socket would be skipped after a reconnect.
-        if (!socket) state.lastSeq = Math.max(state.lastSeq, body.last_seq);
+        if (!connection) state.lastSeq = Math.max(state.lastSeq, body.last_seq);
         ui.note.textContent = downsampled ? "long curves are shown downsampled (each bucket's min and max)" : "";
         state.loading = false;
         drawAll();
@@ -312,42 +650,123 @@
       });
   }
 
-  // --- status, progress, log, feed ---------------------------------------------------------------
+  // --- per-step histograms, click to filter ------------------------------------------------------------
 
-  function setStatus(status) {
-    if (!status) return;
-    state.status = status;
-    // The live part's badge and the page header's (rendered before the run moved on).
-    document.querySelectorAll("[data-live-status], [data-run-status]").forEach(function (badge) {
-      badge.className = "badge status-" + status;
-      badge.textContent = STATUS_NAMES[status] || status;
-    });
-    if (FINAL.indexOf(status) !== -1) {
-      ui.cancel.hidden = true;
-      document.querySelectorAll("[data-run-cancel]").forEach(function (form) { form.hidden = true; });
+  const histogram = { body: null, timer: null, bound: false };
+
+  function histogramLabel(field) { return field === "length" ? "response length" : "reward"; }
+
+  function loadHistogram() {
+    const field = ui.histogramField.value, split = ui.histogramSplit.value;
+    const url = root.dataset.histogramsUrl + "?field=" + field + "&split=" + split + "&bins=20";
+    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (body) {
+        if (!body || field !== ui.histogramField.value || split !== ui.histogramSplit.value) return;
+        histogram.body = body;
+        drawHistogram();
+      })
+      .catch(function () { /* the next trajectories event tries again */ });
+  }
+
+  function scheduleHistogram() {
+    if (histogram.timer !== null) return;
+    histogram.timer = window.setTimeout(function () { histogram.timer = null; loadHistogram(); }, HISTOGRAM_DELAY_MS);
+  }
+
+  function drawHistogram() {
+    const body = histogram.body;
+    const div = ui.histogram;
+    if (!body.steps.length) {
+      div.hidden = true;
+      ui.histogramNote.textContent = "no " + (body.split === "eval" ? "evaluation" : "training") + " trajectories yet";
+      return;
+    }
+    div.hidden = false;
+    ui.histogramNote.textContent = "click a cell to list its trajectories in the feed" +
+      (body.stride > 1 ? " · each column is " + body.stride + " steps" : "");
+    const edges = body.edges;
+    const centres = edges.slice(0, -1).map(function (e, i) { return (e + edges[i + 1]) / 2; });
+    const z = centres.map(function (_, b) { return body.counts.map(function (column) { return column[b] || 0; }); });
+    const label = histogramLabel(body.field);
+    const trace = {
+      type: "heatmap", x: body.steps, y: centres, z: z, colorscale: "Blues", reversescale: true, xgap: 1, ygap: 1,
+      zmin: 0, colorbar: { title: { text: "trajectories" }, thickness: 12 },
+      hovertemplate: "step %{x}<br>" + label + " ≈ %{y:.3g}<br>%{z} trajectories<extra></extra>",
+    };
+    const xaxis = { title: { text: "step" }, tickformat: "d" };
+    if (body.steps[body.steps.length - 1] - body.steps[0] < 10) { xaxis.tick0 = 0; xaxis.dtick = 1; }
+    Plotly.react(div, [trace], {
+      title: { text: plotText(label[0].toUpperCase() + label.slice(1) + " per step (" +
+        (body.split === "eval" ? "evaluation" : "training") + ")"), font: { size: 13 } },
+      margin: { l: 56, r: 14, t: 36, b: 40 }, xaxis: xaxis, yaxis: { title: { text: plotText(label) } },
+      uirevision: body.field + body.split,
+    }, PLOT_CONFIG);
+    if (!histogram.bound) {
+      histogram.bound = true;
+      div.on("plotly_click", function (event) {
+        const point = event.points && event.points[0];
+        if (point) filterByCell(point.x, point.y);
+      });
     }
   }
 
-  // A failure (or a lost worker) while the page is open: show its message (as text — it may quote
-  // model output); the traceback is on the page after a reload.
-  function setError(message) {
-    if (!message) return;
-    document.querySelectorAll("[data-run-error]").forEach(function (node) { node.textContent = message; });
-    document.querySelectorAll("[data-run-error-panel]").forEach(function (panel) { panel.hidden = false; });
+  function rounded(value) { return String(Number(value.toPrecision(6))); }
+
+  // A click on the histogram: list that cell's trajectories in the feed, and link the explorer to them.
+  function filterByCell(step, centre) {
+    const body = histogram.body;
+    const column = body.steps.indexOf(step);
+    const edges = body.edges;
+    const bin = edges.findIndex(function (e, i) { return i < edges.length - 1 && (e + edges[i + 1]) / 2 === centre; });
+    if (column === -1 || bin === -1) return;
+    const filter = {
+      field: body.field, split: body.split, stepMin: step, stepMax: step + body.stride - 1,
+      low: edges[bin], high: edges[bin + 1], last: bin === edges.length - 2,
+    };
+    state.binFilter = filter;
+    const query = "?field=" + filter.field + "&split=" + filter.split + "&step_min=" + filter.stepMin +
+      "&step_max=" + filter.stepMax + "&min=" + filter.low + "&max=" + filter.high + (filter.last ? "&last=1" : "");
+    fetch(root.dataset.binUrl + query, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : { trajectories: [] }; })
+      .then(function (answer) { if (state.binFilter === filter) showFiltered(filter, answer.trajectories); })
+      .catch(function () { /* keep the feed as it was */ });
   }
 
-  // The header's Started / Finished cells were rendered with the page; fill them as the run moves on.
-  // Same format as the template's (UTC, the server's TIME_ZONE).
-  function setTimes(source) {
-    ["started_at", "finished_at"].forEach(function (name) {
-      if (!source[name]) return;
-      const when = new Date(source[name]);
-      if (isNaN(when.getTime())) return;
-      document.querySelectorAll("[data-run-" + name + "]").forEach(function (cell) {
-        cell.textContent = when.toISOString().replace("T", " ").slice(0, 19);
-      });
+  function showFiltered(filter, rows) {
+    const steps = filter.stepMin === filter.stepMax ? "step " + filter.stepMin : "steps " + filter.stepMin + "–" + filter.stepMax;
+    const range = filter.field === "length"
+      ? "response length " + Math.round(filter.low) + "–" + (Math.round(filter.high) - (filter.last ? 0 : 1)) + " tokens"
+      : "reward " + rounded(filter.low) + " to " + rounded(filter.high);
+    ui.feedFilterText.textContent = (filter.split === "eval" ? "Evaluation, " : "Training, ") + steps + ", " + range +
+      ": " + rows.length + (rows.length === 50 ? "+" : "") + " trajectories";
+    let explorer = root.dataset.explorerUrl + "?run=" + encodeURIComponent(root.dataset.run) + "&split=" + filter.split +
+      "&step_min=" + filter.stepMin + "&step_max=" + filter.stepMax;
+    if (filter.field === "reward") explorer += "&reward_min=" + rounded(filter.low) + "&reward_max=" + rounded(filter.high);
+    ui.feedFilterExplorer.href = explorer;
+    ui.feedFiltered.textContent = "";
+    rows.forEach(function (row) {
+      const item = document.createElement("li");
+      item.dataset.trajectory = String(row.id);
+      const link = document.createElement("a");
+      link.href = root.dataset.trajectoryBase + encodeURIComponent(String(row.id)) + "/";
+      link.textContent = "#" + row.id;
+      item.appendChild(link);
+      item.appendChild(text("span", " step " + row.step + " · group " + row.group + " sample " + row.sample + " · "));
+      item.appendChild(text("code", row.task_id));
+      item.appendChild(text("span", " · reward " + fmt(row.reward) + " · " + row.completion_tokens + " tokens" +
+        (row.status !== "ok" ? " · " + row.status : "")));
+      ui.feedFiltered.appendChild(item);
     });
+    if (!rows.length) ui.feedFiltered.appendChild(text("li", "No trajectories in this cell any more.", "muted"));
+    showFeed();
   }
+
+  ui.feedFilterClear.addEventListener("click", function () { state.binFilter = null; showFeed(); });
+  ui.histogramField.addEventListener("change", loadHistogram);
+  ui.histogramSplit.addEventListener("change", loadHistogram);
+
+  // --- progress, log, feed -----------------------------------------------------------------------------
 
   function setProgress(step) {
     if (typeof step === "number" && step > state.currentStep) state.currentStep = step;
@@ -371,22 +790,23 @@
     return new Date(seconds * 1000).toISOString().slice(11, 19) + " ";
   }
 
-  function addLogLine(line) {
+  function addLogLine(line, level) {
     const box = ui.log;
     const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 20;
-    state.logLines.push(line);
-    if (state.logLines.length > LOG_LINES) state.logLines.splice(0, state.logLines.length - LOG_LINES);
-    box.textContent = state.logLines.join("\n");
+    box.appendChild(text("div", line, "level-" + (level || "info")));
+    state.logLines += 1;
+    while (state.logLines > LOG_LINES) { box.removeChild(box.firstChild); state.logLines -= 1; }
     if (atBottom) box.scrollTop = box.scrollHeight;
   }
 
   function logEvent(event) {
     if (event.type === "log") {
-      addLogLine(clock(event.time) + "[" + (event.level || "info") + "] " + event.message);
+      addLogLine(clock(event.time) + "[" + (event.level || "info") + "] " + event.message, event.level);
     } else if (event.type === "checkpoint") {
       addLogLine(clock(event.time) + "[checkpoint] step " + event.step + " saved to " + event.path);
     } else if (event.type === "status") {
-      addLogLine(clock(event.time) + "[status] " + event.status + (event.message ? ": " + event.message : ""));
+      addLogLine(clock(event.time) + "[status] " + event.status + (event.message ? ": " + event.message : ""),
+        event.status === "FAILED" || event.status === "LOST" ? "error" : "info");
     }
   }
 
@@ -442,24 +862,47 @@
     return item;
   }
 
+  // Training groups and evaluation groups are listed apart: an evaluation's many groups never push the
+  // training rollouts out of view.
   function showGroups(entries) {
-    if (!entries.length) return;
-    if (ui.feedEmpty) { ui.feedEmpty.remove(); ui.feedEmpty = null; }
     entries.forEach(function (entry) {
-      ui.feed.insertBefore(groupNode(entry.step, entry.group), ui.feed.firstChild);
+      const isEval = entry.group.split === "eval";
+      const list = isEval ? ui.feedEval : ui.feed;
+      const emptyKey = isEval ? "feedEvalEmpty" : "feedEmpty";
+      if (ui[emptyKey]) { ui[emptyKey].remove(); ui[emptyKey] = null; }
+      list.insertBefore(groupNode(entry.step, entry.group), list.firstChild);
+      while (list.children.length > FEED_GROUPS) list.removeChild(list.lastChild);
     });
-    while (ui.feed.children.length > FEED_GROUPS) ui.feed.removeChild(ui.feed.lastChild);
   }
 
   function feedEvent(event) {
     const entries = (event.groups || []).map(function (group) { return { step: event.step, group: group }; });
     if (state.paused) {
-      state.pausedGroups = state.pausedGroups.concat(entries).slice(-FEED_GROUPS);
+      state.pausedGroups = state.pausedGroups.concat(entries).slice(-2 * FEED_GROUPS);
       ui.pausedCount.textContent = "(" + state.pausedGroups.length + " new)";
       return;
     }
     showGroups(entries);
   }
+
+  function showFeed() {
+    const filtered = state.binFilter !== null;
+    ui.feedFilter.hidden = !filtered;
+    ui.feedFiltered.hidden = !filtered;
+    ui.feed.hidden = filtered || state.feedTab !== "train";
+    ui.feedEval.hidden = filtered || state.feedTab !== "eval";
+    root.querySelectorAll("[data-live-feed-tab]").forEach(function (tab) {
+      tab.setAttribute("aria-pressed", String(!filtered && tab.dataset.liveFeedTab === state.feedTab));
+    });
+  }
+
+  root.querySelectorAll("[data-live-feed-tab]").forEach(function (tab) {
+    tab.addEventListener("click", function () {
+      state.feedTab = tab.dataset.liveFeedTab;
+      state.binFilter = null;
+      showFeed();
+    });
+  });
 
   ui.pause.addEventListener("change", function () {
     state.paused = ui.pause.checked;
@@ -482,18 +925,26 @@
         break;
       case "trajectories":
         feedEvent(event);
+        scheduleHistogram();
+        break;
+      case "phase":
+        setPhase(event);
         break;
       case "status":
-        setStatus(event.status);
-        setTimes(event);
-        setError(event.error);
+        applyPageState(event);
         if (event.seq !== undefined) logEvent(event);
         break;
       case "cancel_requested":
-        if (FINAL.indexOf(state.status) === -1) ui.cancel.hidden = false;
+        setCancelRequested(true);
+        break;
+      case "heartbeat":
+        setTimes(event);  // the server's seq-less heartbeat_at; the trainer's own heartbeats carry none
+        break;
+      case "checkpoint":
+        addCheckpoint(event);
+        logEvent(event);
         break;
       case "log":
-      case "checkpoint":
         logEvent(event);
         break;
     }
@@ -501,13 +952,11 @@
 
   function applySnapshot(message) {
     const run = message.run;
-    setStatus(run.status);
-    setTimes(run);
-    setError(run.error_message);
+    applyPageState(run);
     state.maxSteps = run.max_steps || state.maxSteps;
     setProgress(run.current_step);
     setBest(run.best_reward);
-    ui.cancel.hidden = !(run.cancel_requested && FINAL.indexOf(run.status) === -1);
+    if (run.phase) setPhase(run.phase);
     if (message.replay && message.replay.truncated) {
       // Too much was missed to replay over the socket: reload the curves over HTTP.
       loadCurves();
@@ -521,41 +970,16 @@
     ui.connection.className = "connection small " + className;
   }
 
+  let connection = null;  // the socket follower, once started
+
   function connect() {
-    const scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    const url = scheme + window.location.host + root.dataset.wsPath + "?last_seq=" + state.lastSeq;
-    socket = new WebSocket(url);
-    socket.addEventListener("open", function () {
-      attempt = 0;
-      window.websocketConnected = true;
-      setConnection("live", "ok");
-    });
-    socket.addEventListener("message", function (message) {
-      let data;
-      try { data = JSON.parse(message.data); } catch (error) { return; }
-      if (data.type === "event") {
-        window.liveEventsReceived += 1;
-        applyEvent(data.event);
-      } else if (data.type === "snapshot") {
-        applySnapshot(data);
-      }
-    });
-    socket.addEventListener("close", function (event) {
-      window.websocketConnected = false;
-      if (REFUSED[event.code]) {
-        stopped = true;
-        setConnection("not live: " + REFUSED[event.code], "refused");
-        return;
-      }
-      if (FINAL.indexOf(state.status) !== -1) {
-        setConnection("run finished", "muted");
-        return;
-      }
-      // Back off: 0.5 s, 1 s, 2 s … up to 30 s, with jitter so a restarted server is not stampeded.
-      const delay = Math.min(30000, 500 * Math.pow(2, attempt)) * (0.75 + Math.random() * 0.5);
-      attempt += 1;
-      setConnection("reconnecting in " + Math.round(delay / 1000) + " s…", "down");
-      window.setTimeout(function () { if (!stopped) connect(); }, delay);
+    connection = live.followRun({
+      path: root.dataset.wsPath,
+      lastSeq: function () { return state.lastSeq; },
+      onEvent: applyEvent,
+      onSnapshot: applySnapshot,
+      isFinal: isFinal,
+      onState: setConnection,
     });
   }
 
@@ -567,10 +991,36 @@
     drawAll();
   });
 
+  ui.logScale.addEventListener("change", function () {
+    state.logScale = ui.logScale.checked;
+    drawAll();
+  });
+
   ui.x.addEventListener("change", function () {
     state.xAxis = ui.x.value;
     loadCurves();
   });
+
+  ui.metricSearch.addEventListener("input", renderPicker);
+
+  // The cancel button asks first (a <dialog>; without script the form posts as it is).
+  const dialog = document.querySelector("[data-cancel-dialog]");
+  let cancelForm = null;
+  document.querySelectorAll("[data-confirm-cancel]").forEach(function (form) {
+    form.addEventListener("submit", function (event) {
+      if (!dialog || typeof dialog.showModal !== "function") return;
+      event.preventDefault();
+      cancelForm = form;
+      dialog.showModal();
+    });
+  });
+  if (dialog) {
+    dialog.querySelector("[data-cancel-dialog-keep]").addEventListener("click", function () { dialog.close(); });
+    dialog.querySelector("[data-cancel-dialog-confirm]").addEventListener("click", function () {
+      dialog.close();
+      if (cancelForm) cancelForm.submit();  // submit() skips the submit handler: no second question
+    });
+  }
 
   function loadRecent(type, limit) {
     const url = root.dataset.eventsUrl + "?type=" + type + "&limit=" + limit + "&until_seq=" + state.lastSeq;
@@ -580,11 +1030,16 @@
       .catch(function () { return []; });
   }
 
-  // Start: curves (which also fix the seq we resume from), then the recent log lines and rollout groups
-  // up to that seq, then the socket for everything after it.
+  // Start: the state the page was rendered with (the same snapshot the socket sends), then curves (which
+  // also fix the seq we resume from), the recent log lines and rollout groups up to that seq, then the
+  // socket for everything after it.
+  const rendered = document.getElementById("run-snapshot");
+  if (rendered) applySnapshot({ run: JSON.parse(rendered.textContent) });
   setProgress(state.currentStep);
+  showFeed();
+  loadHistogram();
   loadCurves().then(function () {
-    return Promise.all([loadRecent("log", LOG_LINES), loadRecent("trajectories", 4)]);
+    return Promise.all([loadRecent("log", LOG_LINES), loadRecent("trajectories", 8)]);
   }).then(function (recent) {
     recent[0].forEach(logEvent);
     recent[1].forEach(feedEvent);

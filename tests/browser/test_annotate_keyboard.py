@@ -16,7 +16,7 @@ from webapp.review import services
 from webapp.review.models import Judgement
 
 PASSWORD = "a-long-browser-password"
-EVIL = "<script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 1\">"
+EVIL = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 1">'
 
 
 @pytest.fixture
@@ -26,15 +26,40 @@ def queue(transactional_db):
     annotator = User.objects.create_user("ana", "ana@example.com", PASSWORD)
     project = project_create(name="Preferences", owner=owner)
     Membership.objects.create(project=project, user=annotator, role="annotator")
-    environment = environment_create(project=project, name="arith", kind="arithmetic_calculator", config={}, user=owner)
-    rubric = rubric_create(project=project, name="r", spec={"aggregation": "weighted_sum", "criteria": [
-        {"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}]}, user=owner)
-    run, _ = run_create(project=project, name="r1", environment=environment, rubric=rubric, preset="grpo",
-                        overrides={}, user=owner, dispatch=False)
+    environment = environment_create(
+        project=project, name="arith", kind="arithmetic_calculator", config={}, user=owner
+    )
+    rubric = rubric_create(
+        project=project,
+        name="r",
+        spec={
+            "aggregation": "weighted_sum",
+            "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}],
+        },
+        user=owner,
+    )
+    run, _ = run_create(
+        project=project,
+        name="r1",
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={},
+        user=owner,
+        dispatch=False,
+    )
     for group in range(6):
         make_group(run, group=group, rewards=[1.0, 0.0], prompt=f"What is {group} + 2? {EVIL}")
-    queue = services.queue_create(project=project, user=owner, name="sums", runs=[run], annotators=[annotator],
-                                  rationale_required=True, instructions="Prefer the correct sum.", seed=1)
+    queue = services.queue_create(
+        project=project,
+        user=owner,
+        name="sums",
+        runs=[run],
+        annotators=[annotator],
+        rationale_required=True,
+        instructions="Prefer the correct sum.",
+        seed=1,
+    )
     return project, queue, annotator
 
 
@@ -87,7 +112,9 @@ def test_an_annotator_judges_five_pairs_with_the_keyboard_only(queue, server, pa
     page.wait_for_function("window.annotateReady === true")
     assert page.is_checked('input[name=choice][value="both_bad"]')
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("window.annotateReady === true && document.querySelector('input[value=left]').checked")
+    page.wait_for_function(
+        "window.annotateReady === true && document.querySelector('input[value=left]').checked"
+    )
     page.keyboard.press("ArrowRight")
     page.wait_for_url("**/annotate/")
     page.wait_for_function("window.annotateReady === true")

@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from tests.browser.conftest import sign_in
-from tests.webapp.test_explorer import STORY, ingest
+from tests.webapp.rollouts.test_explorer import STORY, ingest
 from webapp.experiments.services import environment_create, rubric_create, run_create
 from webapp.projects.services import project_create
 
@@ -18,11 +18,28 @@ HOSTILE = '<img src=x onerror="window.pwned = 1"> <script>window.pwned = 2</scri
 def explored(transactional_db):
     user = get_user_model().objects.create_user("rosa", "rosa@example.com", "a-long-browser-password")
     project = project_create(name="Explored", owner=user)
-    environment = environment_create(project=project, name="arith", kind="arithmetic_calculator", config={}, user=user)
-    rubric = rubric_create(project=project, name="r", spec={"aggregation": "weighted_sum", "criteria": [
-        {"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}]}, user=user)
-    run, _ = run_create(project=project, name="first", environment=environment, rubric=rubric, preset="grpo",
-                        overrides={}, user=user, dispatch=False)
+    environment = environment_create(
+        project=project, name="arith", kind="arithmetic_calculator", config={}, user=user
+    )
+    rubric = rubric_create(
+        project=project,
+        name="r",
+        spec={
+            "aggregation": "weighted_sum",
+            "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}],
+        },
+        user=user,
+    )
+    run, _ = run_create(
+        project=project,
+        name="first",
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={},
+        user=user,
+        dispatch=False,
+    )
     ingest(run, [*STORY, (3, 0, 0, 0.1, "ok", HOSTILE)])
     return project
 

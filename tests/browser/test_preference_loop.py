@@ -22,8 +22,12 @@ from webapp.experiments.models import Run, RunStatus
 from webapp.review.models import Judgement, PreferenceQueue, PreferenceSnapshot
 from webapp.rewards.models import RewardModel
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True),
-              pytest.mark.timeout(840)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(840),
+]
 
 GROUPS = 6  # one pair each (a confident tagged answer vs a hedging one); a seventh group ties on reward
 TRAINING_TIMEOUT_MS = 240_000  # embedding on a busy two-core machine; the page polls every 3 s
@@ -109,11 +113,17 @@ def test_a_team_goes_from_a_finished_run_to_a_learned_reward_and_a_new_run_in_th
         row.locator("a:has-text('DPO JSONL')").click()
     download = download_info.value
     assert download.suggested_filename == "style-study-v1.dpo.jsonl"
-    lines = [json.loads(line) for line in Path(download.path()).read_text("utf-8").splitlines() if line.strip()]
+    lines = [
+        json.loads(line) for line in Path(download.path()).read_text("utf-8").splitlines() if line.strip()
+    ]
     assert len(lines) == GROUPS - 1
     for line in lines:
         assert {"prompt", "chosen", "rejected"} <= line.keys()
-        assert line["prompt"].startswith("What is ") and "<answer>" in line["chosen"] and "<answer>" not in line["rejected"]
+        assert (
+            line["prompt"].startswith("What is ")
+            and "<answer>" in line["chosen"]
+            and "<answer>" not in line["rejected"]
+        )
 
     # 3c. Train a reward model from the snapshot through the form; a real worker trains it while the
     # status panel polls, and the page reloads itself when the model is ready.
@@ -147,8 +157,9 @@ def test_a_team_goes_from_a_finished_run_to_a_learned_reward_and_a_new_run_in_th
     expect(page.locator("a:has-text('correctness v2')")).to_be_visible()  # "Used by"
     version = rubric.versions.get(number=2)
     learned = [c for c in version.spec["criteria"] if c["kind"] == "learned_reward"]
-    assert learned == [{"name": "style_v1", "kind": "learned_reward", "weight": 0.5,
-                        "params": {"path": reward_model.path}}]
+    assert learned == [
+        {"name": "style_v1", "kind": "learned_reward", "weight": 0.5, "params": {"path": reward_model.path}}
+    ]
 
     # 3e. Launch a run with the rubric (it pins the new version) and find it in the list.
     page.click("nav.project-nav >> text=Runs")

@@ -15,7 +15,7 @@ from webapp.projects.services import project_create
 from webapp.review.models import Flag, Notification, TrajectoryTag
 
 PASSWORD = "a-long-browser-password"
-EVIL = "<img src=x onerror=\"window.pwned = 1\">"
+EVIL = '<img src=x onerror="window.pwned = 1">'
 
 
 @pytest.fixture
@@ -25,11 +25,28 @@ def trajectory(transactional_db):
     annotator = User.objects.create_user("ana", "ana@example.com", PASSWORD)
     project = project_create(name="Discussions", owner=owner)
     Membership.objects.create(project=project, user=annotator, role="annotator")
-    environment = environment_create(project=project, name="arith", kind="arithmetic_calculator", config={}, user=owner)
-    rubric = rubric_create(project=project, name="r", spec={"aggregation": "weighted_sum", "criteria": [
-        {"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}]}, user=owner)
-    run, _ = run_create(project=project, name="r1", environment=environment, rubric=rubric, preset="grpo",
-                        overrides={}, user=owner, dispatch=False)
+    environment = environment_create(
+        project=project, name="arith", kind="arithmetic_calculator", config={}, user=owner
+    )
+    rubric = rubric_create(
+        project=project,
+        name="r",
+        spec={
+            "aggregation": "weighted_sum",
+            "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}],
+        },
+        user=owner,
+    )
+    run, _ = run_create(
+        project=project,
+        name="r1",
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={},
+        user=owner,
+        dispatch=False,
+    )
     return project, make_trajectory(run, answer=EVIL, prompt=EVIL)
 
 
@@ -52,6 +69,8 @@ def test_an_annotator_comments_tags_and_flags_in_place(trajectory, server, page)
     page.select_option("#flag-form select[name=reason]", "reward_wrong")
     page.click("#flag-form button")
     page.wait_for_selector(".badge.flag-open")
-    assert TrajectoryTag.objects.get().tag.name == "format bug" and Flag.objects.get().reason == "reward_wrong"
+    assert (
+        TrajectoryTag.objects.get().tag.name == "format bug" and Flag.objects.get().reason == "reward_wrong"
+    )
     assert page.url.endswith(f"/trajectories/{trajectory.pk}/")  # never left the page
     assert page.evaluate("window.pwned") is None

@@ -23,13 +23,25 @@ def training_setup(transactional_db):
 
     user = get_user_model().objects.create_user("rosa", "rosa@example.com", PASSWORD)
     project = project_create(name="Live agents", owner=user)
-    environment = environment_create(project=project, name="tiny arithmetic", kind="arithmetic_calculator",
-                                     config={"max_turns": 1}, user=user)
-    rubric = rubric_create(project=project, name="partial credit", user=user, spec={
-        "aggregation": "weighted_sum",
-        "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}},
-                     {"name": "environment", "kind": "env_reward", "weight": 0.5, "params": {}}],
-    })
+    environment = environment_create(
+        project=project,
+        name="tiny arithmetic",
+        kind="arithmetic_calculator",
+        config={"max_turns": 1},
+        user=user,
+    )
+    rubric = rubric_create(
+        project=project,
+        name="partial credit",
+        user=user,
+        spec={
+            "aggregation": "weighted_sum",
+            "criteria": [
+                {"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}},
+                {"name": "environment", "kind": "env_reward", "weight": 0.5, "params": {}},
+            ],
+        },
+    )
     return user, project, environment, rubric
 
 
@@ -42,10 +54,22 @@ def test_watch_a_run_learn_and_cancel_it(training_setup, server, page):
 
     user, project, environment, rubric = training_setup
     with celery_worker("cpu", name="browser", DASHBOARD_URL=server):
-        run, _ = run_create(project=project, name="watched", environment=environment, rubric=rubric,
-                            preset="grpo", user=user, overrides={
-                                "max_steps": 200, "group_size": 2, "prompts_per_step": 1, "max_new_tokens": 8,
-                                "eval_tasks": 0, "checkpoint_every": 0})
+        run, _ = run_create(
+            project=project,
+            name="watched",
+            environment=environment,
+            rubric=rubric,
+            preset="grpo",
+            user=user,
+            overrides={
+                "max_steps": 200,
+                "group_size": 2,
+                "prompts_per_step": 1,
+                "max_new_tokens": 8,
+                "eval_tasks": 0,
+                "checkpoint_every": 0,
+            },
+        )
         sign_in(page, server, "rosa", PASSWORD)
         page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
         page.wait_for_function("window.websocketConnected === true")
@@ -60,7 +84,8 @@ def test_watch_a_run_learn_and_cancel_it(training_setup, server, page):
         assert page.locator("[data-live-status]").inner_text() == "Running"
         page.screenshot(path=str(SCREENSHOT), full_page=False)
 
-        page.click("button:has-text('Cancel run')")
+        page.click("[data-run-action=cancel] button")
+        page.click("[data-cancel-dialog-confirm]")  # the page asks first
         page.wait_for_function(
             "document.querySelector('[data-live-status]').textContent === 'Cancelled'", timeout=120_000
         )

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from tests.browser.conftest import sign_in
-from tests.webapp.trajectories_factory import long_turns, make_trajectory, turn
+from tests.webapp.factories import long_turns, make_trajectory, turn
 from webapp.rollouts.views_trajectories import FIRST_TURNS
 
 PASSWORD = "a-long-browser-password"
@@ -26,11 +26,28 @@ def long_run(transactional_db):
     dave = User.objects.create_user("dave", "dave@example.com", PASSWORD)
     project = project_create(name="Agents", owner=alice)
     Membership.objects.create(project=project, user=dave, role="viewer")
-    environment = environment_create(project=project, name="arith", kind="arithmetic_calculator", config={}, user=alice)
-    rubric = rubric_create(project=project, name="r", user=alice, spec={
-        "aggregation": "weighted_sum", "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}]})
-    run, _ = run_create(project=project, name="long run", environment=environment, rubric=rubric, preset="grpo",
-                        overrides={}, user=alice, dispatch=False)
+    environment = environment_create(
+        project=project, name="arith", kind="arithmetic_calculator", config={}, user=alice
+    )
+    rubric = rubric_create(
+        project=project,
+        name="r",
+        user=alice,
+        spec={
+            "aggregation": "weighted_sum",
+            "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}],
+        },
+    )
+    run, _ = run_create(
+        project=project,
+        name="long run",
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={},
+        user=alice,
+        dispatch=False,
+    )
     turns = long_turns(300)
     turns[1]["text"] = HOSTILE
     turns[299]["text"] = f"the very last turn {HOSTILE}"
@@ -58,7 +75,9 @@ def test_scrolling_a_300_turn_trajectory_loads_the_rest(long_run, server, page):
     page.wait_for_selector("#turn-299")
     assert turn_count(page) == 300
     assert page.locator("[data-turns-more]").count() == 0
-    indices = page.eval_on_selector_all("ol[data-turns] > li.turn", "items => items.map(li => Number(li.dataset.turn))")
+    indices = page.eval_on_selector_all(
+        "ol[data-turns] > li.turn", "items => items.map(li => Number(li.dataset.turn))"
+    )
     assert indices == list(range(300))
 
     # The hostile turns are text: no image, no script ran.
@@ -75,13 +94,17 @@ def test_a_link_to_a_turn_not_loaded_yet_loads_up_to_it(long_run, server, page):
     page.goto(f"{server}/p/{project.slug}/trajectories/{trajectory.pk}/#turn-250")
 
     page.wait_for_selector("#turn-250")
-    page.wait_for_function("() => { const r = document.getElementById('turn-250').getBoundingClientRect();"
-                           " return r.top < window.innerHeight && r.bottom > 0; }")
+    page.wait_for_function(
+        "() => { const r = document.getElementById('turn-250').getBoundingClientRect();"
+        " return r.top < window.innerHeight && r.bottom > 0; }"
+    )
 
 
 def test_load_all_turns_then_diff_best_against_worst(long_run, server, page):
     project, run, trajectory = long_run
-    worse = make_trajectory(run, sample=1, reward=0.0, turns=[turn("user", "turn 0: w0"), turn("assistant", HOSTILE)])
+    worse = make_trajectory(
+        run, sample=1, reward=0.0, turns=[turn("user", "turn 0: w0"), turn("assistant", HOSTILE)]
+    )
     sign_in(page, server, "dave", PASSWORD)
 
     page.goto(f"{server}/p/{project.slug}/trajectories/{trajectory.pk}/")
@@ -94,5 +117,8 @@ def test_load_all_turns_then_diff_best_against_worst(long_run, server, page):
     page.wait_for_url(f"**/diff/?a={trajectory.pk}&b={worse.pk}")
     assert page.locator(".diff-row-left").count() == page.locator(".diff-row-right").count() >= 300
     page.check("[data-changes-only]")
-    assert page.locator(".diff-row-left.same").first.is_hidden() or page.locator(".diff-row-left.same").count() == 0
+    assert (
+        page.locator(".diff-row-left.same").first.is_hidden()
+        or page.locator(".diff-row-left.same").count() == 0
+    )
     assert page.evaluate("window.pwned") is None

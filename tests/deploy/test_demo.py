@@ -39,12 +39,20 @@ def test_the_demo_serves_the_seeded_project_and_ctrl_c_stops_everything(tmp_path
     var = tmp_path / "var"
     port = free_port()
     # The embedded default: no DATABASE_URL / REDIS_URL, whatever this test session runs on.
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")
+    }
     env.update(ROLLOUT_STUDIO_VAR=str(var), PYTHONUNBUFFERED="1")
     log = open(tmp_path / "demo.log", "w+")
-    demo = subprocess.Popen([sys.executable, "manage.py", "demo", "--port", str(port), "--no-launch"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    demo = subprocess.Popen(
+        [sys.executable, "manage.py", "demo", "--port", str(port), "--no-launch"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -63,8 +71,12 @@ def test_the_demo_serves_the_seeded_project_and_ctrl_c_stops_everything(tmp_path
         session = requests.Session()
         login_page = session.get(f"{url}/accounts/login/", timeout=10).text
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login_page).group(1)
-        signed_in = session.post(f"{url}/accounts/login/", timeout=10, headers={"Referer": f"{url}/accounts/login/"},
-                                 data={"csrfmiddlewaretoken": token, "username": "demo", "password": "rollout-demo"})
+        signed_in = session.post(
+            f"{url}/accounts/login/",
+            timeout=10,
+            headers={"Referer": f"{url}/accounts/login/"},
+            data={"csrfmiddlewaretoken": token, "username": "demo", "password": "rollout-demo"},
+        )
         assert signed_in.ok and "/accounts/login/" not in signed_in.url
         home = session.get(f"{url}/p/demo/", timeout=10)
         assert home.status_code == 200 and "Demo: arithmetic agents" in home.text

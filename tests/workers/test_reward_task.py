@@ -20,8 +20,15 @@ from webapp.rollouts.models import Trajectory
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-TINY = {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 8, "eval_tasks": 0, "checkpoint_every": 1,
-        "temperature": 1.0, "max_steps": 1}
+TINY = {
+    "group_size": 2,
+    "prompts_per_step": 1,
+    "max_new_tokens": 8,
+    "eval_tasks": 0,
+    "checkpoint_every": 1,
+    "temperature": 1.0,
+    "max_steps": 1,
+}
 
 
 def wait_for(predicate, timeout_s: float, what: str):
@@ -37,17 +44,30 @@ def wait_for(predicate, timeout_s: float, what: str):
 def test_a_worker_trains_a_reward_model_from_a_snapshot_and_the_next_run_scores_with_it(
     project, rubric, run, users, tmp_path
 ):
-    snapshot = annotated_snapshot(project=project, run=run, researcher=users["bob"], annotator=users["carol"],
-                                  rows=preference_texts(16, seed=5))
+    snapshot = annotated_snapshot(
+        project=project,
+        run=run,
+        researcher=users["bob"],
+        annotator=users["carol"],
+        rows=preference_texts(16, seed=5),
+    )
     assert snapshot.pairs.count() == 16
-    environment = environment_create(project=project, name="tiny arithmetic", kind="arithmetic_calculator",
-                                      config={"max_turns": 1}, user=users["alice"])
+    environment = environment_create(
+        project=project,
+        name="tiny arithmetic",
+        kind="arithmetic_calculator",
+        config={"max_turns": 1},
+        user=users["alice"],
+    )
 
     with asgi_server() as url, celery_worker("cpu", DASHBOARD_URL=url, REWARD_MODELS_DIR=str(tmp_path)):
         started = time.monotonic()
-        reward_model = services.reward_model_train(snapshot=snapshot, user=users["bob"], name="style",
-                                                   params={"held_out_fraction": 0.25})
-        wait_for(lambda: RewardModel.objects.get(pk=reward_model.pk).status in ("ready", "failed"), 300, "training")
+        reward_model = services.reward_model_train(
+            snapshot=snapshot, user=users["bob"], name="style", params={"held_out_fraction": 0.25}
+        )
+        wait_for(
+            lambda: RewardModel.objects.get(pk=reward_model.pk).status in ("ready", "failed"), 300, "training"
+        )
         trained_in = time.monotonic() - started
         reward_model.refresh_from_db()
         assert reward_model.status == "ready", reward_model.error_message
@@ -57,9 +77,18 @@ def test_a_worker_trains_a_reward_model_from_a_snapshot_and_the_next_run_scores_
         assert Path(reward_model.path) == tmp_path / f"rm-{reward_model.pk}"
         assert (Path(reward_model.path) / "reward_model.json").is_file()
 
-        version = services.reward_model_register(reward_model=reward_model, rubric=rubric, weight=1.0, user=users["bob"])
-        next_run, _ = run_create(project=project, name="scored by the reward model", environment=environment,
-                                 rubric=rubric, preset="grpo", overrides=TINY, user=users["bob"])
+        version = services.reward_model_register(
+            reward_model=reward_model, rubric=rubric, weight=1.0, user=users["bob"]
+        )
+        next_run, _ = run_create(
+            project=project,
+            name="scored by the reward model",
+            environment=environment,
+            rubric=rubric,
+            preset="grpo",
+            overrides=TINY,
+            user=users["bob"],
+        )
         assert next_run.rubric_version == version
         wait_for(lambda: Run.objects.get(pk=next_run.pk).status in ("SUCCEEDED", "FAILED"), 420, "the run")
 

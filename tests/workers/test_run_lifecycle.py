@@ -15,28 +15,46 @@ from django.test import Client
 
 from tests.processes import asgi_server, celery_worker
 from webapp.experiments.models import Checkpoint, Run
-from webapp.experiments.services import run_create, run_request_cancel, run_resume
+from webapp.experiments.services import run_create, run_request_cancel
 from webapp.fleet.services import reap_lost_runs
 from webapp.rollouts.models import MetricPoint, Trajectory
 from webapp.rollouts.selectors import lineage_trajectories
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-TINY = {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 8, "eval_tasks": 0, "checkpoint_every": 1,
-        "temperature": 1.0}
+TINY = {
+    "group_size": 2,
+    "prompts_per_step": 1,
+    "max_new_tokens": 8,
+    "eval_tasks": 0,
+    "checkpoint_every": 1,
+    "temperature": 1.0,
+}
 
 
 @pytest.fixture
 def tiny_environment(project, users):
     from webapp.experiments.services import environment_create
 
-    return environment_create(project=project, name="tiny arithmetic", kind="arithmetic_calculator",
-                              config={"max_turns": 1}, user=users["alice"])
+    return environment_create(
+        project=project,
+        name="tiny arithmetic",
+        kind="arithmetic_calculator",
+        config={"max_turns": 1},
+        user=users["alice"],
+    )
 
 
 def launch(project, environment, rubric, user, **knobs) -> Run:
-    run, _ = run_create(project=project, name="on a worker", environment=environment, rubric=rubric,
-                        preset="grpo", overrides={**TINY, **knobs}, user=user)
+    run, _ = run_create(
+        project=project,
+        name="on a worker",
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={**TINY, **knobs},
+        user=user,
+    )
     return run
 
 
@@ -54,7 +72,9 @@ def status_of(run: Run) -> str:
     return Run.objects.values_list("status", flat=True).get(pk=run.pk)
 
 
-def test_a_launched_run_trains_on_a_worker_and_streams_to_a_websocket(project, tiny_environment, rubric, users):
+def test_a_launched_run_trains_on_a_worker_and_streams_to_a_websocket(
+    project, tiny_environment, rubric, users
+):
     client = Client()
     client.force_login(users["dave"])  # a viewer may watch
     cookie = client.cookies["sessionid"].value
@@ -64,8 +84,9 @@ def test_a_launched_run_trains_on_a_worker_and_streams_to_a_websocket(project, t
 
         async def watch(run_id: int) -> None:
             ws_url = url.replace("http://", "ws://") + f"/ws/runs/{run_id}/"
-            async with websockets.connect(ws_url, additional_headers={"Cookie": f"sessionid={cookie}",
-                                                                     "Origin": url}) as socket:
+            async with websockets.connect(
+                ws_url, additional_headers={"Cookie": f"sessionid={cookie}", "Origin": url}
+            ) as socket:
                 while True:
                     frame = json.loads(await asyncio.wait_for(socket.recv(), timeout=240))
                     received.append(frame)
@@ -91,34 +112,39 @@ def test_a_launched_run_trains_on_a_worker_and_streams_to_a_websocket(project, t
 def test_cancel_stops_the_trainer_between_steps(project, tiny_environment, rubric, users):
     with asgi_server() as url, celery_worker("cpu", DASHBOARD_URL=url):
         run = launch(project, tiny_environment, rubric, users["bob"], max_steps=200)
-        wait_for(lambda: MetricPoint.objects.filter(run=run, key="reward/mean").exists(), 240, "the first step")
+        wait_for(
+            lambda: MetricPoint.objects.filter(run=run, key="reward/mean").exists(), 240, "the first step"
+        )
         assert run_request_cancel(run=Run.objects.get(pk=run.pk)) == "cancel_requested"
         wait_for(lambda: status_of(run) == "CANCELLED", 120, "the run to stop")
     run.refresh_from_db()
     assert run.current_step < 200 and run.finished_at
 
 
-def test_a_killed_worker_loses_the_run_and_resume_continues_without_gaps_or_duplicates(
+def test_a_killed_worker_loses_the_run_which_resumes_itself_without_gaps_or_duplicates(
     project, tiny_environment, rubric, users
 ):
     with asgi_server() as url:
         with celery_worker("cpu", name="doomed", DASHBOARD_URL=url) as worker:
-            run = launch(project, tiny_environment, rubric, users["bob"], max_steps=4)
+            run = launch(project, tiny_environment, rubric, users["bob"], max_steps=4, auto_resume=1)
             wait_for(lambda: Checkpoint.objects.filter(run=run, step__gte=2).exists(), 300, "checkpoint 2")
             os.killpg(worker.pid, signal.SIGKILL)  # the worker and everything it started, mid-run
             worker.wait()
         time.sleep(3)
-        assert reap_lost_runs(timeout_s=2) == [run.pk]
-        assert status_of(run) == "LOST"
-
-        with celery_worker("cpu", name="rescuer", DASHBOARD_URL=url):
-            resumed, _ = run_resume(run=Run.objects.get(pk=run.pk), user=users["bob"])
-            assert resumed.parent_checkpoint.step >= 2
+        # The reaper marks it LOST and, as the run asked (auto_resume), queues a resume from its checkpoint.
+        with celery_worker("cpu", name="rescuer", DASHBOARD_URL=url, purge=False):
+            assert reap_lost_runs(timeout_s=2) == [run.pk]
+            assert status_of(run) == "LOST"
+            resumed = Run.objects.get(parent=run)
+            assert resumed.parent_checkpoint.step >= 2 and resumed.auto_resume_count == 1
             wait_for(lambda: status_of(resumed) in ("SUCCEEDED", "FAILED"), 300, "the resumed run to finish")
 
     resumed.refresh_from_db()
     assert resumed.status == "SUCCEEDED", resumed.error_message + resumed.error_traceback
-    keys = [(t.step, t.group_index, t.sample_index) for t in lineage_trajectories(run=resumed).filter(split="train")]
+    keys = [
+        (t.step, t.group_index, t.sample_index)
+        for t in lineage_trajectories(run=resumed).filter(split="train")
+    ]
     assert sorted(keys) == [(step, 0, sample) for step in range(1, 5) for sample in range(2)]
     own_steps = set(Trajectory.objects.filter(run=resumed).values_list("step", flat=True))
     assert min(own_steps) == resumed.parent_checkpoint.step + 1

@@ -27,3 +27,18 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class LoginFailure(models.Model):
+    """One wrong password, kept for the sign-in throttle (`webapp.accounts.throttle`). Rows older than the
+    throttle's window are deleted as new ones arrive."""
+
+    username = models.CharField(max_length=150, help_text="as typed, lower-cased")
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["username", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.username} from {self.ip} at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -14,12 +14,17 @@ def api_token_create(*, user, name: str) -> tuple[ApiToken, str]:
     name = (name or "").strip()
     if not name:
         raise ValidationError({"name": ["Give the token a name, e.g. 'laptop script'."]})
+    longest = ApiToken._meta.get_field("name").max_length
+    if len(name) > longest:
+        raise ValidationError({"name": [f"At most {longest} characters (this one has {len(name)})."]})
     raw = USER_TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(user=user, name=name[:80], prefix=raw[:10], token_hash=hash_token(raw))
+    token = ApiToken.objects.create(user=user, name=name, prefix=raw[:10], token_hash=hash_token(raw))
     return token, raw
 
 
 def api_token_revoke(*, user, token_id: int) -> None:
-    updated = ApiToken.objects.filter(pk=token_id, user=user, revoked_at=None).update(revoked_at=timezone.now())
+    updated = ApiToken.objects.filter(pk=token_id, user=user, revoked_at=None).update(
+        revoked_at=timezone.now()
+    )
     if not updated:
         raise ValidationError({"token": ["No such active token."]})

@@ -8,9 +8,10 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
-from webapp.accounts import services
+from webapp.accounts import services, throttle
 from webapp.accounts.forms import ApiTokenForm
 from webapp.accounts.models import ApiToken
 
@@ -23,11 +24,23 @@ class LoginView(auth_views.LoginView):
     template_name = "accounts/login.html"
     redirect_authenticated_user = True
 
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        # Refused before the password is looked at (`webapp.accounts.throttle`): 429, and the page says why.
+        refusal = throttle.throttled(request, request.POST.get("username"))
+        if refusal is None:
+            return super().post(request, *args, **kwargs)
+        form = self.get_form_class()(request, initial={"username": request.POST.get("username", "")})
+        response = self.render_to_response(self.get_context_data(form=form, throttled=refusal.message))
+        response.status_code = 429
+        response["Retry-After"] = str(refusal.retry_after_s)
+        return response
+
 
 class LogoutView(auth_views.LogoutView):
     """POST only (Django's default): a link or an image tag cannot sign anyone out."""
 
 
+@never_cache  # the page shows a new token's value: no cache may keep it
 @login_required
 @require_http_methods(["GET", "POST"])
 def tokens(request: HttpRequest) -> HttpResponse:

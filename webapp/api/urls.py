@@ -1,70 +1,128 @@
-"""/api/…: the JSON API (see docs/api.md), its OpenAPI document and the Swagger / Redoc pages."""
+"""/api/…: the JSON API (see docs/api.md), its OpenAPI document and the Swagger / Redoc pages. Each app owns
+its endpoints (`<app>/apis.py` + `<app>/serializers.py`); this module only routes to them."""
 
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
-from webapp.api import views
-from webapp.rollouts.views_explorer import ProjectTrajectoryExplorerView
+from webapp.accounts import apis as account_apis
+from webapp.experiments import apis as experiment_apis
+from webapp.projects import apis as project_apis
+from webapp.review import apis as review_apis
+from webapp.rollouts import apis as rollout_apis
 
 app_name = "api"
 
 urlpatterns = [
     # OpenAPI: the document and two readers of it. Public: the schema describes shapes, not data.
-    path("schema/", SpectacularAPIView.as_view(permission_classes=[], authentication_classes=[]), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema", permission_classes=[]), name="docs"),
-    path("docs/redoc/", SpectacularRedocView.as_view(url_name="api:schema", permission_classes=[]), name="redoc"),
+    path(
+        "schema/", SpectacularAPIView.as_view(permission_classes=[], authentication_classes=[]), name="schema"
+    ),
+    # The split view serves Swagger UI's start-up script as a file: the pages' CSP allows no inline script.
+    path(
+        "docs/",
+        SpectacularSwaggerSplitView.as_view(url_name="api:schema", permission_classes=[]),
+        name="docs",
+    ),
+    path(
+        "docs/redoc/",
+        SpectacularRedocView.as_view(url_name="api:schema", permission_classes=[]),
+        name="redoc",
+    ),
     # Projects and members.
-    path("projects/", views.ProjectListView.as_view(), name="projects"),
-    path("projects/<slug:slug>/", views.ProjectDetailView.as_view(), name="project"),
-    path("projects/<slug:slug>/members/", views.MemberListView.as_view(), name="members"),
-    path("projects/<slug:slug>/members/<int:pk>/", views.MemberDetailView.as_view(), name="member"),
+    path("projects/", project_apis.ProjectListView.as_view(), name="projects"),
+    path("projects/<slug:slug>/", project_apis.ProjectDetailView.as_view(), name="project"),
+    path("projects/<slug:slug>/members/", project_apis.MemberListView.as_view(), name="members"),
+    path("projects/<slug:slug>/members/<int:pk>/", project_apis.MemberDetailView.as_view(), name="member"),
     # Environments and rubrics (versioned).
-    path("projects/<slug:slug>/environments/", views.EnvironmentListView.as_view(), name="environments"),
-    path("projects/<slug:slug>/environments/<int:pk>/", views.EnvironmentDetailView.as_view(), name="environment"),
+    path(
+        "projects/<slug:slug>/environments/",
+        experiment_apis.EnvironmentListView.as_view(),
+        name="environments",
+    ),
+    path(
+        "projects/<slug:slug>/environments/preview/",
+        experiment_apis.EnvironmentPreviewView.as_view(),
+        name="environment-preview",
+    ),
+    path(
+        "projects/<slug:slug>/environments/<int:pk>/",
+        experiment_apis.EnvironmentDetailView.as_view(),
+        name="environment",
+    ),
     path(
         "projects/<slug:slug>/environments/<int:pk>/versions/",
-        views.EnvironmentVersionListView.as_view(),
+        experiment_apis.EnvironmentVersionListView.as_view(),
         name="environment-versions",
     ),
-    path("projects/<slug:slug>/rubrics/", views.RubricListView.as_view(), name="rubrics"),
-    path("projects/<slug:slug>/rubrics/<int:pk>/", views.RubricDetailView.as_view(), name="rubric"),
-    path("projects/<slug:slug>/rubrics/<int:pk>/versions/", views.RubricVersionListView.as_view(), name="rubric-versions"),
+    path("projects/<slug:slug>/rubrics/", experiment_apis.RubricListView.as_view(), name="rubrics"),
+    path("projects/<slug:slug>/rubrics/<int:pk>/", experiment_apis.RubricDetailView.as_view(), name="rubric"),
+    path(
+        "projects/<slug:slug>/rubrics/<int:pk>/versions/",
+        experiment_apis.RubricVersionListView.as_view(),
+        name="rubric-versions",
+    ),
     # Runs and what they produce.
-    path("projects/<slug:slug>/runs/", views.ProjectRunListView.as_view(), name="runs"),
-    path("projects/<slug:slug>/trajectories/", ProjectTrajectoryExplorerView.as_view(), name="trajectories"),
-    path("runs/<int:pk>/", views.RunDetailView.as_view(), name="run"),
-    path("runs/<int:pk>/cancel/", views.RunCancelView.as_view(), name="run-cancel"),
-    path("runs/<int:pk>/resume/", views.RunResumeView.as_view(), name="run-resume"),
-    path("runs/<int:pk>/fork/", views.RunForkView.as_view(), name="run-fork"),
-    path("runs/<int:pk>/checkpoints/", views.RunCheckpointListView.as_view(), name="run-checkpoints"),
-    path("runs/<int:pk>/trajectories/", views.RunTrajectoryListView.as_view(), name="run-trajectories"),
+    path("projects/<slug:slug>/runs/", experiment_apis.ProjectRunListView.as_view(), name="runs"),
+    path(
+        "projects/<slug:slug>/trajectories/",
+        rollout_apis.ProjectTrajectoryExplorerView.as_view(),
+        name="trajectories",
+    ),
+    path("runs/<int:pk>/", experiment_apis.RunDetailView.as_view(), name="run"),
+    path("runs/<int:pk>/cancel/", experiment_apis.RunCancelView.as_view(), name="run-cancel"),
+    path("runs/<int:pk>/resume/", experiment_apis.RunResumeView.as_view(), name="run-resume"),
+    path("runs/<int:pk>/fork/", experiment_apis.RunForkView.as_view(), name="run-fork"),
+    path(
+        "runs/<int:pk>/checkpoints/", experiment_apis.RunCheckpointListView.as_view(), name="run-checkpoints"
+    ),
+    path(
+        "runs/<int:pk>/trajectories/", rollout_apis.RunTrajectoryListView.as_view(), name="run-trajectories"
+    ),
     path(
         "runs/<int:pk>/trajectories/<int:trajectory_id>/",
-        views.RunTrajectoryDetailView.as_view(),
+        rollout_apis.RunTrajectoryDetailView.as_view(),
         name="run-trajectory",
     ),
-    path("runs/<int:pk>/metrics/", views.RunMetricsView.as_view(), name="run-metrics"),
+    path("runs/<int:pk>/groups/", rollout_apis.RunGroupListView.as_view(), name="run-groups"),
+    path("runs/<int:pk>/metrics/", rollout_apis.RunMetricsView.as_view(), name="run-metrics"),
     # Review: comments and tags on trajectories, preference queues and their datasets.
-    path("trajectories/<int:pk>/comments/", views.TrajectoryCommentListView.as_view(), name="trajectory-comments"),
-    path("trajectories/<int:pk>/tags/", views.TrajectoryTagListView.as_view(), name="trajectory-tags"),
-    path("trajectories/<int:pk>/tags/<path:name>/", views.TrajectoryTagDetailView.as_view(), name="trajectory-tag"),
-    path("projects/<slug:slug>/preference-queues/", views.PreferenceQueueListView.as_view(), name="preference-queues"),
-    path("preference-queues/<int:pk>/", views.PreferenceQueueDetailView.as_view(), name="preference-queue"),
+    path(
+        "trajectories/<int:pk>/comments/",
+        review_apis.TrajectoryCommentListView.as_view(),
+        name="trajectory-comments",
+    ),
+    path("trajectories/<int:pk>/tags/", review_apis.TrajectoryTagListView.as_view(), name="trajectory-tags"),
+    path(
+        "trajectories/<int:pk>/tags/<path:name>/",
+        review_apis.TrajectoryTagDetailView.as_view(),
+        name="trajectory-tag",
+    ),
+    path(
+        "projects/<slug:slug>/preference-queues/",
+        review_apis.PreferenceQueueListView.as_view(),
+        name="preference-queues",
+    ),
+    path(
+        "preference-queues/<int:pk>/",
+        review_apis.PreferenceQueueDetailView.as_view(),
+        name="preference-queue",
+    ),
     path(
         "preference-queues/<int:pk>/snapshots/",
-        views.PreferenceSnapshotListView.as_view(),
+        review_apis.PreferenceSnapshotListView.as_view(),
         name="preference-queue-snapshots",
     ),
     path(
         "preference-snapshots/<int:pk>/export/",
-        views.PreferenceSnapshotExportView.as_view(),
+        review_apis.PreferenceSnapshotExportView.as_view(),
         name="preference-snapshot-export",
     ),
     # Registries, for clients that build forms.
-    path("kinds/environments/", views.EnvironmentKindListView.as_view(), name="environment-kinds"),
-    path("kinds/criteria/", views.CriterionKindListView.as_view(), name="criterion-kinds"),
-    path("presets/", views.PresetListView.as_view(), name="presets"),
+    path("kinds/environments/", experiment_apis.EnvironmentKindListView.as_view(), name="environment-kinds"),
+    path("kinds/criteria/", experiment_apis.CriterionKindListView.as_view(), name="criterion-kinds"),
+    path("presets/", experiment_apis.PresetListView.as_view(), name="presets"),
     # Personal API tokens.
-    path("tokens/", views.TokenListView.as_view(), name="tokens"),
-    path("tokens/<int:pk>/", views.TokenDetailView.as_view(), name="token"),
+    path("tokens/", account_apis.TokenListView.as_view(), name="tokens"),
+    path("tokens/<int:pk>/", account_apis.TokenDetailView.as_view(), name="token"),
+    path("auth/token/", account_apis.TokenSignInView.as_view(), name="token-sign-in"),
 ]

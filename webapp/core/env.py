@@ -99,3 +99,43 @@ def _sqlite(path: Path) -> dict[str, Any]:
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         },
     }
+
+
+# Keys that have been published (in our compose file's history, Dockerfiles, tutorials): a deployment
+# using one signs its sessions and run tokens with a key anyone can read.
+PUBLIC_SECRET_KEYS = frozenset(
+    {"change-me-in-production", "changeme", "change-me", "build-only", "secret", "secret-key", "insecure"}
+)
+MIN_SECRET_KEY_CHARS = 50
+
+
+def secret_key_problem(key: str) -> str | None:
+    """Why `key` is not fit to sign a deployment's sessions and tokens (None when it is). The rules of
+    Django's check --deploy (security.W009), plus known public keys: refused at start-up, not just warned of."""
+    if key.strip().lower() in PUBLIC_SECRET_KEYS or "change-me" in key.lower() or "changeme" in key.lower():
+        return "is a published placeholder"
+    if key.startswith("django-insecure-"):
+        return "is one of Django's generated development keys (django-insecure-…)"
+    if len(key) < MIN_SECRET_KEY_CHARS:
+        return f"is too short ({len(key)} characters; at least {MIN_SECRET_KEY_CHARS})"
+    if len(set(key)) < 5:
+        return "has fewer than 5 different characters"
+    return None
+
+
+def make_private_dir(path: Path) -> None:
+    """Create `path` readable by its owner only (0700), and tighten it if it already exists."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        path.chmod(0o700)
+    except PermissionError:  # not ours (a mounted volume): its owner decides
+        pass
+
+
+def make_private_files(*paths: Path) -> None:
+    """0600 for those of `paths` that exist (SQLite's database, -wal and -shm files)."""
+    for path in paths:
+        try:
+            path.chmod(0o600)
+        except (FileNotFoundError, PermissionError):
+            pass

@@ -24,7 +24,8 @@ from trainers.registry import (
     environment_kinds,
 )
 from trainers.rubrics import AGGREGATIONS
-from webapp.experiments.models import Environment, EnvironmentVersion, Queue, Rubric
+from webapp.core.dispatch import Queue
+from webapp.experiments.models import Environment, EnvironmentVersion, Rubric
 from webapp.experiments.schema_forms import SchemaForm
 from webapp.projects.models import Project
 
@@ -33,7 +34,9 @@ def _kind_choices(kinds: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(name, f"{spec.title} ({name})") for name, spec in kinds.items()]
 
 
-def _route_errors(errors: Mapping[str, list[str]], forms_by_prefix: Mapping[str, Any], main: forms.Form) -> None:
+def _route_errors(
+    errors: Mapping[str, list[str]], forms_by_prefix: Mapping[str, Any], main: forms.Form
+) -> None:
     """Send each `path: messages` to the form that shows it: a SchemaForm registered under the path's
     first segment (`config` → config form), else the main form's field of that name, else the top."""
     for path, messages in errors.items():
@@ -105,7 +108,12 @@ class EnvironmentEditor:
             schema = self.config_form.schema
             if config_with_defaults(schema, config) == config_with_defaults(schema, previous.config):
                 config = previous.config
-        return {"name": data["name"], "description": data["description"], "kind": data["kind"], "config": config}
+        return {
+            "name": data["name"],
+            "description": data["description"],
+            "kind": data["kind"],
+            "config": config,
+        }
 
     def add_service_errors(self, error: ValidationError) -> None:
         targets = {"config": self.config_form} if self.config_form is not None else {}
@@ -166,10 +174,16 @@ def criterion_params_form(
 class CriterionRow:
     """One row of the rubric builder: name/kind/weight and the params form of its kind."""
 
-    def __init__(self, index: int | str, data: Mapping[str, Any] | None = None, item: Mapping[str, Any] | None = None):
+    def __init__(
+        self, index: int | str, data: Mapping[str, Any] | None = None, item: Mapping[str, Any] | None = None
+    ):
         self.prefix = f"{CRITERION_PREFIX}-{index}"
         item = item or {}
-        initial = {"name": item.get("name", ""), "kind": item.get("kind", "exact_match"), "weight": item.get("weight", 1.0)}
+        initial = {
+            "name": item.get("name", ""),
+            "kind": item.get("kind", "exact_match"),
+            "weight": item.get("weight", 1.0),
+        }
         self.form = CriterionForm(data, initial=initial, prefix=self.prefix)
         kind = self.form["kind"].value() or ""
         self.kind = kind
@@ -189,7 +203,12 @@ class CriterionRow:
             schema = self.kind_spec.config_schema
             if config_with_defaults(schema, params) == config_with_defaults(schema, previous_params):
                 params = dict(previous_params)
-        return {"name": data["name"].strip(), "kind": data["kind"], "weight": data["weight"], "params": params}
+        return {
+            "name": data["name"].strip(),
+            "kind": data["kind"],
+            "weight": data["weight"],
+            "params": params,
+        }
 
     def add_errors(self, errors: Mapping[str, list[str]]) -> None:
         _route_errors(errors, {"params": self.params}, self.form)
@@ -227,7 +246,10 @@ class RubricBuilder:
         initial: Mapping[str, Any] | None = None,
         spec: Mapping[str, Any] | None = None,
     ) -> None:
-        spec = spec or {"aggregation": "weighted_sum", "criteria": [{"name": "correct", "kind": "exact_match"}]}
+        spec = spec or {
+            "aggregation": "weighted_sum",
+            "criteria": [{"name": "correct", "kind": "exact_match"}],
+        }
         initial = {"aggregation": spec.get("aggregation", "weighted_sum"), **(initial or {})}
         self.form = RubricForm(data, initial=initial)
         if data is not None:
@@ -244,7 +266,9 @@ class RubricBuilder:
     def spec(self, *, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The spec the rows describe. Against `previous` (the stored spec), a row whose name and
         kind match a stored criterion keeps that criterion's params if they mean the same."""
-        stored = {(c.get("name"), c.get("kind")): c.get("params", {}) for c in (previous or {}).get("criteria", [])}
+        stored = {
+            (c.get("name"), c.get("kind")): c.get("params", {}) for c in (previous or {}).get("criteria", [])
+        }
         criteria = []
         for row in self.rows:
             key = (row.form.cleaned_data["name"].strip(), row.form.cleaned_data["kind"])
@@ -253,7 +277,11 @@ class RubricBuilder:
 
     def values(self, *, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
         data = self.form.cleaned_data
-        return {"name": data["name"], "description": data["description"], "spec": self.spec(previous=previous)}
+        return {
+            "name": data["name"],
+            "description": data["description"],
+            "spec": self.spec(previous=previous),
+        }
 
     def add_service_errors(self, error: ValidationError) -> None:
         per_row: dict[int, dict[str, list[str]]] = {}
@@ -270,9 +298,14 @@ class RubricBuilder:
 
     def error_messages(self) -> list[str]:
         """Every error of the builder as "path: message", in the service's path style."""
-        found = [f"{field}: {m}" if field != "__all__" else m for field, ms in self.form.errors.items() for m in ms]
+        found = [
+            f"{field}: {m}" if field != "__all__" else m for field, ms in self.form.errors.items() for m in ms
+        ]
         for index, row in enumerate(self.rows):
-            for prefix, errors in ((f"criteria.{index}", row.form.errors), (f"criteria.{index}.params", row.params.errors)):
+            for prefix, errors in (
+                (f"criteria.{index}", row.form.errors),
+                (f"criteria.{index}.params", row.params.errors),
+            ):
                 for field, messages in errors.items():
                     path = prefix if field == "__all__" else f"{prefix}.{field}"
                     found += [f"{path}: {m}" for m in messages]
@@ -338,7 +371,13 @@ def overrides_from(preset: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
 class RunLauncher:
     """The run page: a RunForm plus every knob of RUN_CONFIG_SCHEMA, grouped as KNOB_GROUPS says."""
 
-    def __init__(self, data: Mapping[str, Any] | None = None, *, project: Project, initial: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        data: Mapping[str, Any] | None = None,
+        *,
+        project: Project,
+        initial: Mapping[str, Any] | None = None,
+    ):
         initial = {"preset": "grpo", "queue": Queue.CPU, **(initial or {})}
         self.form = RunForm(data, project=project, initial=initial)
         preset = initial["preset"] if data is None else data.get("preset", "grpo")
@@ -367,7 +406,9 @@ class RunLauncher:
 
     def knob_groups(self) -> list[tuple[str, list[forms.BoundField], bool]]:
         """(title, fields, whether one of them has an error) per group of knobs."""
-        return [(title, fields, any(f.errors for f in fields)) for title, fields in self.knobs.groups(KNOB_GROUPS)]
+        return [
+            (title, fields, any(f.errors for f in fields)) for title, fields in self.knobs.groups(KNOB_GROUPS)
+        ]
 
     def preset_fields(self) -> dict[str, dict[str, Any]]:
         """For run_create.js: each preset's knob values keyed by the input names they fill."""
@@ -388,11 +429,14 @@ class ForkForm:
         self.form = forms.Form(data)
         self.form.fields["name"] = forms.CharField(max_length=120, initial=f"{run.name} · fork")
         self.form.fields["checkpoint"] = forms.TypedChoiceField(
-            choices=[(c.pk, f"step {c.step}") for c in reversed(checkpoints)], coerce=int,
+            choices=[(c.pk, f"step {c.step}") for c in reversed(checkpoints)],
+            coerce=int,
             help_text="The weights, optimizer state and data position the fork starts from.",
         )
         start = resolve_run_config(run.preset, run.overrides or {})
-        self.knobs = SchemaForm(RUN_CONFIG_SCHEMA, data, values=start, prefix="knob", exclude=RUN_FORM_EXCLUDED_KNOBS)
+        self.knobs = SchemaForm(
+            RUN_CONFIG_SCHEMA, data, values=start, prefix="knob", exclude=RUN_FORM_EXCLUDED_KNOBS
+        )
 
     def is_valid(self) -> bool:
         return all([self.form.is_valid(), self.knobs.is_valid()])
@@ -408,4 +452,6 @@ class ForkForm:
         _route_errors(error.message_dict, {"config": self.knobs, "overrides": self.knobs}, self.form)
 
     def knob_groups(self) -> list[tuple[str, list[forms.BoundField], bool]]:
-        return [(title, fields, any(f.errors for f in fields)) for title, fields in self.knobs.groups(KNOB_GROUPS)]
+        return [
+            (title, fields, any(f.errors for f in fields)) for title, fields in self.knobs.groups(KNOB_GROUPS)
+        ]

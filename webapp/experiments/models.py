@@ -1,8 +1,14 @@
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
+from webapp.core.dispatch import Queue
 from webapp.projects.models import Project
 
 
@@ -16,7 +22,9 @@ class VersionedDefinition(models.Model):
     project: models.ForeignKey
     name = models.CharField(max_length=120)
     description = models.TextField(blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -50,18 +58,27 @@ class EnvironmentVersion(models.Model):
     kind = models.CharField(max_length=64)
     config = models.JSONField(default=dict)
     note = models.CharField(max_length=200, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["environment", "number"], name="unique_environment_version")]
+        constraints = [
+            models.UniqueConstraint(fields=["environment", "number"], name="unique_environment_version")
+        ]
         ordering = ["environment", "-number"]
 
     def __str__(self) -> str:
         return f"{self.environment.name} v{self.number}"
 
     def snapshot(self) -> dict:
-        return {"name": self.environment.name, "version": self.number, "kind": self.kind, "config": self.config}
+        return {
+            "name": self.environment.name,
+            "version": self.number,
+            "kind": self.kind,
+            "config": self.config,
+        }
 
 
 class Rubric(VersionedDefinition):
@@ -80,7 +97,9 @@ class RubricVersion(models.Model):
     number = models.PositiveIntegerField()
     spec = models.JSONField(default=dict)
     note = models.CharField(max_length=200, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -126,15 +145,12 @@ class RunOrigin(models.TextChoices):
     EXTERNAL = "external", "External trainer"
 
 
-class Queue(models.TextChoices):
-    CPU = "cpu", "CPU"
-    GPU = "gpu", "GPU"
-
-
 class Run(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
     name = models.CharField(max_length=120)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     origin = models.CharField(max_length=12, choices=RunOrigin.choices, default=RunOrigin.DASHBOARD)
@@ -143,18 +159,24 @@ class Run(models.Model):
     environment_version = models.ForeignKey(
         EnvironmentVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
     )
-    rubric_version = models.ForeignKey(RubricVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
+    rubric_version = models.ForeignKey(
+        RubricVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
     preset = models.CharField(max_length=32)
     overrides = models.JSONField(default=dict, help_text="knobs the user changed from the preset")
     resolved_config = models.JSONField(default=dict)
     queue = models.CharField(max_length=8, choices=Queue.choices, default=Queue.CPU)
 
     # Lineage: resume continues a run from a checkpoint, fork changes knobs from one.
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
     parent_checkpoint = models.ForeignKey(
         "Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="descendant_runs"
     )
     lineage = models.CharField(max_length=8, blank=True, help_text="'' | resume | fork")
+    # Automatic resumes in a row that led to this run (0: started or resumed by a person).
+    auto_resume_count = models.PositiveSmallIntegerField(default=0)
 
     # Lifecycle.
     status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.QUEUED)
@@ -174,8 +196,10 @@ class Run(models.Model):
     best_reward = models.FloatField(null=True, blank=True)
     last_reward = models.FloatField(null=True, blank=True)
 
-    # Ingestion: a per-run token (hashed) and the highest event sequence number stored.
+    # Ingestion: the run's one token (see ingest_token(); only its hash is kept for checking) and the
+    # highest event sequence number stored.
     ingest_token_hash = models.CharField(max_length=64, blank=True)
+    ingest_token_nonce = models.CharField(max_length=32, blank=True)
     last_seq = models.BigIntegerField(default=0)
 
     class Meta:
@@ -189,13 +213,78 @@ class Run(models.Model):
         return self.name
 
     def iso_times(self) -> dict[str, str | None]:
-        """When the run started and finished (ISO 8601, None if not yet), for live status messages."""
-        return {name: value.isoformat() if value else None
-                for name, value in (("started_at", self.started_at), ("finished_at", self.finished_at))}
+        """When the run started, finished and last reported (ISO 8601, None if not yet), for live messages."""
+        return {
+            name: value.isoformat() if value else None
+            for name, value in (
+                ("started_at", self.started_at),
+                ("finished_at", self.finished_at),
+                ("heartbeat_at", self.heartbeat_at),
+            )
+        }
+
+    def actions(self) -> dict[str, bool]:
+        """Which of the run page's actions apply to the run now (the viewer's role aside): the page, its
+        live updates and the APIs all ask here."""
+        can_continue = self.can_resume()
+        return {"cancel": self.can_cancel(), "resume": can_continue, "fork": can_continue}
+
+    def page_state(self) -> dict[str, Any]:
+        """Everything the run page shows that a status change can alter: the status, its timestamps, the
+        worker, the cancel request, the error, the available actions and the checkpoints. Sent in every
+        status event and in the websocket's snapshot, so a live page and a reloaded one agree."""
+        return {
+            "status": self.status,
+            **self.iso_times(),
+            "worker": self.worker,
+            "cancel_requested": self.cancel_requested,
+            "error_message": self.error_message,
+            "actions": self.actions(),
+            "checkpoints": [c.summary() for c in self.checkpoints.order_by("step")],
+        }
+
+    def status_event(self, message: str = "") -> dict[str, Any]:
+        """The live event of this run's current status: every path that changes a status (the trainer's
+        report, the cancel button, the reaper) sends this, so every page learns the same fields."""
+        event: dict[str, Any] = {"type": "status", **self.page_state()}
+        if message:
+            event["message"] = message
+        return event
+
+    def ingest_token(self) -> str:
+        """The run's ingestion token, the same for its whole life: the one `run_create` returns is the one
+        the worker that claims the run hands its trainer. Derived from the secret key and a per-run nonce
+        instead of stored, so a database dump alone does not hold usable tokens."""
+        if not self.pk or not self.ingest_token_nonce:
+            raise ValueError("this run has no ingestion token nonce")
+        digest = hmac.new(
+            settings.SECRET_KEY.encode(),
+            f"ingest:{self.pk}:{self.ingest_token_nonce}".encode(),
+            hashlib.sha256,
+        ).digest()
+        return "rsr_" + base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
     @property
     def is_active(self) -> bool:
         return self.status in ACTIVE_STATUSES
+
+    def can_cancel(self) -> bool:
+        """Queued runs are dropped at once, running ones asked to stop (external trainers included)."""
+        return self.is_active
+
+    def resume_refusal(self) -> tuple[str, str] | None:
+        """Why this run cannot be resumed or forked, as (field, message); None when it can. The run page
+        offers Resume only when this is None, and `run_resume` refuses with exactly this."""
+        if self.is_external:
+            return "origin", "This run was trained outside the dashboard: resume it with its own trainer."
+        if self.is_active:
+            return "status", "This run is still active: cancel it (or wait for it) first."
+        if not self.checkpoints.filter(deleted=False).exists():
+            return "checkpoint", "This run has no checkpoint to start from."
+        return None
+
+    def can_resume(self) -> bool:
+        return self.resume_refusal() is None
 
     @property
     def is_external(self) -> bool:
@@ -203,7 +292,7 @@ class Run(models.Model):
 
     @property
     def environment_label(self) -> str:
-        """"arith v3", or "external" for an external run that pinned no environment."""
+        """ "arith v3", or "external" for an external run that pinned no environment."""
         version = self.environment_version
         return f"{version.environment.name} v{version.number}" if version else "external"
 
@@ -232,3 +321,22 @@ class Checkpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run} @ step {self.step}"
+
+    @property
+    def metrics_text(self) -> str:
+        """ "reward/mean=0.5, kl=0.01": the metrics as the run page shows them (written here once, so the
+        rendered table and its live rows read the same)."""
+        return ", ".join(f"{key}={value}" for key, value in (self.metrics or {}).items())
+
+    def summary(self) -> dict[str, Any]:
+        """The checkpoint as the run page's table and its live updates show it."""
+        return {
+            "id": self.pk,
+            "step": self.step,
+            "kind": self.kind,
+            "path": self.path,
+            "metrics": self.metrics,
+            "metrics_text": self.metrics_text,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+            "deleted": self.deleted,
+        }

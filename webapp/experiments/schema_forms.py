@@ -78,7 +78,11 @@ class _EnumListField(forms.MultipleChoiceField):
 def field_for_property(key: str, prop: Mapping[str, Any]) -> forms.Field:
     """A form field for one schema property that is not a nested object."""
     types, nullable = _types(prop)
-    common: dict[str, Any] = {"label": _label(key, prop), "help_text": prop.get("description", ""), "required": False}
+    common: dict[str, Any] = {
+        "label": _label(key, prop),
+        "help_text": prop.get("description", ""),
+        "required": False,
+    }
     enum = prop.get("enum")
     if types == {"boolean"}:
         return forms.BooleanField(**common)
@@ -115,7 +119,12 @@ def field_for_property(key: str, prop: Mapping[str, Any]) -> forms.Field:
 
 def _is_nested_object(prop: Mapping[str, Any]) -> bool:
     types, nullable = _types(prop)
-    return types == {"object"} and not nullable and isinstance(prop.get("properties"), Mapping) and bool(prop["properties"])
+    return (
+        types == {"object"}
+        and not nullable
+        and isinstance(prop.get("properties"), Mapping)
+        and bool(prop["properties"])
+    )
 
 
 @dataclass(frozen=True)
@@ -228,7 +237,9 @@ class SchemaForm(forms.Form):
         for spec in self.schema_fields:
             by_group.setdefault(spec.group, []).append(self[spec.name])
         ordered = [(titles[key], by_group.pop(key)) for key in titles if key in by_group]
-        ordered += [(key.replace("_", " ").capitalize() or "Other", fields) for key, fields in by_group.items()]
+        ordered += [
+            (key.replace("_", " ").capitalize() or "Other", fields) for key, fields in by_group.items()
+        ]
         return ordered
 
     def flat_values(self, config: Mapping[str, Any]) -> dict[str, Any]:

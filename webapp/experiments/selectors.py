@@ -21,29 +21,31 @@ from webapp.experiments.models import (
 from webapp.projects.models import Project
 
 
+def run_queryset() -> QuerySet[Run]:
+    """Runs with what the run serializer and the run list read (look one up with access_run)."""
+    return Run.objects.select_related(
+        "project", "created_by", "environment_version__environment", "rubric_version__rubric"
+    )
+
+
 def run_list(*, project: Project, status: str | None = None) -> QuerySet[Run]:
     """The project's runs, newest first, optionally of one status (an unknown status matches none)."""
-    runs = Run.objects.filter(project=project).select_related(
-        "created_by", "environment_version__environment", "rubric_version__rubric"
-    )
+    runs = run_queryset().filter(project=project)
     if status:
         runs = runs.filter(status=status)
     return runs.order_by("-created_at", "-pk")
 
 
-def run_detail(*, project: Project, run_id: int) -> Run | None:
-    return (
-        Run.objects.filter(project=project, pk=run_id)
-        .select_related(
-            "created_by",
-            "environment_version__environment",
-            "environment_version__created_by",
-            "rubric_version__rubric",
-            "rubric_version__created_by",
-            "parent",
-            "parent_checkpoint__run",
-        )
-        .first()
+def run_detail_queryset() -> QuerySet[Run]:
+    """Runs with what the run page shows of their definitions and lineage (look one up with access_run)."""
+    return Run.objects.select_related(
+        "created_by",
+        "environment_version__environment",
+        "environment_version__created_by",
+        "rubric_version__rubric",
+        "rubric_version__created_by",
+        "parent",
+        "parent_checkpoint__run",
     )
 
 
@@ -73,6 +75,24 @@ def environment_versions(environment: Environment) -> QuerySet[EnvironmentVersio
         .prefetch_related(Prefetch("runs", queryset=Run.objects.order_by("-created_at")))
         .order_by("-number")
     )
+
+
+def _with_versions(queryset: QuerySet, version_model: type) -> QuerySet:
+    """Definitions with their versions prefetched newest first (`versions_desc`), for the API."""
+    versions = version_model.objects.select_related("created_by").order_by("-number")
+    return (
+        queryset.select_related("created_by")
+        .prefetch_related(Prefetch("versions", queryset=versions, to_attr="versions_desc"))
+        .order_by("name")
+    )
+
+
+def environments_with_versions(*, project: Project) -> QuerySet[Environment]:
+    return _with_versions(Environment.objects.filter(project=project), EnvironmentVersion)
+
+
+def rubrics_with_versions(*, project: Project) -> QuerySet[Rubric]:
+    return _with_versions(Rubric.objects.filter(project=project), RubricVersion)
 
 
 def rubric_list(*, project: Project) -> QuerySet[Rubric]:
@@ -189,13 +209,17 @@ def rubric_preview(spec: dict, trajectory: Trajectory) -> RubricPreview:
     positions = [i for i, c in enumerate(criteria) if not _runs_only_on_workers(c["kind"])]
     scored: dict[int, ComponentScore] = {}
     if positions:
-        score = score_trajectory({**spec, "criteria": [criteria[i] for i in positions]}, trajectory, skip_unavailable=True)
+        score = score_trajectory(
+            {**spec, "criteria": [criteria[i] for i in positions]}, trajectory, skip_unavailable=True
+        )
         scored = dict(zip(positions, score.components, strict=True))
     components = []
     for i, criterion in enumerate(criteria):
         result = scored.get(i)
         spec_of_kind = kinds.get(criterion["kind"])
-        on_workers = result is None or result.skipped or (spec_of_kind is not None and spec_of_kind.needs_model)
+        on_workers = (
+            result is None or result.skipped or (spec_of_kind is not None and spec_of_kind.needs_model)
+        )
         if on_workers:
             if criterion["kind"] in CUSTOM_CODE_CRITERIA:
                 why = "runs custom code"
@@ -207,7 +231,14 @@ def rubric_preview(spec: dict, trajectory: Trajectory) -> RubricPreview:
         else:
             components.append(
                 PreviewComponent(
-                    result.name, result.kind, True, "", result.raw, result.weight, result.weighted, result.explanation
+                    result.name,
+                    result.kind,
+                    True,
+                    "",
+                    result.raw,
+                    result.weight,
+                    result.weighted,
+                    result.explanation,
                 )
             )
     total = sum(c.weighted for c in components if c.scored)

@@ -16,23 +16,24 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from trainers.config import resolve_run_config, validate_run_config
-from trainers.registry import UnknownKind, environment_kind, validate_config
+from trainers.registry import UnknownKind, environment_kind
 from trainers.rubrics import validate_rubric
 from webapp.accounts.models import hash_token
+from webapp.core.dispatch import Queue, Task, revoke, send_on_commit
+from webapp.core.limits import DESCRIPTION_MAX_CHARS
 from webapp.experiments.models import (
     ALLOWED_TRANSITIONS,
     FINAL_STATUSES,
     Checkpoint,
     Environment,
     EnvironmentVersion,
-    Queue,
     Rubric,
     RubricVersion,
     Run,
     RunStatus,
     VersionedDefinition,
 )
-from webapp.live.broadcast import broadcast_run_on_commit
+from webapp.live.broadcast import broadcast_on_commit
 from webapp.projects.models import Project
 
 
@@ -49,6 +50,11 @@ def _require_name(name: str) -> str:
     return name
 
 
+def _check_description(description: str | None) -> None:
+    if description is not None and len(description) > DESCRIPTION_MAX_CHARS:
+        raise ValidationError({"description": [f"At most {DESCRIPTION_MAX_CHARS} characters."]})
+
+
 # --- environments and rubrics: versioned definitions --------------------------------------------
 
 
@@ -59,10 +65,17 @@ def _name_taken(model: type[VersionedDefinition], name: str) -> ValidationError:
 
 
 def _definition_create(
-    model: type[VersionedDefinition], *, project: Project, name: str, user, description: str, content: dict[str, Any]
+    model: type[VersionedDefinition],
+    *,
+    project: Project,
+    name: str,
+    user,
+    description: str,
+    content: dict[str, Any],
 ) -> VersionedDefinition:
     """A new environment or rubric with its version 1 holding `content` (the version's fields)."""
     name = _require_name(name)
+    _check_description(description)
     if model.objects.filter(project=project, name=name).exists():
         raise _name_taken(model, name)
     definition = model.objects.create(project=project, name=name, description=description, created_by=user)
@@ -71,7 +84,12 @@ def _definition_create(
 
 
 def _definition_update(
-    definition: VersionedDefinition, *, user, content: dict[str, Any], name: str | None, description: str | None,
+    definition: VersionedDefinition,
+    *,
+    user,
+    content: dict[str, Any],
+    name: str | None,
+    description: str | None,
     note: str,
 ):
     """Rename / redescribe in place; changed `content` makes a new version (runs keep theirs).
@@ -79,6 +97,7 @@ def _definition_update(
     The row lock serialises concurrent edits so two of them cannot both take the next number.
     """
     model = type(definition)
+    _check_description(description)
     locked = model.objects.select_for_update().get(pk=definition.pk)
     if name is not None:
         name = _require_name(name)
@@ -101,7 +120,7 @@ def validate_environment_config(kind: str, config: Any) -> dict[str, Any]:
         raise ValidationError({"kind": [str(exc)]}) from None
     if not isinstance(config, dict):
         raise ValidationError({"config": ["Must be a JSON object."]})
-    errors = validate_config(spec.config_schema, config)
+    errors = spec.validate(config)
     if errors:
         raise ValidationError(_prefixed(errors, "config"))
     return config
@@ -112,8 +131,14 @@ def environment_create(
     *, project: Project, name: str, kind: str, config: dict[str, Any], user, description: str = ""
 ) -> Environment:
     config = validate_environment_config(kind, config)
-    return _definition_create(Environment, project=project, name=name, user=user, description=description,
-                              content={"kind": kind, "config": config})
+    return _definition_create(
+        Environment,
+        project=project,
+        name=name,
+        user=user,
+        description=description,
+        content={"kind": kind, "config": config},
+    )
 
 
 @transaction.atomic
@@ -129,8 +154,14 @@ def environment_update(
 ) -> EnvironmentVersion:
     """Edit an environment. A changed kind or config makes a new version; runs keep theirs."""
     config = validate_environment_config(kind, config)
-    return _definition_update(environment, user=user, content={"kind": kind, "config": config}, name=name,
-                              description=description, note=note)
+    return _definition_update(
+        environment,
+        user=user,
+        content={"kind": kind, "config": config},
+        name=name,
+        description=description,
+        note=note,
+    )
 
 
 def validate_rubric_spec(spec: Any) -> dict[str, Any]:
@@ -143,10 +174,13 @@ def validate_rubric_spec(spec: Any) -> dict[str, Any]:
 
 
 @transaction.atomic
-def rubric_create(*, project: Project, name: str, spec: dict[str, Any], user, description: str = "") -> Rubric:
+def rubric_create(
+    *, project: Project, name: str, spec: dict[str, Any], user, description: str = ""
+) -> Rubric:
     spec = validate_rubric_spec(spec)
-    return _definition_create(Rubric, project=project, name=name, user=user, description=description,
-                              content={"spec": spec})
+    return _definition_create(
+        Rubric, project=project, name=name, user=user, description=description, content={"spec": spec}
+    )
 
 
 @transaction.atomic
@@ -161,15 +195,23 @@ def rubric_update(
 ) -> RubricVersion:
     """Edit a rubric. A changed spec makes a new version; runs keep theirs."""
     spec = validate_rubric_spec(spec)
-    return _definition_update(rubric, user=user, content={"spec": spec}, name=name, description=description,
-                              note=note)
+    return _definition_update(
+        rubric, user=user, content={"spec": spec}, name=name, description=description, note=note
+    )
 
 
 # --- runs -------------------------------------------------------------------------------------------
 
 
-def new_ingest_token() -> str:
-    return "rsr_" + secrets.token_urlsafe(32)
+def run_issue_ingest_token(run: Run) -> str:
+    """Give a new run its ingestion token (only the hash is stored) and return it."""
+    run.ingest_token_nonce = secrets.token_hex(16)
+    token = run.ingest_token()
+    run.ingest_token_hash = hash_token(token)
+    Run.objects.filter(pk=run.pk).update(
+        ingest_token_nonce=run.ingest_token_nonce, ingest_token_hash=run.ingest_token_hash
+    )
+    return token
 
 
 @transaction.atomic
@@ -189,6 +231,7 @@ def run_create(
     dispatch: bool = True,
     environment_version: EnvironmentVersion | None = None,
     rubric_version: RubricVersion | None = None,
+    auto_resume_count: int = 0,
 ) -> tuple[Run, str]:
     """Create a run pinned to the latest environment and rubric versions (or the given ones, for
     resume and fork) and queue it after commit.
@@ -218,13 +261,14 @@ def run_create(
     environment_version = environment_version or environment.versions.order_by("-number").first()
     rubric_version = rubric_version or rubric.versions.order_by("-number").first()
     if environment_version.environment_id != environment.pk or rubric_version.rubric_id != rubric.pk:
-        raise ValidationError({"environment": ["The pinned versions must belong to the chosen environment and rubric."]})
+        raise ValidationError(
+            {"environment": ["The pinned versions must belong to the chosen environment and rubric."]}
+        )
     resolved = {
         **knobs,
         "environment": environment_version.snapshot(),
         "rubric": rubric_version.snapshot(),
     }
-    token = new_ingest_token()
     run = Run.objects.create(
         project=project,
         name=name,
@@ -239,46 +283,85 @@ def run_create(
         parent_checkpoint=parent_checkpoint,
         lineage=lineage,
         max_steps=int(knobs.get("max_steps", 0)),
-        ingest_token_hash=hash_token(token),
+        auto_resume_count=auto_resume_count,
     )
+    token = run_issue_ingest_token(run)
     if dispatch:
-        from webapp.experiments.dispatch import enqueue_run_on_commit
-
-        enqueue_run_on_commit(run)
-    broadcast_run_on_commit(run, {"type": "status", "status": run.status})
+        run_id = run.pk
+        send_on_commit(
+            Task.EXECUTE_RUN,
+            args=[run_id],
+            queue=run.queue,
+            on_sent=lambda task_id: Run.objects.filter(pk=run_id).update(task_id=task_id),
+        )
+    broadcast_on_commit(run, [run.status_event()])
     return run, token
 
 
 def _resume_point(run: Run, checkpoint: Checkpoint | None) -> Checkpoint:
-    if run.is_external:
-        raise ValidationError({"origin": ["This run was trained outside the dashboard: resume it with its own trainer."]})
-    if run.is_active:
-        raise ValidationError({"status": ["This run is still active: cancel it (or wait for it) first."]})
+    refusal = run.resume_refusal()
+    if refusal is not None:
+        field, message = refusal
+        raise ValidationError({field: [message]})
     if checkpoint is None:
         checkpoint = run.checkpoints.filter(deleted=False).order_by("-step").first()
-        if checkpoint is None:
-            raise ValidationError({"checkpoint": ["This run has no checkpoint to start from."]})
     elif checkpoint.run_id != run.pk or checkpoint.deleted:
         raise ValidationError({"checkpoint": ["Choose a kept checkpoint of this run."]})
     return checkpoint
 
 
-def run_resume(*, run: Run, user, checkpoint: Checkpoint | None = None, dispatch: bool = True) -> tuple[Run, str]:
+def run_resume(
+    *, run: Run, user, checkpoint: Checkpoint | None = None, dispatch: bool = True, automatic: bool = False
+) -> tuple[Run, str]:
     """Continue a stopped run from a checkpoint (the latest by default) as a new, linked run with
     exactly the same config: the trainer restores weights, optimizer, RNG and data position, and
-    starts at the step after the checkpoint."""
+    starts at the step after the checkpoint. `automatic`: the reaper resumes a LOST run by itself."""
     checkpoint = _resume_point(run, checkpoint)
     return run_create(
-        project=run.project, name=f"{run.name} · resumed @{checkpoint.step}",
-        environment=run.environment_version.environment, rubric=run.rubric_version.rubric,
-        environment_version=run.environment_version, rubric_version=run.rubric_version,
-        preset=run.preset, overrides=run.overrides, user=user, queue=run.queue,
-        parent=run, parent_checkpoint=checkpoint, lineage="resume", dispatch=dispatch,
+        project=run.project,
+        name=f"{run.name} · {'auto-resumed' if automatic else 'resumed'} @{checkpoint.step}",
+        auto_resume_count=run.auto_resume_count + 1 if automatic else 0,
+        environment=run.environment_version.environment,
+        rubric=run.rubric_version.rubric,
+        environment_version=run.environment_version,
+        rubric_version=run.rubric_version,
+        preset=run.preset,
+        overrides=run.overrides,
+        user=user,
+        queue=run.queue,
+        parent=run,
+        parent_checkpoint=checkpoint,
+        lineage="resume",
+        dispatch=dispatch,
     )
 
 
+def run_auto_resume(*, run_id: int) -> Run | None:
+    """Resume a run the reaper just marked LOST, if its `auto_resume` knob allows one more attempt in a row
+    and it has a checkpoint. Returns the new run (None when it is left to a person); the lost run's error
+    says which run took over."""
+    run = Run.objects.select_related(
+        "project", "environment_version__environment", "rubric_version__rubric"
+    ).get(pk=run_id)
+    allowed = int((run.resolved_config or {}).get("auto_resume") or 0)
+    if run.status != RunStatus.LOST or run.auto_resume_count >= allowed or run.resume_refusal() is not None:
+        return None
+    resumed, _token = run_resume(run=run, user=run.created_by, automatic=True)
+    note = (
+        f" Resumed automatically as run #{resumed.pk} (attempt {resumed.auto_resume_count} of {allowed}) "
+        f"from step {resumed.parent_checkpoint.step}."
+    )
+    Run.objects.filter(pk=run.pk).update(error_message=run.error_message + note)
+    return resumed
+
+
 def run_fork(
-    *, run: Run, user, overrides: dict[str, Any], name: str = "", checkpoint: Checkpoint | None = None,
+    *,
+    run: Run,
+    user,
+    overrides: dict[str, Any],
+    name: str = "",
+    checkpoint: Checkpoint | None = None,
     dispatch: bool = True,
 ) -> tuple[Run, str]:
     """A new run from a checkpoint's weights with its own knobs (same environment and rubric versions).
@@ -288,20 +371,32 @@ def run_fork(
     if not isinstance(overrides, dict):
         raise ValidationError({"overrides": ["Must be a JSON object of knob values."]})
     return run_create(
-        project=run.project, name=name or f"{run.name} · fork @{checkpoint.step}",
-        environment=run.environment_version.environment, rubric=run.rubric_version.rubric,
-        environment_version=run.environment_version, rubric_version=run.rubric_version,
-        preset=run.preset, overrides=overrides, user=user, queue=run.queue,
-        parent=run, parent_checkpoint=checkpoint, lineage="fork", dispatch=dispatch,
+        project=run.project,
+        name=name or f"{run.name} · fork @{checkpoint.step}",
+        environment=run.environment_version.environment,
+        rubric=run.rubric_version.rubric,
+        environment_version=run.environment_version,
+        rubric_version=run.rubric_version,
+        preset=run.preset,
+        overrides=overrides,
+        user=user,
+        queue=run.queue,
+        parent=run,
+        parent_checkpoint=checkpoint,
+        lineage="fork",
+        dispatch=dispatch,
     )
 
 
-def run_transition(run_id: int, to: str, *, only_from: tuple[str, ...] | None = None, **fields: Any) -> bool:
+def run_transition(
+    run_id: int, to: str, *, only_from: tuple[str, ...] | None = None, announce: bool = True, **fields: Any
+) -> bool:
     """Move a run to status `to` if the status machine allows it from its current status (and, with
     `only_from`, only from those statuses).
 
     A conditional UPDATE, so two racing writers (worker, reaper, cancel button) can never both win.
-    Returns whether this call made the change.
+    Returns whether this call made the change. The change is broadcast after the commit unless
+    `announce` is off: ingestion sends the trainer's status event itself, with its sequence number.
     """
     allowed_from = [status for status, targets in ALLOWED_TRANSITIONS.items() if to in targets]
     if only_from is not None:
@@ -315,12 +410,8 @@ def run_transition(run_id: int, to: str, *, only_from: tuple[str, ...] | None = 
         values.setdefault("finished_at", now)
     with transaction.atomic():
         changed = Run.objects.filter(pk=run_id, status__in=allowed_from).update(**values)
-        if changed:
-            run = Run.objects.get(pk=run_id)
-            summary = {"type": "status", "status": to, **run.iso_times()}
-            if fields.get("error_message"):
-                summary["error"] = fields["error_message"]
-            broadcast_run_on_commit(run, summary)
+        if changed and announce:
+            broadcast_on_commit(Run(pk=run_id), [Run.objects.get(pk=run_id).status_event()])
     return bool(changed)
 
 
@@ -329,17 +420,14 @@ def run_request_cancel(*, run: Run) -> str:
     to stop cooperatively — the trainer learns it from its next ingestion reply."""
     # Conditional updates against the row, not `run.status`: if a worker claimed the run since `run`
     # was read, it must be asked to stop rather than be marked cancelled under the trainer's feet.
-    if run_transition(
-        run.pk, RunStatus.CANCELLED, only_from=(RunStatus.QUEUED,), cancel_requested=True
-    ):
-        from webapp.experiments.dispatch import revoke_run_task
-
-        transaction.on_commit(lambda: revoke_run_task(run))
+    if run_transition(run.pk, RunStatus.CANCELLED, only_from=(RunStatus.QUEUED,), cancel_requested=True):
+        task_id = Run.objects.filter(pk=run.pk).values_list("task_id", flat=True).first() or ""
+        transaction.on_commit(lambda: revoke(task_id))
         return RunStatus.CANCELLED
     if Run.objects.filter(pk=run.pk, status__in=[RunStatus.STARTING, RunStatus.RUNNING]).update(
         cancel_requested=True
     ):
-        broadcast_run_on_commit(run, {"type": "cancel_requested"})
+        broadcast_on_commit(run, [{"type": "cancel_requested"}])
         return "cancel_requested"
     current = Run.objects.get(pk=run.pk)
     raise ValidationError({"status": [f"A {current.get_status_display().lower()} run cannot be cancelled."]})
@@ -359,7 +447,9 @@ def run_progress_fields(*, step: int, last_reward: float | None, best_reward: fl
     return fields
 
 
-def run_record_progress(*, run_id: int, step: int, last_reward: float | None, best_reward: float | None) -> None:
+def run_record_progress(
+    *, run_id: int, step: int, last_reward: float | None, best_reward: float | None
+) -> None:
     """Keep the list pages' denormalised progress in step with ingested metrics."""
     Run.objects.filter(pk=run_id).update(
         **run_progress_fields(step=step, last_reward=last_reward, best_reward=best_reward)

@@ -7,6 +7,7 @@ urlpatterns = [
     path("environments/", views.environment_list, name="environment_list"),
     path("environments/new/", views.environment_create, name="environment_create"),
     path("environments/config-fields/", views.environment_config_fields, name="environment_config_fields"),
+    path("environments/preview/", views.environment_preview, name="environment_preview"),
     path("environments/<int:environment_id>/", views.environment_detail, name="environment_detail"),
     path("environments/<int:environment_id>/edit/", views.environment_edit, name="environment_edit"),
     path("rubrics/", views.rubric_list, name="rubric_list"),

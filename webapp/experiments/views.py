@@ -15,9 +15,11 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from trainers import wire
+from trainers.envs.preview import preview_environment
 from trainers.registry import criterion_kinds
 from trainers.rubrics import TranscriptError, parse_transcript
 from webapp.experiments import selectors, services
@@ -30,8 +32,16 @@ from webapp.experiments.forms import (
     criterion_params_form,
     environment_config_form,
 )
-from webapp.experiments.models import Environment, Rubric, RunStatus
-from webapp.projects.access import NotFound, ProjectAccess, access_project
+from webapp.experiments.models import Rubric, RunStatus
+from webapp.live.selectors import run_snapshot
+from webapp.projects.access import (
+    Capability,
+    ProjectAccess,
+    access_environment,
+    access_project,
+    access_rubric,
+    access_run,
+)
 from webapp.projects.views import project_context
 
 log = logging.getLogger(__name__)
@@ -50,47 +60,69 @@ def _posted(request: HttpRequest):
 @login_required
 @require_GET
 def environment_list(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     environments = selectors.environment_list(project=access.project)
-    return render(request, "experiments/environment_list.html", project_context(access, environments=environments))
+    return render(
+        request, "experiments/environment_list.html", project_context(access, environments=environments)
+    )
 
 
 @login_required
 @require_GET
 def environment_detail(request: HttpRequest, slug: str, environment_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
-    environment = get_object_or_404(Environment, project=access.project, pk=environment_id)
+    access = access_project(request.user, slug, Capability.READ)
+    environment = access_environment(access, environment_id)
     versions = list(selectors.environment_versions(environment))
     for version in versions:
         version.config_json = json.dumps(version.config, indent=2, sort_keys=True)
     return render(
         request,
         "experiments/environment_detail.html",
-        project_context(access, environment=environment, versions=versions, latest=versions[0] if versions else None),
+        project_context(
+            access, environment=environment, versions=versions, latest=versions[0] if versions else None
+        ),
     )
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def environment_create(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, "launch")
+    access = access_project(request.user, slug, Capability.LAUNCH)
     editor = EnvironmentEditor(_posted(request))
     if request.method == "POST" and editor.is_valid():
         try:
-            environment = services.environment_create(project=access.project, user=request.user, **editor.values())
+            environment = services.environment_create(
+                project=access.project, user=request.user, **editor.values()
+            )
         except ValidationError as error:
             editor.add_service_errors(error)
         else:
             messages.success(request, f"Environment “{environment.name}” created (v1).")
             return redirect("experiments:environment_detail", slug, environment.pk)
-    return render(request, "experiments/environment_form.html", project_context(access, editor=editor, environment=None))
+    return render(
+        request, "experiments/environment_form.html", project_context(access, editor=editor, environment=None)
+    )
+
+
+@login_required
+@require_POST
+def environment_preview(request: HttpRequest, slug: str) -> HttpResponse:
+    """htmx partial: what the model will see with the config as typed (a sample task, the tools, the
+    system prompt; a health line for a remote environment), or what is wrong with it."""
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    editor = EnvironmentEditor(request.POST)
+    if editor.config_form is None or not editor.config_form.is_valid():
+        preview = {"ok": False, "errors": {}, "message": "Fix the highlighted settings first."}
+    else:
+        preview = preview_environment(request.POST.get("kind", ""), editor.config_form.values())
+    return render(request, "experiments/_environment_preview.html", project_context(access, preview=preview))
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def environment_edit(request: HttpRequest, slug: str, environment_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "launch")
-    environment = get_object_or_404(Environment, project=access.project, pk=environment_id)
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    environment = access_environment(access, environment_id)
     latest = environment.latest_version
     editor = EnvironmentEditor(
         _posted(request),
@@ -107,12 +139,18 @@ def environment_edit(request: HttpRequest, slug: str, environment_id: int) -> Ht
             editor.add_service_errors(error)
         else:
             if version.pk == latest.pk:
-                messages.info(request, f"Saved. The kind and config are unchanged, so runs still use v{version.number}.")
+                messages.info(
+                    request, f"Saved. The kind and config are unchanged, so runs still use v{version.number}."
+                )
             else:
-                messages.success(request, f"Saved as v{version.number}. Runs that used earlier versions keep them.")
+                messages.success(
+                    request, f"Saved as v{version.number}. Runs that used earlier versions keep them."
+                )
             return redirect("experiments:environment_detail", slug, environment.pk)
     return render(
-        request, "experiments/environment_form.html", project_context(access, editor=editor, environment=environment, latest=latest)
+        request,
+        "experiments/environment_form.html",
+        project_context(access, editor=editor, environment=environment, latest=latest),
     )
 
 
@@ -121,15 +159,18 @@ def environment_edit(request: HttpRequest, slug: str, environment_id: int) -> Ht
 def environment_config_fields(request: HttpRequest, slug: str) -> HttpResponse:
     """htmx partial: the config fields of the chosen kind, at their defaults — or, on the edit page
     and back at the environment's current kind, at its current config."""
-    access = access_project(request.user, slug, "launch")
+    access = access_project(request.user, slug, Capability.LAUNCH)
     kind = request.GET.get("kind", "")
     current = None
     if request.GET.get("environment", "").isdigit():
-        environment = Environment.objects.filter(project=access.project, pk=request.GET["environment"]).first()
-        current = environment.latest_version if environment else None
+        current = access_environment(access, request.GET["environment"]).latest_version
     values = current.config if current is not None and current.kind == kind else None
     config_form = environment_config_form(kind, values=values)
-    return render(request, "experiments/_environment_config_fields.html", project_context(access, config_form=config_form))
+    return render(
+        request,
+        "experiments/_environment_config_fields.html",
+        project_context(access, config_form=config_form),
+    )
 
 
 # --- rubrics --------------------------------------------------------------------------------------
@@ -138,17 +179,19 @@ def environment_config_fields(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def rubric_list(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     return render(
-        request, "experiments/rubric_list.html", project_context(access, rubrics=selectors.rubric_list(project=access.project))
+        request,
+        "experiments/rubric_list.html",
+        project_context(access, rubrics=selectors.rubric_list(project=access.project)),
     )
 
 
 @login_required
 @require_GET
 def rubric_detail(request: HttpRequest, slug: str, rubric_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
-    rubric = get_object_or_404(Rubric, project=access.project, pk=rubric_id)
+    access = access_project(request.user, slug, Capability.READ)
+    rubric = access_rubric(access, rubric_id)
     versions = list(selectors.rubric_versions(rubric))
     kinds = criterion_kinds()
     for version in versions:
@@ -169,18 +212,26 @@ def rubric_detail(request: HttpRequest, slug: str, rubric_id: int) -> HttpRespon
     )
 
 
-def _rubric_form_page(request: HttpRequest, access: ProjectAccess, builder: RubricBuilder, rubric: Rubric | None):
+def _rubric_form_page(
+    request: HttpRequest, access: ProjectAccess, builder: RubricBuilder, rubric: Rubric | None
+):
     return render(
         request,
         "experiments/rubric_form.html",
-        project_context(access, builder=builder, rubric=rubric, preview_form=RubricPreviewForm(), criterion_kinds=criterion_kinds()),
+        project_context(
+            access,
+            builder=builder,
+            rubric=rubric,
+            preview_form=RubricPreviewForm(),
+            criterion_kinds=criterion_kinds(),
+        ),
     )
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def rubric_create(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, "launch")
+    access = access_project(request.user, slug, Capability.LAUNCH)
     builder = RubricBuilder(_posted(request))
     if request.method == "POST" and builder.is_valid():
         try:
@@ -196,8 +247,8 @@ def rubric_create(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def rubric_edit(request: HttpRequest, slug: str, rubric_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "launch")
-    rubric = get_object_or_404(Rubric, project=access.project, pk=rubric_id)
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    rubric = access_rubric(access, rubric_id)
     latest = rubric.latest_version
     builder = RubricBuilder(
         _posted(request), initial={"name": rubric.name, "description": rubric.description}, spec=latest.spec
@@ -214,9 +265,13 @@ def rubric_edit(request: HttpRequest, slug: str, rubric_id: int) -> HttpResponse
             builder.add_service_errors(error)
         else:
             if version.pk == latest.pk:
-                messages.info(request, f"Saved. The criteria are unchanged, so runs still use v{version.number}.")
+                messages.info(
+                    request, f"Saved. The criteria are unchanged, so runs still use v{version.number}."
+                )
             else:
-                messages.success(request, f"Saved as v{version.number}. Runs that used earlier versions keep them.")
+                messages.success(
+                    request, f"Saved as v{version.number}. Runs that used earlier versions keep them."
+                )
             return redirect("experiments:rubric_detail", slug, rubric.pk)
     return _rubric_form_page(request, access, builder, rubric)
 
@@ -225,7 +280,7 @@ def rubric_edit(request: HttpRequest, slug: str, rubric_id: int) -> HttpResponse
 @require_GET
 def criterion_params(request: HttpRequest, slug: str) -> HttpResponse:
     """htmx partial: the params fields of a criterion kind for one builder row, at their defaults."""
-    access = access_project(request.user, slug, "launch")
+    access = access_project(request.user, slug, Capability.LAUNCH)
     prefix = request.GET.get("prefix", "")
     if not CRITERION_PARAMS_PREFIX.fullmatch(prefix):
         prefix = "criteria-__prefix__-params"
@@ -242,7 +297,7 @@ def criterion_params(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
     """htmx partial: score a pasted transcript with the unsaved rubric on the page. Saves nothing."""
-    access = access_project(request.user, slug, "launch")
+    access = access_project(request.user, slug, Capability.LAUNCH)
     builder = RubricBuilder(request.POST)
     preview_form = RubricPreviewForm(request.POST)
     context = project_context(access, builder=builder, problems=[], score=None)
@@ -261,7 +316,9 @@ def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
             context["score"] = selectors.rubric_preview(spec, trajectory)
             context["trajectory"] = trajectory
         except ValidationError as error:
-            context["problems"] += [f"{path}: {m}" if path else m for path, msgs in error.message_dict.items() for m in msgs]
+            context["problems"] += [
+                f"{path}: {m}" if path else m for path, msgs in error.message_dict.items() for m in msgs
+            ]
         except TranscriptError as error:
             context["problems"].append(f"Transcript: {error}")
         except Exception as error:  # a criterion failing on odd input: say so rather than answer 500
@@ -276,13 +333,13 @@ def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def run_list(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     status = request.GET.get("status", "")
     if status not in RunStatus.values:
         status = ""
-    page = Paginator(selectors.run_list(project=access.project, status=status or None), RUNS_PER_PAGE).get_page(
-        request.GET.get("page")
-    )
+    page = Paginator(
+        selectors.run_list(project=access.project, status=status or None), RUNS_PER_PAGE
+    ).get_page(request.GET.get("page"))
     return render(
         request,
         "experiments/run_list.html",
@@ -293,11 +350,13 @@ def run_list(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def run_create(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, "launch")
+    access = access_project(request.user, slug, Capability.LAUNCH)
     launcher = RunLauncher(_posted(request), project=access.project)
     if request.method == "POST" and launcher.is_valid():
         try:
-            run, _token = services.run_create(project=access.project, user=request.user, dispatch=True, **launcher.values())
+            run, _token = services.run_create(
+                project=access.project, user=request.user, dispatch=True, **launcher.values()
+            )
         except ValidationError as error:
             launcher.add_service_errors(error)
         else:
@@ -313,12 +372,14 @@ def run_create(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
-    run = selectors.run_detail(project=access.project, run_id=run_id)
-    if run is None:
-        raise NotFound("No such run.")
+    access = access_project(request.user, slug, Capability.READ)
+    run = access_run(access, run_id, queryset=selectors.run_detail_queryset())
     config = run.resolved_config or {}
-    knobs = [(key, json.dumps(value)) for key, value in sorted(config.items()) if key not in ("environment", "rubric")]
+    knobs = [
+        (key, json.dumps(value))
+        for key, value in sorted(config.items())
+        if key not in ("environment", "rubric")
+    ]
     return render(
         request,
         "experiments/run_detail.html",
@@ -330,16 +391,16 @@ def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
             config_json=json.dumps(config, indent=2, sort_keys=True),
             checkpoints=list(run.checkpoints.order_by("step")),
             children=list(selectors.run_children(run)),
-            can_cancel=access.can("launch") and run.is_active,
-            can_continue=access.can("launch") and not run.is_active and any(not c.deleted for c in run.checkpoints.all()),
+            # The run page's live state, as the websocket's snapshot gives it (one source for both).
+            snapshot=run_snapshot(run),
+            step_time_parts=wire.STEP_TIME_PARTS,
+            can_launch=access.can(Capability.LAUNCH),
         ),
     )
 
 
 def _stopped_run(access: ProjectAccess, run_id: int):
-    run = selectors.run_detail(project=access.project, run_id=run_id)
-    if run is None:
-        raise NotFound("No such run.")
+    run = access_run(access, run_id, queryset=selectors.run_detail_queryset())
     return run, list(run.checkpoints.filter(deleted=False).order_by("step"))
 
 
@@ -347,7 +408,7 @@ def _stopped_run(access: ProjectAccess, run_id: int):
 @require_POST
 def run_resume(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     """Continue a stopped run from a checkpoint (the latest unless one is chosen) as a linked new run."""
-    access = access_project(request.user, slug, "launch")
+    access = access_project(request.user, slug, Capability.LAUNCH)
     run, checkpoints = _stopped_run(access, run_id)
     chosen = request.POST.get("checkpoint")
     checkpoint = next((c for c in checkpoints if str(c.pk) == chosen), None) if chosen else None
@@ -360,7 +421,9 @@ def run_resume(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
         for message in error.messages:
             messages.error(request, message)
         return redirect("experiments:run_detail", slug, run.pk)
-    messages.success(request, f"Resuming from step {resumed.parent_checkpoint.step} on the {resumed.queue} queue.")
+    messages.success(
+        request, f"Resuming from step {resumed.parent_checkpoint.step} on the {resumed.queue} queue."
+    )
     return redirect("experiments:run_detail", slug, resumed.pk)
 
 
@@ -368,15 +431,20 @@ def run_resume(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def run_fork(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     """A new run from one of this run's checkpoints with edited knobs."""
-    access = access_project(request.user, slug, "launch")
+    access = access_project(request.user, slug, Capability.LAUNCH)
     run, checkpoints = _stopped_run(access, run_id)
     form = ForkForm(_posted(request), run=run, checkpoints=checkpoints)
     if request.method == "POST" and form.is_valid():
         values = form.values()
         checkpoint = next(c for c in checkpoints if c.pk == values["checkpoint_id"])
         try:
-            fork, _token = services.run_fork(run=run, user=request.user, checkpoint=checkpoint,
-                                             name=values["name"], overrides=values["overrides"])
+            fork, _token = services.run_fork(
+                run=run,
+                user=request.user,
+                checkpoint=checkpoint,
+                name=values["name"],
+                overrides=values["overrides"],
+            )
         except ValidationError as error:
             form.add_service_errors(error)
         else:
@@ -388,10 +456,8 @@ def run_fork(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_cancel(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "launch")
-    run = selectors.run_detail(project=access.project, run_id=run_id)
-    if run is None:
-        raise NotFound("No such run.")
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    run = access_run(access, run_id)
     try:
         outcome = services.run_request_cancel(run=run)
     except ValidationError as error:

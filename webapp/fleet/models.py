@@ -10,6 +10,12 @@ class WorkerNode(models.Model):
     queues = models.JSONField(default=list)
     gpus = models.JSONField(default=list, help_text="[{'index', 'name', 'memory_mb'}]")
     cpus = models.PositiveIntegerField(default=0)
+    usage = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="at the last report: {'cpu_percent', 'memory_used_mb', 'memory_total_mb', "
+        "'gpus': [{'index', 'utilization_percent', 'memory_used_mb', 'memory_total_mb'}]} (GPUs where NVML is present)",
+    )
     ray_address = models.CharField(max_length=200, blank=True)
     pid = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField()

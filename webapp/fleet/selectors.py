@@ -16,3 +16,20 @@ def worker_list() -> QuerySet[WorkerNode]:
 
 def is_online(node: WorkerNode) -> bool:
     return not node.stopped and timezone.now() - node.last_seen < ONLINE_WITHIN
+
+
+def gpu_rows(node: WorkerNode) -> list[dict]:
+    """The worker's GPUs (as detected at start) with their last utilisation and memory, where reported."""
+    usage = {gpu.get("index"): gpu for gpu in (node.usage or {}).get("gpus", [])}
+    rows = []
+    for gpu in node.gpus:
+        now = usage.get(gpu.get("index"), {})
+        rows.append(
+            {
+                **gpu,
+                "utilization_percent": now.get("utilization_percent"),
+                "memory_used_gb": (now.get("memory_used_mb") or 0) / 1024,
+                "memory_total_gb": (now.get("memory_total_mb") or gpu.get("memory_mb") or 0) / 1024,
+            }
+        )
+    return rows

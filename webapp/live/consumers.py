@@ -22,7 +22,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from webapp.experiments.models import Run
 from webapp.live import selectors
 from webapp.live.broadcast import run_group
-from webapp.projects.access import Forbidden, NotFound, access_object
+from webapp.projects.access import Forbidden, NotFound, access_run
 
 # Close codes (sent after accepting, so browsers see them; a refused handshake reaches a browser as 1006).
 CLOSE_UNAUTHENTICATED = 4401
@@ -31,7 +31,7 @@ CLOSE_NOT_FOUND = 4404
 
 
 def _load_run(user, run_id: int) -> Run:
-    return access_object(user, Run.objects.all(), need="read", pk=run_id)
+    return access_run(user, run_id)
 
 
 def _snapshot_and_replay(run_id: int, after_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
@@ -86,6 +86,23 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
+        """A frame that is not a JSON text gets an error frame; the socket stays open (AsyncJsonWebsocket-
+        Consumer would raise, and the server would close it with 1011)."""
+        if text_data is None:
+            await self.send_json({"type": "error", "detail": "frames are JSON text, not binary"})
+            return
+        try:
+            content = await self.decode_json(text_data)
+        except (ValueError, RecursionError):
+            await self.send_json(
+                {"type": "error", "detail": "not JSON; send {'type': 'resume', 'last_seq': N}"}
+            )
+            return
+        await self.receive_json(content, **kwargs)
+
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if self.group is None:
             return
@@ -100,15 +117,22 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         elif isinstance(content, dict) and content.get("type") == "ping":
             await self.send_json({"type": "pong", "last_seq": self.sent_seq})
         else:
-            await self.send_json({"type": "error", "detail": "unknown message; send {'type': 'resume', 'last_seq': N}"})
+            await self.send_json(
+                {"type": "error", "detail": "unknown message; send {'type': 'resume', 'last_seq': N}"}
+            )
 
     async def _send_snapshot_and_replay(self, after_seq: int) -> None:
         # Never resend what this connection already sent.
         after_seq = max(after_seq, self.sent_seq)
-        snapshot, events, truncated = await database_sync_to_async(_snapshot_and_replay)(self.run_id, after_seq)
+        snapshot, events, truncated = await database_sync_to_async(_snapshot_and_replay)(
+            self.run_id, after_seq
+        )
         await self.send_json(
-            {"type": "snapshot", "run": snapshot, "replay": {"after_seq": after_seq, "count": len(events),
-                                                             "truncated": truncated}}
+            {
+                "type": "snapshot",
+                "run": snapshot,
+                "replay": {"after_seq": after_seq, "count": len(events), "truncated": truncated},
+            }
         )
         for event in events:
             await self._send_event(event)
@@ -123,9 +147,15 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     # --- channel-layer handlers (group `run.<id>`, see webapp/live/broadcast.py) ---------------------
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels closes stale database connections before every handler, through a thread-pool hop
+        # (`aclose_old_connections`). Forwarding a broadcast touches no database, and with 50 pages on a run
+        # that hop per page per batch was the largest cost of the fan-out (bench/live_latency.py): skip it.
+        if message.get("type") == "run.events":
+            await self.run_events(message)
+        else:
+            await super().dispatch(message)
+
     async def run_events(self, message: dict[str, Any]) -> None:
         for event in message["events"]:
             await self._send_event(event)
-
-    async def run_event(self, message: dict[str, Any]) -> None:
-        await self._send_event(message["event"])

@@ -1,231 +1,68 @@
-"""Reads for the live pages: downsampled metric curves, the websocket snapshot and replay, compare.
-
-Downsampling happens in the database. A curve longer than `max_points` is cut into `max_points // 2`
-equal ranges of its x-axis, and each range contributes its lowest and its highest point (at their real
-x positions). That keeps spikes and dips — what people look for in a reward or KL curve — where an
-average would smooth them away, and it returns at most `max_points` rows however long the run.
-"""
+"""Reads for the live pages: the websocket snapshot and replay, per-step histograms, compare. Metric
+curves come from `webapp.rollouts.metrics`, the one downsampling."""
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
-from django.db.models import F, FloatField, Q, QuerySet, Value, Window
-from django.db.models.aggregates import Max, Min
-from django.db.models.functions import Cast, Floor, Least, RowNumber
+from django.db.models import Count, F, FloatField, IntegerField, Max, Min, Value
+from django.db.models.functions import Cast, Floor, Least
 
 from webapp.experiments.models import Run
-from webapp.rollouts.models import MetricPoint, RunEvent
+from webapp.rollouts.models import RunEvent, Trajectory
 
-X_AXES = {"step": "step", "time": "wall_time", "tokens": "tokens"}
-DEFAULT_MAX_POINTS = 2000
-MIN_MAX_POINTS = 10
-MAX_MAX_POINTS = 20_000
 # A resuming client gets at most this many missed events over the socket; past it, the snapshot says
 # the replay was truncated and the page reloads its curves over HTTP instead.
 REPLAY_LIMIT = 5000
 
 
-@dataclass(frozen=True)
-class Series:
-    x: list[float]
-    y: list[float]
-    total: int  # points stored for this key
-    downsampled: bool
-
-    def as_json(self) -> dict[str, Any]:
-        return {"x": self.x, "y": self.y, "total": self.total, "downsampled": self.downsampled}
-
-
-def metric_keys(run: Run) -> list[str]:
-    """Every metric name the run has reported, sorted."""
-    return sorted(MetricPoint.objects.filter(run=run).values_list("key", flat=True).distinct().order_by())
-
-
-def expand_keys(requested: list[str], available: list[str]) -> list[str]:
-    """Resolve a request like ["reward/mean", "criterion/*"] against the run's keys, keeping order.
-
-    A trailing `*` is a prefix match; an exact name is kept even when the run has not reported it yet
-    (the page draws an empty chart that fills in live).
-    """
-    out: list[str] = []
-    for name in requested:
-        if name.endswith("*"):
-            out.extend(key for key in available if key.startswith(name[:-1]) and key not in out)
-        elif name not in out:
-            out.append(name)
-    return out
-
-
-def metric_series(
-    run: Run, keys: list[str], *, max_points: int = DEFAULT_MAX_POINTS, x: str = "step"
-) -> dict[str, Series]:
-    """Per metric key, its curve against `x` ("step", "time" or "tokens"), at most `max_points` points.
-
-    Points without a value for the chosen x (no wall time or token count reported) are left out.
-    """
-    if x not in X_AXES:
-        raise ValueError(f"x must be one of {', '.join(X_AXES)}")
-    max_points = max(MIN_MAX_POINTS, min(MAX_MAX_POINTS, int(max_points)))
-    x_field = X_AXES[x]
-    out: dict[str, Series] = {}
-    for key in keys:
-        rows = MetricPoint.objects.filter(run=run, key=key, **{f"{x_field}__isnull": False})
-        # Most curves are short: read up to max_points + 1 of them along the (run, key, step) index; only
-        # a longer one pays for downsampling.
-        head = list(rows.order_by("step", "id").values_list(x_field, "value")[: max_points + 1])
-        if len(head) <= max_points:
-            head.sort(key=lambda p: p[0])  # stable: points at the same x keep their step order
-            out[key] = Series([p[0] for p in head], [p[1] for p in head], len(head), False)
-            continue
-        lo, hi = _x_extent(rows, x_field)
-        pairs, total = _downsample(_Curve(run.pk, key, x_field, lo, hi), max_points)
-        out[key] = Series([p[0] for p in pairs], [p[1] for p in pairs], total, True)
-    return out
-
-
-def _x_extent(rows: QuerySet[MetricPoint], x_field: str) -> tuple[float, float]:
-    if x_field == "step":  # two index endpoint lookups
-        lo = rows.order_by("step").values_list("step", flat=True).first()
-        hi = rows.order_by("-step").values_list("step", flat=True).first()
-        return lo, hi
-    extent = rows.aggregate(lo=Min(x_field), hi=Max(x_field))  # wall time and tokens have no index
-    return extent["lo"], extent["hi"]
-
-
-@dataclass(frozen=True)
-class _Curve:
-    """One run's one metric against one x column, with that column's extent."""
-
-    run_id: int
-    key: str
-    x_field: str
-    lo: float
-    hi: float
-
-    def rows(self) -> QuerySet[MetricPoint]:
-        return MetricPoint.objects.filter(run_id=self.run_id, key=self.key, **{f"{self.x_field}__isnull": False})
-
-    def scale(self, buckets: int) -> float:
-        """Multiplier that maps x - lo onto [0, buckets]."""
-        return buckets / (float(self.hi - self.lo) or 1.0)
-
-    def raw_sql(self, select: str, buckets: int, bucket_of: str) -> tuple[str, list[Any]]:
-        """`SELECT {select} … GROUP BY bucket` over this curve; `bucket_of` is the vendor's expression
-        for bucket(x) with placeholders for lo, scale and the last bucket."""
-        x = connection.ops.quote_name(self.x_field)
-        sql = (
-            f"SELECT {select.format(x=x)} FROM {MetricPoint._meta.db_table} "
-            f"WHERE run_id = %s AND key = %s AND {x} IS NOT NULL GROUP BY {bucket_of.format(x=x)}"
-        )
-        return sql, [self.run_id, self.key, float(self.lo), self.scale(buckets), buckets - 1]
-
-
-def _downsample(curve: _Curve, max_points: int) -> tuple[list[tuple[float, float]], int]:
-    """The curve's first and last reported point plus the lowest and highest point of each of
-    (max_points - 2) // 2 equal x-ranges, ordered by x: at most max_points points. Also returns how
-    many points the curve has."""
-    rows = curve.rows().values_list(curve.x_field, "value")
-    ends = [rows.order_by("step", "id").first(), rows.order_by("-step", "-id").first()]
-    buckets = (max_points - 2) // 2
-    vendor = connection.vendor
-    if vendor == "postgresql":
-        middle, total = _min_max_postgres(curve, buckets)
-    elif vendor == "sqlite":
-        middle, total = _min_max_sqlite(curve, buckets)
-    else:
-        middle, total = _min_max_window(curve, buckets), curve.rows().count()
-    # The ends may also be a bucket's extreme; keep each point once.
-    unique = list(dict.fromkeys(p for p in [ends[0], *middle, ends[1]] if p is not None))
-    if curve.x_field != "wall_time":  # step and tokens are integers; the Postgres arrays hold floats
-        unique = [(int(x), y) for x, y in unique]
-    unique.sort(key=lambda p: p[0])
-    return unique, total
-
-
-def _min_max_postgres(curve: _Curve, buckets: int) -> tuple[list[tuple[float, float]], int]:
-    """One hash-aggregate pass: min(ARRAY[value, x]) is the bucket's lowest value together with its x
-    (ties: the earliest x); max(ARRAY[value, -x]) likewise for the highest."""
-    sql, params = curve.raw_sql(
-        "MIN(ARRAY[value, {x}::float8]), MAX(ARRAY[value, -({x}::float8)]), COUNT(*)",
-        buckets,
-        "LEAST(FLOOR(({x} - %s) * %s), %s)",
-    )
-    out: list[tuple[float, float]] = []
-    total = 0
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        for low, high, count in cursor.fetchall():
-            out.append((low[1], low[0]))
-            out.append((-high[1], high[0]))
-            total += count
-    return out, total
-
-
-def _min_max_sqlite(curve: _Curve, buckets: int) -> tuple[list[tuple[float, float]], int]:
-    """SQLite fills a bare column from the row that holds the query's only MIN() or MAX(): two grouped
-    passes, one per extreme. (x - lo) is never negative, so CAST truncation is floor."""
-    out: list[tuple[float, float]] = []
-    total = 0
-    with connection.cursor() as cursor:
-        for extreme in ("MIN", "MAX"):
-            sql, params = curve.raw_sql(
-                f"{{x}}, {extreme}(value), COUNT(*)", buckets, "MIN(CAST(({x} - %s) * %s AS INTEGER), %s)"
-            )
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
-            out.extend((x, value) for x, value, _count in rows)
-            total = sum(count for _x, _value, count in rows)
-    return out, total
-
-
-def _min_max_window(curve: _Curve, buckets: int) -> list[tuple[float, float]]:
-    """Portable version (SQL window functions) for other databases; about 4x slower than the above."""
-    x_field = curve.x_field
-    raw_bucket = Floor((Cast(F(x_field), FloatField()) - float(curve.lo)) * curve.scale(buckets))
-    ranked = (
-        curve.rows()
-        .annotate(bucket=Least(raw_bucket, Value(float(buckets - 1))))
-        .annotate(
-            low_rank=Window(RowNumber(), partition_by=[F("bucket")], order_by=[F("value").asc(), F(x_field).asc()]),
-            high_rank=Window(RowNumber(), partition_by=[F("bucket")], order_by=[F("value").desc(), F(x_field).asc()]),
-        )
-        .filter(Q(low_rank=1) | Q(high_rank=1))
-        .values_list(x_field, "value")
-    )
-    return list(ranked)
-
-
 # --- websocket snapshot and replay -------------------------------------------------------------------
 
 
+# The newest phase is looked for among this many of the run's newest events: an older one is stale (and
+# a run whose trainer reports no phases is not scanned from its first event at every page load).
+PHASE_LOOKBACK = 2000
+
+
 def run_snapshot(run: Run) -> dict[str, Any]:
+    """What the run page shows, as of now: the websocket's first frame, and the page's own first state
+    (rendered into it), so a page opened mid-run and one that followed it live agree."""
     return {
         "id": run.pk,
-        "status": run.status,
+        **run.page_state(),
         "current_step": run.current_step,
         "max_steps": run.max_steps,
         "best_reward": run.best_reward,
         "last_reward": run.last_reward,
         "last_seq": run.last_seq,
-        "cancel_requested": run.cancel_requested,
-        "error_message": run.error_message,
-        **run.iso_times(),
+        "phase": latest_phase(run),
     }
 
 
-def events_after(run_id: int, after_seq: int, *, limit: int | None = None) -> tuple[list[dict[str, Any]], bool]:
+def latest_phase(run: Run) -> dict[str, Any] | None:
+    """The summary of the run's newest `phase` event (what the trainer is doing), None before the first."""
+    return (
+        RunEvent.objects.filter(run=run, type="phase", seq__gt=run.last_seq - PHASE_LOOKBACK)
+        .order_by("-seq")
+        .values_list("summary", flat=True)
+        .first()
+    )
+
+
+def events_after(
+    run_id: int, after_seq: int, *, limit: int | None = None
+) -> tuple[list[dict[str, Any]], bool]:
     """Stored event summaries with seq > after_seq, oldest first; at most the newest `limit` (default
     REPLAY_LIMIT) of them. Returns (summaries, truncated): truncated means older ones were skipped.
     """
     limit = REPLAY_LIMIT if limit is None else limit
     newest = list(
-        RunEvent.objects.filter(run_id=run_id, seq__gt=after_seq).order_by("-seq").values_list("summary", flat=True)[
-            : limit + 1
-        ]
+        RunEvent.objects.filter(run_id=run_id, seq__gt=after_seq)
+        .order_by("-seq")
+        .values_list("summary", flat=True)[: limit + 1]
     )
     truncated = len(newest) > limit
     newest = newest[:limit]
@@ -241,6 +78,116 @@ def recent_events(run: Run, kind: str, *, limit: int, until_seq: int | None = No
     rows = list(events.order_by("-seq").values_list("summary", flat=True)[:limit])
     rows.reverse()
     return rows
+
+
+# --- per-step histograms ---------------------------------------------------------------------------------
+
+# What a histogram may count, and the trajectory column it reads.
+HISTOGRAM_FIELDS = {"reward": "reward", "length": "completion_tokens"}
+DEFAULT_BINS = 20
+MAX_BINS = 100
+MAX_COLUMNS = 200  # step columns; a longer run groups neighbouring steps into one column
+
+
+@dataclass(frozen=True)
+class Bins:
+    """Equal-width bins over [lo, lo + count * width); the last bin also takes the top value."""
+
+    lo: float
+    width: float
+    count: int
+
+    @property
+    def edges(self) -> list[float]:
+        return [self.lo + i * self.width for i in range(self.count + 1)]
+
+    def bounds(self, index: int) -> tuple[float, float]:
+        return self.lo + index * self.width, self.lo + (index + 1) * self.width
+
+
+def histogram_bins(lo: float, hi: float, *, field: str, bins: int) -> Bins:
+    """Bins covering [lo, hi]. Lengths are whole tokens: integer-wide bins, never more than the values."""
+    if field == "length":
+        width = max(1, math.ceil((hi - lo + 1) / bins))
+        return Bins(float(lo), float(width), max(1, math.ceil((hi - lo + 1) / width)))
+    if hi <= lo:
+        return Bins(float(lo) - 0.5, 1.0, 1)  # every value alike: one bin around it
+    return Bins(float(lo), (hi - lo) / bins, bins)
+
+
+def step_histograms(run: Run, *, field: str, split: str, bins: int = DEFAULT_BINS) -> dict[str, Any]:
+    """Per step, how many trajectories fall in each bin of `field` (reward or response length), counted in
+    the database: one aggregate for the extent, one grouped count (step column × bin). Runs longer than
+    MAX_COLUMNS steps get columns of `stride` neighbouring steps.
+
+    Returns {"field", "split", "edges", "stride", "steps": [first step of each column], "counts": [[per bin]
+    per column]} — columns without trajectories are left out.
+    """
+    column = HISTOGRAM_FIELDS[field]
+    bins = max(1, min(MAX_BINS, bins))
+    rows = Trajectory.objects.filter(run=run, split=split)
+    extent = rows.aggregate(lo=Min(column), hi=Max(column), first=Min("step"), last=Max("step"))
+    empty = {"field": field, "split": split, "edges": [], "stride": 1, "steps": [], "counts": []}
+    if extent["lo"] is None:
+        return empty
+    grid = histogram_bins(extent["lo"], extent["hi"], field=field, bins=bins)
+    first = extent["first"]
+    stride = max(1, math.ceil((extent["last"] - first + 1) / MAX_COLUMNS))
+    bin_of = Least(
+        Cast(Floor((Cast(F(column), FloatField()) - Value(grid.lo)) / Value(grid.width)), IntegerField()),
+        Value(grid.count - 1),
+    )
+    column_of = Cast(Floor((F("step") - Value(first)) / Value(float(stride))), IntegerField())
+    cells = (
+        rows.annotate(column=column_of, bin=bin_of).values("column", "bin").annotate(n=Count("id")).order_by()
+    )
+    columns: dict[int, list[int]] = {}
+    for cell in cells:
+        columns.setdefault(cell["column"], [0] * grid.count)[cell["bin"]] = cell["n"]
+    ordered = sorted(columns)
+    return {
+        "field": field,
+        "split": split,
+        "edges": grid.edges,
+        "stride": stride,
+        "steps": [first + c * stride for c in ordered],
+        "counts": [columns[c] for c in ordered],
+    }
+
+
+def bin_trajectories(
+    run: Run,
+    *,
+    field: str,
+    split: str,
+    step_min: int,
+    step_max: int,
+    low: float | None,
+    high: float | None,
+    last_bin: bool = False,
+    limit: int = 50,
+) -> list[dict[str, Any]]:
+    """The trajectories of one histogram cell (steps step_min…step_max, `field` in [low, high), or
+    [low, high] for the last bin), best reward first: what a click on the histogram lists in the feed."""
+    column = HISTOGRAM_FIELDS[field]
+    rows = Trajectory.objects.filter(run=run, split=split, step__gte=step_min, step__lte=step_max)
+    if low is not None:
+        rows = rows.filter(**{f"{column}__gte": low})
+    if high is not None:
+        rows = rows.filter(**{f"{column}__{'lte' if last_bin else 'lt'}": high})
+    return list(
+        rows.order_by("-reward", "step", "group_index", "sample_index").values(
+            "id",
+            "step",
+            "split",
+            "task_id",
+            "reward",
+            "completion_tokens",
+            "status",
+            group=F("group_index"),
+            sample=F("sample_index"),
+        )[:limit]
+    )
 
 
 # --- compare -----------------------------------------------------------------------------------------

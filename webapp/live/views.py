@@ -1,7 +1,10 @@
 """HTTP side of the live pages: curve history (metrics.json), recent event summaries (events.json) for
-the log tail and rollout feed, and the compare page. Every lookup goes through the access helper."""
+the log tail and rollout feed, per-step histograms (histograms.json) and the trajectories of one of their
+cells (bin.json), and the compare page. Every lookup goes through the access helper."""
 
 from __future__ import annotations
+
+import math
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -11,16 +14,18 @@ from django.views.decorators.http import require_GET
 
 from webapp.experiments.models import Run
 from webapp.live import selectors
-from webapp.projects.access import access_object, access_project
+from webapp.projects.access import Capability, access_project, access_run
 from webapp.projects.views import project_context
+from webapp.rollouts import metrics
 
-EVENT_TYPES = ("log", "trajectories", "checkpoint", "status", "metrics")
+EVENT_TYPES = ("log", "trajectories", "checkpoint", "status", "metrics", "phase")
+SPLITS = ("train", "eval")
 MAX_EVENTS = 500
 MAX_COMPARED_RUNS = 8
 
 
 def _run(request: HttpRequest, slug: str, run_id: int) -> Run:
-    return access_object(request.user, Run.objects.filter(project__slug=slug), need="read", pk=run_id)
+    return access_run(access_project(request.user, slug), run_id)
 
 
 def _int(value: str | None, default: int) -> int:
@@ -30,21 +35,38 @@ def _int(value: str | None, default: int) -> int:
         return default
 
 
+def _float(value: str | None) -> float | None:
+    try:
+        number = float(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+    return number if number is not None and math.isfinite(number) else None
+
+
+def _choice(request: HttpRequest, name: str, choices: tuple[str, ...] | dict, default: str) -> str | None:
+    value = request.GET.get(name, default)
+    return value if value in choices else None
+
+
+def _refused(name: str, choices: tuple[str, ...] | dict) -> JsonResponse:
+    return JsonResponse({"error": f"{name} must be one of {', '.join(choices)}"}, status=400)
+
+
 @require_GET
 def metrics_json(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
     """?keys=reward/mean,criterion/*&x=step|time|tokens&max_points=2000 (no keys: every key)."""
     run = _run(request, slug, run_id)
     x = request.GET.get("x", "step")
-    if x not in selectors.X_AXES:
-        return JsonResponse({"error": f"x must be one of {', '.join(selectors.X_AXES)}"}, status=400)
-    max_points = _int(request.GET.get("max_points"), selectors.DEFAULT_MAX_POINTS)
+    if x not in metrics.X_AXES:
+        return JsonResponse({"error": f"x must be one of {', '.join(metrics.X_AXES)}"}, status=400)
+    max_points = _int(request.GET.get("max_points"), metrics.DEFAULT_MAX_POINTS)
     # Read the high-water mark first: a point stored after it may also appear in the curves, and the
     # page drops live points at or behind a curve's last x, so the overlap never shows twice.
     last_seq = Run.objects.filter(pk=run.pk).values_list("last_seq", flat=True)[0]
-    available = selectors.metric_keys(run)
+    available = metrics.metric_keys(run)
     requested = [k for k in request.GET.get("keys", "").split(",") if k.strip()]
-    keys = selectors.expand_keys([k.strip() for k in requested], available) if requested else available
-    series = selectors.metric_series(run, keys, max_points=max_points, x=x)
+    keys = metrics.expand_keys([k.strip() for k in requested], available) if requested else available
+    series = metrics.metric_series(run, keys, max_points=max_points, x=x)
     return JsonResponse(
         {
             "run": run.pk,
@@ -69,11 +91,53 @@ def events_json(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
     return JsonResponse({"run": run.pk, "type": kind, "events": events})
 
 
+@require_GET
+def histograms_json(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
+    """?field=reward|length&split=train|eval&bins=20: per step, the trajectories in each bin."""
+    run = _run(request, slug, run_id)
+    field = _choice(request, "field", selectors.HISTOGRAM_FIELDS, "reward")
+    split = _choice(request, "split", SPLITS, "train")
+    if field is None:
+        return _refused("field", selectors.HISTOGRAM_FIELDS)
+    if split is None:
+        return _refused("split", SPLITS)
+    bins = _int(request.GET.get("bins"), selectors.DEFAULT_BINS)
+    return JsonResponse(
+        {"run": run.pk, **selectors.step_histograms(run, field=field, split=split, bins=bins)}
+    )
+
+
+@require_GET
+def bin_json(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
+    """?field=reward&split=train&step_min=3&step_max=3&min=0.25&max=0.5[&last=1]: one histogram cell's
+    trajectories, best reward first (at most 50)."""
+    run = _run(request, slug, run_id)
+    field = _choice(request, "field", selectors.HISTOGRAM_FIELDS, "reward")
+    split = _choice(request, "split", SPLITS, "train")
+    if field is None:
+        return _refused("field", selectors.HISTOGRAM_FIELDS)
+    if split is None:
+        return _refused("split", SPLITS)
+    step_min = _int(request.GET.get("step_min"), 0)
+    step_max = _int(request.GET.get("step_max"), step_min)
+    rows = selectors.bin_trajectories(
+        run,
+        field=field,
+        split=split,
+        step_min=step_min,
+        step_max=step_max,
+        low=_float(request.GET.get("min")),
+        high=_float(request.GET.get("max")),
+        last_bin=request.GET.get("last") == "1",
+    )
+    return JsonResponse({"run": run.pk, "trajectories": rows})
+
+
 @login_required
 @require_GET
 def compare(request: HttpRequest, slug: str) -> HttpResponse:
     """/p/<slug>/compare/?runs=1,2,3 — overlay curves, list the knobs that differ."""
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     # ?runs=1,2,3 (links) or ?run=1&run=2 (the picker form's checkboxes)
     ids: list[int] = []
     for part in [*request.GET.get("runs", "").split(","), *request.GET.getlist("run")]:

@@ -1,21 +1,26 @@
 """The one place that decides who may see and do what.
 
-Every view, API endpoint and websocket consumer resolves objects through these helpers:
+Every view, API endpoint and websocket consumer resolves what it touches through these helpers, one per
+object (`access_run`, `access_queue`, …), so there is one place to get each right:
 - an outsider (not a member, or anonymous) gets NotFound — we do not reveal that a project exists;
 - a member whose role lacks the capability gets Forbidden.
-Capabilities: read (viewer+), annotate (annotator+), launch (researcher+), manage (owner).
+
+Each object helper takes either the user (the object's project is found from the object, as the API's
+`/runs/<id>/` does) or a `ProjectAccess` already resolved from a page's `/p/<slug>/` (then the object must
+belong to that project, and the role is not looked up twice).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.http import Http404
 
-from webapp.projects.models import ROLE_CAPABILITIES, Membership, Project
+from webapp.projects.models import Capability, Membership, Project
 
 M = TypeVar("M", bound=Model)
 
@@ -37,11 +42,19 @@ class ProjectAccess:
     def role(self) -> str:
         return self.membership.role
 
-    def can(self, capability: str) -> bool:
+    def can(self, capability: Capability | str) -> bool:
         return self.membership.can(capability)
 
+    def capabilities(self) -> dict[str, bool]:
+        """{capability: allowed} for templates (`can.launch`) and API clients."""
+        allowed = self.membership.capabilities()
+        return {capability.value: capability in allowed for capability in Capability}
 
-def _membership(user, project: Project) -> Membership:
+
+Who = Any  # a user, or a ProjectAccess resolved from the page's project
+
+
+def _membership(user: Any, project: Project) -> Membership:
     if user is None or not user.is_authenticated:
         raise NotFound("No such project.")
     membership = Membership.objects.filter(project=project, user=user).first()
@@ -50,58 +63,185 @@ def _membership(user, project: Project) -> Membership:
     return membership
 
 
-CAPABILITIES: frozenset[str] = frozenset().union(*ROLE_CAPABILITIES.values())
+def _require(access: ProjectAccess, need: Capability | str) -> None:
+    if not access.can(need):
+        raise Forbidden(f"Your role ({access.role}) does not allow this ({Capability(need).value}).")
 
 
-def _require(membership: Membership, capability: str) -> None:
-    if capability not in CAPABILITIES:
-        raise ValueError(f"unknown capability {capability!r}")
-    if not membership.can(capability):
-        raise Forbidden(f"Your role ({membership.role}) does not allow this ({capability}).")
+def can(user: Any, project: Project, capability: Capability | str) -> bool:
+    """Whether `user` may do `capability` in `project` (False for outsiders), for services that decide
+    between two behaviours rather than refuse."""
+    try:
+        return ProjectAccess(project, _membership(user, project)).can(capability)
+    except NotFound:
+        return False
 
 
-def access_project(user, slug: str, need: str = "read") -> ProjectAccess:
+def access_project(user: Any, slug: str, need: Capability | str = Capability.READ) -> ProjectAccess:
     project = Project.objects.filter(slug=slug).first()
     if project is None:
         raise NotFound("No such project.")
-    membership = _membership(user, project)
-    _require(membership, need)
-    return ProjectAccess(project, membership)
+    access = ProjectAccess(project, _membership(user, project))
+    _require(access, need)
+    return access
 
 
-def access_project_by_id(user, project_id: int, need: str = "read") -> ProjectAccess:
+def access_project_by_id(
+    user: Any, project_id: int, need: Capability | str = Capability.READ
+) -> ProjectAccess:
     project = Project.objects.filter(pk=project_id).first()
     if project is None:
         raise NotFound("No such project.")
-    membership = _membership(user, project)
-    _require(membership, need)
-    return ProjectAccess(project, membership)
+    access = ProjectAccess(project, _membership(user, project))
+    _require(access, need)
+    return access
 
 
-def access_object(user, queryset: QuerySet[M], need: str = "read", **lookup) -> M:
-    """Fetch one project-owned object (it has a `project` relation, or `project_path` below) and check
-    the user's role in its project."""
-    obj = queryset.filter(**lookup).first()
-    if obj is None:
-        raise NotFound("No such object.")
-    membership = _membership(user, project_of(obj))
-    _require(membership, need)
+def _access(
+    who: Who,
+    queryset: QuerySet[M],
+    project_path: str,
+    need: Capability | str,
+    noun: str,
+    pk: Any,
+    visible: Callable[[M, Membership], bool] | None = None,
+) -> M:
+    """The object `pk` of `queryset`, if `who` may do `need` in its project (and, with `visible`, may
+    know that the object exists at all: an object a member may not see is NotFound, like an outsider's)."""
+    if not isinstance(pk, int) and not (isinstance(pk, str) and pk.isdigit()):
+        raise NotFound(f"No such {noun}.")
+    if isinstance(who, ProjectAccess):
+        access = who
+        obj = queryset.filter(**{project_path: who.project}, pk=pk).first()
+        if obj is None:
+            raise NotFound(f"No such {noun}.")
+    else:
+        obj = queryset.filter(pk=pk).first()
+        if obj is None:
+            raise NotFound(f"No such {noun}.")
+        project = obj
+        for attr in project_path.split("__"):
+            project = getattr(project, attr)
+        access = ProjectAccess(project, _membership(who, project))
+    _require(access, need)
+    if visible is not None and not visible(obj, access.membership):
+        raise NotFound(f"No such {noun}.")
     return obj
 
 
-def project_of(obj: Model) -> Project:
-    """The project an object belongs to, following the obvious relations."""
-    for path in ("project", "run.project", "trajectory.run.project", "environment.project", "rubric.project"):
-        target = obj
-        try:
-            for attr in path.split("."):
-                target = getattr(target, attr)
-        except AttributeError:
-            continue
-        if isinstance(target, Project):
-            return target
-    raise TypeError(f"{type(obj).__name__} has no project")
+def _default(queryset: QuerySet[M] | None, model_path: str) -> QuerySet[M]:
+    if queryset is not None:
+        return queryset
+    from django.apps import apps
+
+    return apps.get_model(model_path).objects.all()
 
 
-def capabilities(membership: Membership) -> frozenset[str]:
-    return ROLE_CAPABILITIES[membership.role]
+def access_run(
+    who: Who, run_id: Any, need: Capability | str = Capability.READ, *, queryset: QuerySet | None = None
+):
+    return _access(
+        who, _default(queryset, "experiments.Run").select_related("project"), "project", need, "run", run_id
+    )
+
+
+def access_checkpoint(
+    who: Who,
+    checkpoint_id: Any,
+    need: Capability | str = Capability.READ,
+    *,
+    queryset: QuerySet | None = None,
+):
+    queryset = _default(queryset, "experiments.Checkpoint").select_related("run__project")
+    return _access(who, queryset, "run__project", need, "checkpoint", checkpoint_id)
+
+
+def access_environment(
+    who: Who,
+    environment_id: Any,
+    need: Capability | str = Capability.READ,
+    *,
+    queryset: QuerySet | None = None,
+):
+    queryset = _default(queryset, "experiments.Environment").select_related("project")
+    return _access(who, queryset, "project", need, "environment", environment_id)
+
+
+def access_rubric(
+    who: Who, rubric_id: Any, need: Capability | str = Capability.READ, *, queryset: QuerySet | None = None
+):
+    return _access(
+        who,
+        _default(queryset, "experiments.Rubric").select_related("project"),
+        "project",
+        need,
+        "rubric",
+        rubric_id,
+    )
+
+
+def access_trajectory(
+    who: Who,
+    trajectory_id: Any,
+    need: Capability | str = Capability.READ,
+    *,
+    queryset: QuerySet | None = None,
+):
+    queryset = _default(queryset, "rollouts.Trajectory").select_related("run__project")
+    return _access(who, queryset, "run__project", need, "trajectory", trajectory_id)
+
+
+def access_queue(
+    who: Who, queue_id: Any, need: Capability | str = Capability.READ, *, queryset: QuerySet | None = None
+):
+    queryset = _default(queryset, "review.PreferenceQueue").select_related("project")
+    # Annotators do not learn that queues they are not assigned to exist.
+    return _access(
+        who,
+        queryset,
+        "project",
+        need,
+        "preference queue",
+        queue_id,
+        visible=lambda queue, membership: queue.visible_to(membership),
+    )
+
+
+def access_snapshot(
+    who: Who, snapshot_id: Any, need: Capability | str = Capability.READ, *, queryset: QuerySet | None = None
+):
+    queryset = _default(queryset, "review.PreferenceSnapshot").select_related("project")
+    return _access(who, queryset, "project", need, "preference snapshot", snapshot_id)
+
+
+def access_comment(
+    who: Who, comment_id: Any, need: Capability | str = Capability.READ, *, queryset: QuerySet | None = None
+):
+    queryset = _default(queryset, "review.Comment").select_related("project", "trajectory__run")
+    return _access(who, queryset, "project", need, "comment", comment_id)
+
+
+def access_tag(
+    who: Who, tag_id: Any, need: Capability | str = Capability.READ, *, queryset: QuerySet | None = None
+):
+    return _access(
+        who, _default(queryset, "review.Tag").select_related("project"), "project", need, "tag", tag_id
+    )
+
+
+def access_flag(
+    who: Who, flag_id: Any, need: Capability | str = Capability.READ, *, queryset: QuerySet | None = None
+):
+    queryset = _default(queryset, "review.Flag").select_related("project", "trajectory__run")
+    return _access(who, queryset, "project", need, "flag", flag_id)
+
+
+def access_reward_model(
+    who: Who,
+    reward_model_id: Any,
+    need: Capability | str = Capability.READ,
+    *,
+    queryset: QuerySet | None = None,
+):
+    queryset = _default(queryset, "rewards.RewardModel").select_related("project")
+    return _access(who, queryset, "project", need, "reward model", reward_model_id)

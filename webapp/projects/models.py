@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from enum import StrEnum
+
 from django.conf import settings
 from django.db import models
 
@@ -11,12 +13,19 @@ class Role(models.TextChoices):
     VIEWER = "viewer", "Viewer"
 
 
+class Capability(StrEnum):
+    READ = "read"  # see everything in the project
+    ANNOTATE = "annotate"  # comment, tag, judge preference pairs
+    LAUNCH = "launch"  # define environments and rubrics, launch and stop runs, train reward models
+    MANAGE = "manage"  # members and the project itself
+
+
 # What each role may do; every check in the app goes through webapp.projects.access.
-ROLE_CAPABILITIES: dict[str, frozenset[str]] = {
-    Role.VIEWER: frozenset({"read"}),
-    Role.ANNOTATOR: frozenset({"read", "annotate"}),
-    Role.RESEARCHER: frozenset({"read", "annotate", "launch"}),
-    Role.OWNER: frozenset({"read", "annotate", "launch", "manage"}),
+ROLE_CAPABILITIES: dict[str, frozenset[Capability]] = {
+    Role.VIEWER: frozenset({Capability.READ}),
+    Role.ANNOTATOR: frozenset({Capability.READ, Capability.ANNOTATE}),
+    Role.RESEARCHER: frozenset({Capability.READ, Capability.ANNOTATE, Capability.LAUNCH}),
+    Role.OWNER: frozenset(Capability),
 }
 
 
@@ -26,7 +35,9 @@ class Project(models.Model):
     name = models.CharField(max_length=120)
     slug = models.SlugField(max_length=80, unique=True)
     description = models.TextField(blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
 
@@ -50,5 +61,9 @@ class Membership(models.Model):
     def __str__(self) -> str:
         return f"{self.user} in {self.project} as {self.role}"
 
-    def can(self, capability: str) -> bool:
-        return capability in ROLE_CAPABILITIES[self.role]
+    def capabilities(self) -> frozenset[Capability]:
+        return ROLE_CAPABILITIES[self.role]
+
+    def can(self, capability: Capability | str) -> bool:
+        """Raises ValueError for a capability that does not exist (a typo must not read as "no")."""
+        return Capability(capability) in ROLE_CAPABILITIES[self.role]

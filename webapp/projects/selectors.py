@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 
 from webapp.projects.models import Membership, Project
 
@@ -10,7 +10,9 @@ def project_list_for_user(user) -> QuerySet[Project]:
         Project.objects.filter(memberships__user=user)
         .annotate(
             run_count=Count("runs", distinct=True),
-            active_run_count=Count("runs", filter=Q(runs__status__in=["QUEUED", "STARTING", "RUNNING"]), distinct=True),
+            active_run_count=Count(
+                "runs", filter=Q(runs__status__in=["QUEUED", "STARTING", "RUNNING"]), distinct=True
+            ),
             best_reward=Max("runs__best_reward"),
         )
         .order_by("name")
@@ -19,3 +21,9 @@ def project_list_for_user(user) -> QuerySet[Project]:
 
 def membership_list(project: Project) -> QuerySet[Membership]:
     return Membership.objects.filter(project=project).select_related("user").order_by("user__username")
+
+
+def project_list_with_role(user) -> QuerySet[Project]:
+    """The user's projects with their counts and the user's own role (as `my_role`)."""
+    role = Membership.objects.filter(project=OuterRef("pk"), user=user).values("role")[:1]
+    return project_list_for_user(user).annotate(my_role=Subquery(role))

@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
+from webapp.core.limits import DESCRIPTION_MAX_CHARS
 from webapp.projects.models import Membership, Project, Role
 
 
@@ -13,6 +14,11 @@ def project_create(*, name: str, owner, description: str = "", slug: str = "") -
     name = name.strip()
     if not name:
         raise ValidationError({"name": ["A project needs a name."]})
+    longest = Project._meta.get_field("name").max_length
+    if len(name) > longest:
+        raise ValidationError({"name": [f"At most {longest} characters."]})
+    if len(description) > DESCRIPTION_MAX_CHARS:
+        raise ValidationError({"description": [f"At most {DESCRIPTION_MAX_CHARS} characters."]})
     base = slugify(slug or name)[:70] or "project"
     candidate, n = base, 1
     while Project.objects.filter(slug=candidate).exists():

@@ -13,18 +13,15 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from webapp.experiments import selectors as experiment_selectors
 from webapp.projects import selectors, services
-from webapp.projects.access import ProjectAccess, access_project
+from webapp.projects.access import Capability, ProjectAccess, access_project
 from webapp.projects.forms import MemberAddForm, MemberRoleForm, ProjectForm
-from webapp.projects.models import ROLE_CAPABILITIES, Role
-
-ALL_CAPABILITIES = sorted(set().union(*ROLE_CAPABILITIES.values()))
+from webapp.projects.models import Role
 
 
 def project_context(access: ProjectAccess, **context: Any) -> dict[str, Any]:
     """What every project page's template needs: base.html reads `project` and `access`; `can.launch`
     (etc.) decides which buttons a member sees."""
-    can = {capability: access.can(capability) for capability in ALL_CAPABILITIES}
-    return {"project": access.project, "access": access, "can": can, **context}
+    return {"project": access.project, "access": access, "can": access.capabilities(), **context}
 
 
 def _show_errors(form, error: ValidationError) -> None:
@@ -51,7 +48,7 @@ def project_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def project_home(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     project = access.project
     return render(
         request,
@@ -79,8 +76,11 @@ def _members_page(request: HttpRequest, access: ProjectAccess, add_form: MemberA
 @login_required
 @require_http_methods(["GET", "POST"])
 def members(request: HttpRequest, slug: str) -> HttpResponse:
-    """Owners list members and add one by username (or change the role of an existing member)."""
-    access = access_project(request.user, slug, "manage")
+    """Every member sees who is on the project (as GET /api/projects/<slug>/members/ shows them); owners
+    add one by username (or change the role of an existing member) and change or remove roles."""
+    access = access_project(
+        request.user, slug, Capability.READ if request.method == "GET" else Capability.MANAGE
+    )
     add_form = MemberAddForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and add_form.is_valid():
         try:
@@ -88,7 +88,9 @@ def members(request: HttpRequest, slug: str) -> HttpResponse:
         except ValidationError as error:
             _show_errors(add_form, error)
         else:
-            messages.success(request, f"{membership.user.username} is now {membership.get_role_display().lower()}.")
+            messages.success(
+                request, f"{membership.user.username} is now {membership.get_role_display().lower()}."
+            )
             return redirect("projects:members", slug)
     return _members_page(request, access, add_form)
 
@@ -96,7 +98,7 @@ def members(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def member_role(request: HttpRequest, slug: str, membership_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "manage")
+    access = access_project(request.user, slug, Capability.MANAGE)
     membership = access.project.memberships.select_related("user").filter(pk=membership_id).first()
     form = MemberRoleForm(request.POST)
     if membership is None:
@@ -105,7 +107,9 @@ def member_role(request: HttpRequest, slug: str, membership_id: int) -> HttpResp
         messages.error(request, "Choose one of the roles.")
     else:
         try:
-            services.membership_set(project=access.project, username=membership.user.username, role=form.cleaned_data["role"])
+            services.membership_set(
+                project=access.project, username=membership.user.username, role=form.cleaned_data["role"]
+            )
         except ValidationError as error:
             for message in error.messages:
                 messages.error(request, message)
@@ -119,7 +123,7 @@ def member_role(request: HttpRequest, slug: str, membership_id: int) -> HttpResp
 @login_required
 @require_POST
 def member_remove(request: HttpRequest, slug: str, membership_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "manage")
+    access = access_project(request.user, slug, Capability.MANAGE)
     try:
         services.membership_remove(project=access.project, membership_id=membership_id)
     except ValidationError as error:

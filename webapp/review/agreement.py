@@ -63,7 +63,9 @@ def fleiss_kappa(table: Sequence[Sequence[int]]) -> float | None:
     return (observed - expected) / (1 - expected)
 
 
-def fleiss_table(ratings: Mapping[Hashable, Sequence[Category]], categories: Sequence[Category]) -> list[list[int]]:
+def fleiss_table(
+    ratings: Mapping[Hashable, Sequence[Category]], categories: Sequence[Category]
+) -> list[list[int]]:
     """item -> its ratings, as the counts table fleiss_kappa reads (columns in `categories` order)."""
     return [[Counter(labels)[c] for c in categories] for labels in ratings.values()]
 
@@ -77,7 +79,9 @@ class PairwiseAgreement:
     kappa: float | None
 
 
-def agreement_matrix(judgements: Iterable[tuple[Hashable, str, Category]]) -> tuple[list[str], dict[tuple[str, str], PairwiseAgreement]]:
+def agreement_matrix(
+    judgements: Iterable[tuple[Hashable, str, Category]],
+) -> tuple[list[str], dict[tuple[str, str], PairwiseAgreement]]:
     """From (item, rater, label) triples: the raters (sorted) and, for every two of them, Cohen's kappa
     and percent agreement over the items both rated."""
     by_rater: dict[str, dict[Hashable, Category]] = defaultdict(dict)
@@ -111,7 +115,9 @@ class JudgeAgreement:
     kappa: float | None
 
 
-def human_vs_judge(human: Mapping[Hashable, Category], judge: Mapping[Hashable, Category], criterion: str = "") -> JudgeAgreement:
+def human_vs_judge(
+    human: Mapping[Hashable, Category], judge: Mapping[Hashable, Category], criterion: str = ""
+) -> JudgeAgreement:
     """Agreement of the humans' label per item (e.g. the majority) with the judge's, on items both have."""
     shared = sorted(set(human) & set(judge), key=repr)
     x = [human[i] for i in shared]
@@ -166,7 +172,11 @@ def summarize(
     if judge_scores:
         preferences = {item: judge_preference(a, b) for item, (_, a, b) in judge_scores.items()}
         preferences = {item: label for item, label in preferences.items() if label is not None}
-        humans = {item: label for item, labels in by_item.items() if (label := majority_label(labels)) is not None}
+        humans = {
+            item: label for item, labels in by_item.items() if (label := majority_label(labels)) is not None
+        }
         criteria = sorted({name for name, _, _ in judge_scores.values()})
         judge = human_vs_judge(humans, preferences, ", ".join(criteria))
-    return AgreementSummary(raters, cells, cohen, fleiss, len(complete) if overlap >= 2 else 0, overlap, judge)
+    return AgreementSummary(
+        raters, cells, cohen, fleiss, len(complete) if overlap >= 2 else 0, overlap, judge
+    )

@@ -27,34 +27,39 @@ from webapp.review.services import snapshot_pairs
 
 PARQUET_METADATA_KEY = b"rollout_studio"
 
-PARQUET_SCHEMA = pa.schema([
-    ("prompt", pa.string()),
-    ("chosen", pa.string()),
-    ("rejected", pa.string()),
-    ("chosen_reward", pa.float64()),
-    ("rejected_reward", pa.float64()),
-    ("queue_id", pa.int64()),
-    ("snapshot_version", pa.int64()),
-    ("pair_id", pa.int64()),
-    ("task_id", pa.string()),
-    ("seed", pa.int64()),
-    ("chosen_trajectory", pa.int64()),
-    ("rejected_trajectory", pa.int64()),
-    ("chosen_run", pa.int64()),
-    ("rejected_run", pa.int64()),
-    ("chosen_step", pa.int64()),
-    ("rejected_step", pa.int64()),
-    ("votes_chosen", pa.int64()),
-    ("votes_rejected", pa.int64()),
-    ("votes_tie", pa.int64()),
-    ("votes_both_bad", pa.int64()),
-    ("annotators", pa.list_(pa.string())),
-])
+PARQUET_SCHEMA = pa.schema(
+    [
+        ("prompt", pa.string()),
+        ("chosen", pa.string()),
+        ("rejected", pa.string()),
+        ("chosen_reward", pa.float64()),
+        ("rejected_reward", pa.float64()),
+        ("queue_id", pa.int64()),
+        ("snapshot_version", pa.int64()),
+        ("pair_id", pa.int64()),
+        ("task_id", pa.string()),
+        ("seed", pa.int64()),
+        ("chosen_trajectory", pa.int64()),
+        ("rejected_trajectory", pa.int64()),
+        ("chosen_run", pa.int64()),
+        ("rejected_run", pa.int64()),
+        ("chosen_step", pa.int64()),
+        ("rejected_step", pa.int64()),
+        ("votes_chosen", pa.int64()),
+        ("votes_rejected", pa.int64()),
+        ("votes_tie", pa.int64()),
+        ("votes_both_bad", pa.int64()),
+        ("annotators", pa.list_(pa.string())),
+    ]
+)
 
 
 def export_basename(snapshot: PreferenceSnapshot) -> str:
     queue = snapshot.provenance.get("queue", {})
-    name = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in queue.get("name", "queue")).strip("-") or "queue"
+    name = (
+        "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in queue.get("name", "queue")).strip("-")
+        or "queue"
+    )
     return f"{name}-v{snapshot.version}"
 
 

@@ -14,14 +14,21 @@ from webapp.rollouts.models import Split
 
 
 class CommentForm(forms.Form):
-    body = forms.CharField(max_length=MAX_COMMENT, widget=forms.Textarea(attrs={"rows": 3}), label="Comment",
-                           help_text="@username notifies a project member.")
-    turn_index = forms.TypedChoiceField(required=False, coerce=int, empty_value=None, label="On",
-                                        choices=[("", "the whole trajectory")])
+    body = forms.CharField(
+        max_length=MAX_COMMENT,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        label="Comment",
+        help_text="@username notifies a project member.",
+    )
+    turn_index = forms.TypedChoiceField(
+        required=False, coerce=int, empty_value=None, label="On", choices=[("", "the whole trajectory")]
+    )
 
     def __init__(self, *args, turn_indexes: list[int] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["turn_index"].choices = [("", "the whole trajectory")] + [(i, f"turn #{i}") for i in turn_indexes or []]
+        self.fields["turn_index"].choices = [("", "the whole trajectory")] + [
+            (i, f"turn #{i}") for i in turn_indexes or []
+        ]
 
 
 class TagForm(forms.Form):
@@ -44,7 +51,7 @@ class UserChoiceField(forms.ModelMultipleChoiceField):
 
 
 def _steps(text: str) -> list[int]:
-    """"10, 20, 30-50" → [10, 20, 30, …, 50]."""
+    """ "10, 20, 30-50" → [10, 20, 30, …, 50]."""
     steps: set[int] = set()
     for part in filter(None, (p.strip() for p in text.replace(" ", ",").split(","))):
         low, dash, high = part.partition("-")
@@ -65,7 +72,9 @@ def annotating_members(project: Project):
 
 
 class AnnotatorsForm(forms.Form):
-    annotators = UserChoiceField(queryset=get_user_model().objects.none(), widget=forms.CheckboxSelectMultiple)
+    annotators = UserChoiceField(
+        queryset=get_user_model().objects.none(), widget=forms.CheckboxSelectMultiple
+    )
 
     def __init__(self, *args, project: Project, **kwargs):
         super().__init__(*args, **kwargs)
@@ -75,22 +84,48 @@ class AnnotatorsForm(forms.Form):
 class QueueForm(forms.Form):
     name = forms.CharField(max_length=120)
     runs = RunChoiceField(queryset=Run.objects.none(), widget=forms.CheckboxSelectMultiple)
-    source = forms.ChoiceField(choices=PairSource.choices, widget=forms.RadioSelect, initial=PairSource.GROUP,
-                               label="Pairs from")
-    pairing = forms.ChoiceField(choices=Pairing.choices, initial=Pairing.ALL,
-                                help_text="Best vs worst applies to groups, earliest vs latest to evaluation tasks.")
-    split = forms.ChoiceField(choices=Split.choices, initial=Split.TRAIN, help_text="Groups of this split (evaluation-task pairs always use the evaluation split).")
-    steps = forms.CharField(required=False, help_text="Only these steps, e.g. “0, 100, 200” or “50-100” (empty: all).")
+    source = forms.ChoiceField(
+        choices=PairSource.choices, widget=forms.RadioSelect, initial=PairSource.GROUP, label="Pairs from"
+    )
+    pairing = forms.ChoiceField(
+        choices=Pairing.choices,
+        initial=Pairing.ALL,
+        help_text="Best vs worst applies to groups, earliest vs latest to evaluation tasks.",
+    )
+    split = forms.ChoiceField(
+        choices=Split.choices,
+        initial=Split.TRAIN,
+        help_text="Groups of this split (evaluation-task pairs always use the evaluation split).",
+    )
+    steps = forms.CharField(
+        required=False, help_text="Only these steps, e.g. “0, 100, 200” or “50-100” (empty: all)."
+    )
     distinct_rewards = forms.BooleanField(required=False, label="Skip pairs with equal rewards")
-    max_pairs = forms.IntegerField(min_value=1, max_value=MAX_QUEUE_PAIRS, initial=500,
-                                   help_text="More candidate pairs are sampled down to this many.")
-    annotators = UserChoiceField(queryset=get_user_model().objects.none(), widget=forms.CheckboxSelectMultiple)
-    overlap = forms.IntegerField(min_value=1, max_value=MAX_OVERLAP, initial=1, help_text="Judgements wanted per pair (different annotators).")
-    instructions = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4}),
-                                   help_text="Shown above every pair.")
+    max_pairs = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_QUEUE_PAIRS,
+        initial=500,
+        help_text="More candidate pairs are sampled down to this many.",
+    )
+    annotators = UserChoiceField(
+        queryset=get_user_model().objects.none(), widget=forms.CheckboxSelectMultiple
+    )
+    overlap = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_OVERLAP,
+        initial=1,
+        help_text="Judgements wanted per pair (different annotators).",
+    )
+    instructions = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 4}), help_text="Shown above every pair."
+    )
     rationale_required = forms.BooleanField(required=False, label="Require a rationale with every judgement")
-    lock_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, initial=DEFAULT_LOCK_SECONDS // 60,
-                                      help_text="How long a pair stays reserved for the annotator who opened it.")
+    lock_minutes = forms.IntegerField(
+        min_value=1,
+        max_value=24 * 60,
+        initial=DEFAULT_LOCK_SECONDS // 60,
+        help_text="How long a pair stays reserved for the annotator who opened it.",
+    )
 
     def __init__(self, *args, project: Project, **kwargs):
         super().__init__(*args, **kwargs)
@@ -103,15 +138,30 @@ class QueueForm(forms.Form):
     def service_arguments(self) -> dict:
         data = self.cleaned_data
         return {
-            "name": data["name"], "runs": list(data["runs"]), "annotators": list(data["annotators"]),
-            "source": data["source"], "pairing": data["pairing"], "split": data["split"], "steps": data["steps"],
-            "distinct_rewards": data["distinct_rewards"], "max_pairs": data["max_pairs"], "overlap": data["overlap"],
-            "instructions": data["instructions"], "rationale_required": data["rationale_required"],
+            "name": data["name"],
+            "runs": list(data["runs"]),
+            "annotators": list(data["annotators"]),
+            "source": data["source"],
+            "pairing": data["pairing"],
+            "split": data["split"],
+            "steps": data["steps"],
+            "distinct_rewards": data["distinct_rewards"],
+            "max_pairs": data["max_pairs"],
+            "overlap": data["overlap"],
+            "instructions": data["instructions"],
+            "rationale_required": data["rationale_required"],
             "lock_seconds": data["lock_minutes"] * 60,
         }
 
 
 class JudgementForm(forms.Form):
-    SIDES = [("left", "Left is better"), ("right", "Right is better"), ("tie", "Tie"), ("both_bad", "Both bad")]
+    SIDES = [
+        ("left", "Left is better"),
+        ("right", "Right is better"),
+        ("tie", "Tie"),
+        ("both_bad", "Both bad"),
+    ]
     choice = forms.ChoiceField(choices=SIDES, widget=forms.RadioSelect)
-    rationale = forms.CharField(required=False, max_length=MAX_COMMENT, widget=forms.Textarea(attrs={"rows": 2}))
+    rationale = forms.CharField(
+        required=False, max_length=MAX_COMMENT, widget=forms.Textarea(attrs={"rows": 2})
+    )

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from webapp.projects.models import Project
+from webapp.projects.models import Capability, Membership, Project
 from webapp.rollouts.models import Trajectory
 
 
@@ -28,7 +28,9 @@ class Tag(models.Model):
 class TrajectoryTag(models.Model):
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="tag_links")
     tag = models.ForeignKey(Tag, on_delete=models.CASCADE, related_name="trajectory_links")
-    added_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     added_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -44,7 +46,9 @@ class Comment(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="comments")
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="comments")
     turn_index = models.PositiveIntegerField(null=True, blank=True)
-    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="comments")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="comments"
+    )
     body = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
     edited_at = models.DateTimeField(null=True, blank=True)
@@ -81,7 +85,9 @@ class Flag(models.Model):
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="flags")
     reason = models.CharField(max_length=16, choices=FlagReason.choices, default=FlagReason.OTHER)
     note = models.TextField(blank=True)
-    raised_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    raised_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     resolved_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -103,9 +109,13 @@ class Flag(models.Model):
 class Notification(models.Model):
     """Someone @mentioned the recipient in a comment. Read when the recipient opens it (or marks all read)."""
 
-    recipient = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
+    recipient = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
+    )
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="notifications")
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     comment = models.ForeignKey(Comment, null=True, on_delete=models.CASCADE, related_name="notifications")
     trajectory = models.ForeignKey(Trajectory, null=True, on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -115,7 +125,9 @@ class Notification(models.Model):
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["recipient", "read_at"], name="notification_unread")]
         constraints = [
-            models.UniqueConstraint(fields=["recipient", "comment"], name="one_mention_notification_per_comment")
+            models.UniqueConstraint(
+                fields=["recipient", "comment"], name="one_mention_notification_per_comment"
+            )
         ]
 
     def __str__(self) -> str:
@@ -142,10 +154,16 @@ class Activity(models.Model):
     `data` keeps what the change was (a tag's name, a comment's previous body, a judgement's choice)."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="activities")
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     verb = models.CharField(max_length=24, choices=ActivityVerb.choices)
-    trajectory = models.ForeignKey(Trajectory, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    queue = models.ForeignKey("PreferenceQueue", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    trajectory = models.ForeignKey(
+        Trajectory, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    queue = models.ForeignKey(
+        "PreferenceQueue", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     data = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -209,8 +227,12 @@ class PreferenceQueue(models.Model):
     overlap = models.PositiveSmallIntegerField(default=1, help_text="judgements wanted per pair")
     rationale_required = models.BooleanField(default=False)
     lock_seconds = models.PositiveIntegerField(default=600)
-    seed = models.BigIntegerField(default=0, help_text="decides pair order and each annotator's left/right order")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    seed = models.BigIntegerField(
+        default=0, help_text="decides pair order and each annotator's left/right order"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -219,6 +241,14 @@ class PreferenceQueue(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def visible_to(self, membership: Membership) -> bool:
+        """Researchers and owners see every queue; annotators only the ones they are assigned to."""
+        return membership.can(Capability.LAUNCH) or self.annotators.filter(pk=membership.user_id).exists()
+
+    def annotatable_by(self, membership: Membership) -> bool:
+        """Assigned annotators judge; researchers and owners may too (they can assign themselves anyway)."""
+        return membership.can(Capability.ANNOTATE) and self.visible_to(membership)
 
 
 class PreferencePair(models.Model):
@@ -249,7 +279,9 @@ class PairSlot(models.Model):
 
     pair = models.ForeignKey(PreferencePair, on_delete=models.CASCADE, related_name="slots")
     index = models.PositiveSmallIntegerField()
-    holder = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    holder = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     locked_until = models.DateTimeField(null=True, blank=True)
     left_is_a = models.BooleanField(default=True)
     judged = models.BooleanField(default=False)
@@ -265,7 +297,9 @@ class PairSlot(models.Model):
 
 class Judgement(models.Model):
     pair = models.ForeignKey(PreferencePair, on_delete=models.CASCADE, related_name="judgements")
-    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="judgements")
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="judgements"
+    )
     choice = models.CharField(max_length=8, choices=Choice.choices)
     rationale = models.TextField(blank=True)
     left_is_a = models.BooleanField(help_text="the layout the annotator saw")
@@ -274,7 +308,9 @@ class Judgement(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
-        constraints = [models.UniqueConstraint(fields=["pair", "annotator"], name="one_judgement_per_annotator")]
+        constraints = [
+            models.UniqueConstraint(fields=["pair", "annotator"], name="one_judgement_per_annotator")
+        ]
 
     def __str__(self) -> str:
         return f"{self.annotator} on pair {self.pair_id}: {self.choice}"
@@ -291,7 +327,9 @@ class PreferenceSnapshot(models.Model):
     version = models.PositiveIntegerField()
     # {"queue": {...}, "annotators": [...], "runs": [...], "steps": [...], "rule": ..., "counts": {...}}
     provenance = models.JSONField(default=dict)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -319,7 +357,9 @@ class SnapshotPair(models.Model):
 
     class Meta:
         ordering = ["snapshot", "index"]
-        constraints = [models.UniqueConstraint(fields=["snapshot", "index"], name="one_snapshot_pair_per_index")]
+        constraints = [
+            models.UniqueConstraint(fields=["snapshot", "index"], name="one_snapshot_pair_per_index")
+        ]
 
     def __str__(self) -> str:
         return f"row {self.index} of snapshot {self.snapshot_id}"

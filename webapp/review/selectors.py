@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, F, Max, Q, QuerySet
+from django.contrib.auth import get_user_model
+from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
 
-from webapp.projects.models import ROLE_CAPABILITIES, Membership, Project
+from webapp.experiments.models import Run
+from webapp.projects.access import Capability, ProjectAccess
+from webapp.projects.models import Membership, Project
 from webapp.review.models import (
     Activity,
     Comment,
@@ -49,7 +52,9 @@ def collaboration_panel(trajectory: Trajectory) -> CollaborationPanel:
 
 def recent_activity(*, project: Project, limit: int = RECENT_ACTIVITY) -> list[Activity]:
     return list(
-        Activity.objects.filter(project=project).select_related("actor", "trajectory", "queue").order_by("-created_at", "-id")[:limit]
+        Activity.objects.filter(project=project)
+        .select_related("actor", "trajectory", "queue")
+        .order_by("-created_at", "-id")[:limit]
     )
 
 
@@ -68,35 +73,24 @@ def notification_list(user, *, limit: int = 100) -> list[Notification]:
 
 
 def open_flags(*, project: Project) -> QuerySet[Flag]:
-    return Flag.objects.filter(project=project, resolved_at__isnull=True).select_related("trajectory", "raised_by")
+    return Flag.objects.filter(project=project, resolved_at__isnull=True).select_related(
+        "trajectory", "raised_by"
+    )
 
 
 # --- queues --------------------------------------------------------------------------------------------
 
 
-def sees_all_queues(role: str) -> bool:
-    """Researchers and owners see every queue; annotators only the ones they are assigned to."""
-    return "launch" in ROLE_CAPABILITIES[role]
-
-
-def queue_list(*, project: Project, user, role: str) -> list[PreferenceQueue]:
-    queues = PreferenceQueue.objects.filter(project=project)
-    if not sees_all_queues(role):
-        queues = queues.filter(annotators=user)
+def queue_list(*, access: ProjectAccess) -> list[PreferenceQueue]:
+    """The queues the member may see (PreferenceQueue.visible_to), with their progress."""
+    queues = PreferenceQueue.objects.filter(project=access.project)
+    if not access.can(Capability.LAUNCH):
+        queues = queues.filter(annotators=access.membership.user_id)
     queues = queues.annotate(
         total_pairs=Count("pairs", distinct=True),
         done_pairs=Count("pairs", filter=Q(pairs__judgement_count__gte=F("overlap")), distinct=True),
     ).select_related("created_by")
     return list(queues.order_by("-created_at", "-id"))
-
-
-def queue_visible(queue: PreferenceQueue, *, user, role: str) -> bool:
-    return sees_all_queues(role) or queue.annotators.filter(pk=user.pk).exists()
-
-
-def may_annotate(queue: PreferenceQueue, *, user, role: str) -> bool:
-    """Assigned annotators judge; researchers and owners may too (they can assign themselves anyway)."""
-    return "annotate" in ROLE_CAPABILITIES[role] and queue_visible(queue, user=user, role=role)
 
 
 @dataclass
@@ -134,7 +128,9 @@ def queue_progress(queue: PreferenceQueue) -> QueueProgress:
     }
     open_pairs = totals["total"] - totals["done"]
     judged_open = defaultdict(int)
-    for username in judgements.filter(pair__judgement_count__lt=queue.overlap).values_list("annotator__username", flat=True):
+    for username in judgements.filter(pair__judgement_count__lt=queue.overlap).values_list(
+        "annotator__username", flat=True
+    ):
         judged_open[username] += 1
     assigned = list(queue.annotators.order_by("username").values_list("username", flat=True))
     names = assigned + sorted(set(per_user) - set(assigned))
@@ -161,16 +157,18 @@ def queue_progress(queue: PreferenceQueue) -> QueueProgress:
 def judged_pair_ids(queue: PreferenceQueue, annotator) -> list[int]:
     """The pairs this annotator judged, in the order they first judged them (for ← / → navigation)."""
     return list(
-        Judgement.objects.filter(pair__queue=queue, annotator=annotator).order_by("created_at", "id").values_list("pair_id", flat=True)
+        Judgement.objects.filter(pair__queue=queue, annotator=annotator)
+        .order_by("created_at", "id")
+        .values_list("pair_id", flat=True)
     )
 
 
 def queue_judgements(queue: PreferenceQueue) -> list[tuple[int, str, str]]:
     """(pair id, annotator username, canonical choice) for agreement statistics."""
     return list(
-        Judgement.objects.filter(pair__queue=queue).order_by("pair_id", "annotator__username").values_list(
-            "pair_id", "annotator__username", "choice"
-        )
+        Judgement.objects.filter(pair__queue=queue)
+        .order_by("pair_id", "annotator__username")
+        .values_list("pair_id", "annotator__username", "choice")
     )
 
 
@@ -180,12 +178,24 @@ def judge_components(queue: PreferenceQueue) -> dict[int, tuple[str, float | Non
     pairs = PreferencePair.objects.filter(queue=queue).select_related("a", "b")
     found: dict[int, tuple[str, float | None, float | None]] = {}
     for pair in pairs:
-        judged_a = {c.get("name"): c for c in pair.a.components or [] if isinstance(c, dict) and c.get("kind") == "llm_judge"}
-        judged_b = {c.get("name"): c for c in pair.b.components or [] if isinstance(c, dict) and c.get("kind") == "llm_judge"}
+        judged_a = {
+            c.get("name"): c
+            for c in pair.a.components or []
+            if isinstance(c, dict) and c.get("kind") == "llm_judge"
+        }
+        judged_b = {
+            c.get("name"): c
+            for c in pair.b.components or []
+            if isinstance(c, dict) and c.get("kind") == "llm_judge"
+        }
         common = sorted(set(judged_a) & set(judged_b), key=str)
         if common:
             name = common[0]
-            found[pair.pk] = (str(name), _number(judged_a[name].get("raw")), _number(judged_b[name].get("raw")))
+            found[pair.pk] = (
+                str(name),
+                _number(judged_a[name].get("raw")),
+                _number(judged_b[name].get("raw")),
+            )
     return found
 
 
@@ -196,7 +206,12 @@ def _number(value) -> float | None:
 
 
 def snapshot_list(queue: PreferenceQueue) -> QuerySet[PreferenceSnapshot]:
-    return PreferenceSnapshot.objects.filter(queue=queue).select_related("created_by").annotate(rows=Count("pairs")).order_by("-version")
+    return (
+        PreferenceSnapshot.objects.filter(queue=queue)
+        .select_related("created_by")
+        .annotate(rows=Count("pairs"))
+        .order_by("-version")
+    )
 
 
 def membership_role(project: Project, user) -> str | None:
@@ -212,7 +227,11 @@ def comment_list(trajectory: Trajectory) -> QuerySet[Comment]:
 
 
 def trajectory_tag_list(trajectory: Trajectory) -> QuerySet[TrajectoryTag]:
-    return TrajectoryTag.objects.filter(trajectory=trajectory).select_related("tag", "added_by").order_by("tag__name")
+    return (
+        TrajectoryTag.objects.filter(trajectory=trajectory)
+        .select_related("tag", "added_by")
+        .order_by("tag__name")
+    )
 
 
 def trajectory_tag_named(trajectory: Trajectory, name: str) -> TrajectoryTag | None:
@@ -221,3 +240,15 @@ def trajectory_tag_named(trajectory: Trajectory, name: str) -> TrajectoryTag | N
     if not name:
         return None
     return trajectory_tag_list(trajectory).filter(tag__name__iexact=name).first()
+
+
+def preference_queue_queryset() -> QuerySet[PreferenceQueue]:
+    # Ordered so every database lists a queue's runs and annotators the same way.
+    return PreferenceQueue.objects.select_related("project", "created_by").prefetch_related(
+        Prefetch("runs", queryset=Run.objects.order_by("pk")),
+        Prefetch("annotators", queryset=get_user_model().objects.order_by("username")),
+    )
+
+
+def preference_snapshot_queryset() -> QuerySet[PreferenceSnapshot]:
+    return PreferenceSnapshot.objects.select_related("project", "queue")

@@ -5,12 +5,20 @@ from webapp.review import views
 app_name = "review"
 urlpatterns = [
     # collaboration on a trajectory
-    path("review/trajectories/<int:trajectory_id>/panel/", views.collaboration_panel, name="collaboration_panel"),
+    path(
+        "review/trajectories/<int:trajectory_id>/panel/",
+        views.collaboration_panel,
+        name="collaboration_panel",
+    ),
     path("review/trajectories/<int:trajectory_id>/comments/", views.comment_create, name="comment_create"),
     path("review/comments/<int:comment_id>/edit/", views.comment_edit, name="comment_edit"),
     path("review/comments/<int:comment_id>/delete/", views.comment_delete, name="comment_delete"),
     path("review/trajectories/<int:trajectory_id>/tags/", views.tag_add, name="tag_add"),
-    path("review/trajectories/<int:trajectory_id>/tags/<int:tag_id>/remove/", views.tag_remove, name="tag_remove"),
+    path(
+        "review/trajectories/<int:trajectory_id>/tags/<int:tag_id>/remove/",
+        views.tag_remove,
+        name="tag_remove",
+    ),
     path("review/trajectories/<int:trajectory_id>/flags/", views.flag_raise, name="flag_raise"),
     path("review/flags/<int:flag_id>/resolve/", views.flag_resolve, name="flag_resolve"),
     path("activity/", views.activity, name="activity"),

@@ -11,18 +11,29 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from trainers.texts import trajectory_text
-from webapp.projects.access import Forbidden, ProjectAccess, access_project
+from webapp.projects.access import (
+    Capability,
+    Forbidden,
+    ProjectAccess,
+    access_comment,
+    access_flag,
+    access_project,
+    access_queue,
+    access_snapshot,
+    access_tag,
+    access_trajectory,
+)
 from webapp.projects.views import project_context
 from webapp.review import agreement, exports, selectors, services
 from webapp.review.forms import AnnotatorsForm, CommentForm, FlagForm, JudgementForm, QueueForm, TagForm
-from webapp.review.models import Comment, Flag, PreferencePair, PreferenceQueue, PreferenceSnapshot, Tag
+from webapp.review.models import Comment, PreferencePair, PreferenceQueue, PreferenceSnapshot
 from webapp.rollouts.models import Trajectory
 
 
@@ -34,11 +45,12 @@ def _error_text(error: ValidationError) -> str:
 
 
 def _trajectory(access: ProjectAccess, trajectory_id: int) -> Trajectory:
-    return get_object_or_404(Trajectory.objects.select_related("run"), run__project=access.project, pk=trajectory_id)
+    return access_trajectory(access, trajectory_id)
 
 
-def _panel(request: HttpRequest, access: ProjectAccess, trajectory: Trajectory, *, comment_form=None,
-           error: str = "") -> HttpResponse:
+def _panel(
+    request: HttpRequest, access: ProjectAccess, trajectory: Trajectory, *, comment_form=None, error: str = ""
+) -> HttpResponse:
     turn_indexes = list(trajectory.turns.order_by("index").values_list("index", flat=True))
     return render(
         request,
@@ -59,10 +71,14 @@ def _after_write(request: HttpRequest, access: ProjectAccess, trajectory: Trajec
     """htmx swaps the panel in place; a plain form post goes back to the trajectory page."""
     if request.htmx:
         return _panel(request, access, trajectory)
-    return redirect(reverse("rollouts:trajectory_detail", args=[access.project.slug, trajectory.pk]) + "#collaboration")
+    return redirect(
+        reverse("rollouts:trajectory_detail", args=[access.project.slug, trajectory.pk]) + "#collaboration"
+    )
 
 
-def _refuse(request: HttpRequest, access: ProjectAccess, trajectory: Trajectory, error: ValidationError) -> HttpResponse:
+def _refuse(
+    request: HttpRequest, access: ProjectAccess, trajectory: Trajectory, error: ValidationError
+) -> HttpResponse:
     if request.htmx:  # htmx swaps 2xx only: the panel comes back with the message in it
         return _panel(request, access, trajectory, error=_error_text(error))
     messages.error(request, _error_text(error))
@@ -72,21 +88,24 @@ def _refuse(request: HttpRequest, access: ProjectAccess, trajectory: Trajectory,
 @login_required
 @require_GET
 def collaboration_panel(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     return _panel(request, access, _trajectory(access, trajectory_id))
 
 
 @login_required
 @require_POST
 def comment_create(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "annotate")
+    access = access_project(request.user, slug, Capability.ANNOTATE)
     trajectory = _trajectory(access, trajectory_id)
     turn_indexes = list(trajectory.turns.values_list("index", flat=True))
     form = CommentForm(request.POST, turn_indexes=turn_indexes, auto_id="id_comment_%s")
     if not form.is_valid():
         if request.htmx:
             return _panel(request, access, trajectory, comment_form=form)
-        messages.error(request, "The comment was not saved: " + "; ".join(e for errs in form.errors.values() for e in errs))
+        messages.error(
+            request,
+            "The comment was not saved: " + "; ".join(e for errs in form.errors.values() for e in errs),
+        )
         return _after_write(request, access, trajectory)
     try:
         services.comment_create(trajectory=trajectory, author=request.user, **form.cleaned_data)
@@ -96,13 +115,13 @@ def comment_create(request: HttpRequest, slug: str, trajectory_id: int) -> HttpR
 
 
 def _comment(access: ProjectAccess, comment_id: int) -> Comment:
-    return get_object_or_404(Comment.objects.select_related("trajectory__run", "project"), project=access.project, pk=comment_id)
+    return access_comment(access, comment_id)
 
 
 @login_required
 @require_POST
 def comment_edit(request: HttpRequest, slug: str, comment_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "annotate")
+    access = access_project(request.user, slug, Capability.ANNOTATE)
     comment = _comment(access, comment_id)
     try:
         services.comment_edit(comment=comment, user=request.user, body=request.POST.get("body", ""))
@@ -114,7 +133,7 @@ def comment_edit(request: HttpRequest, slug: str, comment_id: int) -> HttpRespon
 @login_required
 @require_POST
 def comment_delete(request: HttpRequest, slug: str, comment_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "annotate")
+    access = access_project(request.user, slug, Capability.ANNOTATE)
     comment = _comment(access, comment_id)
     try:
         services.comment_delete(comment=comment, user=request.user)
@@ -126,7 +145,7 @@ def comment_delete(request: HttpRequest, slug: str, comment_id: int) -> HttpResp
 @login_required
 @require_POST
 def tag_add(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "annotate")
+    access = access_project(request.user, slug, Capability.ANNOTATE)
     trajectory = _trajectory(access, trajectory_id)
     try:
         services.tag_add(trajectory=trajectory, user=request.user, name=request.POST.get("name", ""))
@@ -138,9 +157,9 @@ def tag_add(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse
 @login_required
 @require_POST
 def tag_remove(request: HttpRequest, slug: str, trajectory_id: int, tag_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "annotate")
+    access = access_project(request.user, slug, Capability.ANNOTATE)
     trajectory = _trajectory(access, trajectory_id)
-    tag = get_object_or_404(Tag, project=access.project, pk=tag_id)
+    tag = access_tag(access, tag_id)
     services.tag_remove(trajectory=trajectory, user=request.user, tag=tag)
     return _after_write(request, access, trajectory)
 
@@ -148,11 +167,15 @@ def tag_remove(request: HttpRequest, slug: str, trajectory_id: int, tag_id: int)
 @login_required
 @require_POST
 def flag_raise(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "annotate")
+    access = access_project(request.user, slug, Capability.ANNOTATE)
     trajectory = _trajectory(access, trajectory_id)
     try:
-        services.flag_raise(trajectory=trajectory, user=request.user, reason=request.POST.get("reason", ""),
-                            note=request.POST.get("note", ""))
+        services.flag_raise(
+            trajectory=trajectory,
+            user=request.user,
+            reason=request.POST.get("reason", ""),
+            note=request.POST.get("note", ""),
+        )
     except ValidationError as error:
         return _refuse(request, access, trajectory, error)
     return _after_write(request, access, trajectory)
@@ -161,8 +184,8 @@ def flag_raise(request: HttpRequest, slug: str, trajectory_id: int) -> HttpRespo
 @login_required
 @require_POST
 def flag_resolve(request: HttpRequest, slug: str, flag_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "annotate")
-    flag = get_object_or_404(Flag.objects.select_related("trajectory__run"), project=access.project, pk=flag_id)
+    access = access_project(request.user, slug, Capability.ANNOTATE)
+    flag = access_flag(access, flag_id)
     services.flag_resolve(flag=flag, user=request.user)
     return _after_write(request, access, flag.trajectory)
 
@@ -173,11 +196,16 @@ def flag_resolve(request: HttpRequest, slug: str, flag_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def activity(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
-    return render(request, "review/activity.html", project_context(
-        access, activities=selectors.recent_activity(project=access.project, limit=200),
-        flags=list(selectors.open_flags(project=access.project)[:50]),
-    ))
+    access = access_project(request.user, slug, Capability.READ)
+    return render(
+        request,
+        "review/activity.html",
+        project_context(
+            access,
+            activities=selectors.recent_activity(project=access.project, limit=200),
+            flags=list(selectors.open_flags(project=access.project)[:50]),
+        ),
+    )
 
 
 @login_required
@@ -206,32 +234,34 @@ def notification_open(request: HttpRequest, notification_id: int) -> HttpRespons
 # --- queues --------------------------------------------------------------------------------------------
 
 
-def _queue(access: ProjectAccess, queue_id: int, user) -> PreferenceQueue:
-    queue = get_object_or_404(PreferenceQueue, project=access.project, pk=queue_id)
-    if not selectors.queue_visible(queue, user=user, role=access.role):
-        raise Http404("No such queue.")  # annotators do not learn that other queues exist
-    return queue
+def _queue(access: ProjectAccess, queue_id: int) -> PreferenceQueue:
+    return access_queue(access, queue_id)
 
 
 @login_required
 @require_GET
 def queue_list(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, "annotate")
-    queues = selectors.queue_list(project=access.project, user=request.user, role=access.role)
+    access = access_project(request.user, slug, Capability.ANNOTATE)
+    queues = selectors.queue_list(access=access)
     return render(request, "review/queue_list.html", project_context(access, queues=queues))
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def queue_create(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, "launch")
+    access = access_project(request.user, slug, Capability.LAUNCH)
     form = QueueForm(request.POST if request.method == "POST" else None, project=access.project)
     if request.method == "POST" and form.is_valid():
         try:
-            queue = services.queue_create(project=access.project, user=request.user, **form.service_arguments())
+            queue = services.queue_create(
+                project=access.project, user=request.user, **form.service_arguments()
+            )
         except ValidationError as error:
             for field, field_messages in error.message_dict.items():
-                form.add_error(field if field in form.fields else ("lock_minutes" if field == "lock_seconds" else None), field_messages)
+                form.add_error(
+                    field if field in form.fields else ("lock_minutes" if field == "lock_seconds" else None),
+                    field_messages,
+                )
         else:
             messages.success(request, f"Queue “{queue.name}” created with {queue.pairs.count()} pairs.")
             return redirect("review:queue_detail", slug, queue.pk)
@@ -241,20 +271,28 @@ def queue_create(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def queue_detail(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "annotate")
-    queue = _queue(access, queue_id, request.user)
+    access = access_project(request.user, slug, Capability.ANNOTATE)
+    queue = _queue(access, queue_id)
     context = {
         "queue": queue,
         "progress": selectors.queue_progress(queue),
-        "may_annotate": selectors.may_annotate(queue, user=request.user, role=access.role),
+        "may_annotate": queue.annotatable_by(access.membership),
     }
-    if access.can("launch"):
+    if access.can(Capability.LAUNCH):
         # Agreement and exports are for the people who run the study; annotators see only their progress.
-        summary = agreement.summarize(selectors.queue_judgements(queue), overlap=queue.overlap,
-                                      judge_scores=selectors.judge_components(queue))
-        context.update(summary=summary, matrix=_matrix_rows(summary), snapshots=selectors.snapshot_list(queue),
-                       annotators_form=AnnotatorsForm(project=access.project,
-                                                      initial={"annotators": list(queue.annotators.all())}))
+        summary = agreement.summarize(
+            selectors.queue_judgements(queue),
+            overlap=queue.overlap,
+            judge_scores=selectors.judge_components(queue),
+        )
+        context.update(
+            summary=summary,
+            matrix=_matrix_rows(summary),
+            snapshots=selectors.snapshot_list(queue),
+            annotators_form=AnnotatorsForm(
+                project=access.project, initial={"annotators": list(queue.annotators.all())}
+            ),
+        )
     return render(request, "review/queue_detail.html", project_context(access, **context))
 
 
@@ -262,14 +300,16 @@ def queue_detail(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse
 @require_POST
 def queue_annotators(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse:
     """Replace the queue's annotators (judgements already made stay)."""
-    access = access_project(request.user, slug, "launch")
-    queue = _queue(access, queue_id, request.user)
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    queue = _queue(access, queue_id)
     form = AnnotatorsForm(request.POST, project=access.project)
     if not form.is_valid():
         messages.error(request, "Choose the annotators among the project's members.")
     else:
         try:
-            services.queue_assign(queue=queue, user=request.user, annotators=list(form.cleaned_data["annotators"]))
+            services.queue_assign(
+                queue=queue, user=request.user, annotators=list(form.cleaned_data["annotators"])
+            )
         except ValidationError as error:
             messages.error(request, _error_text(error))
         else:
@@ -279,18 +319,28 @@ def queue_annotators(request: HttpRequest, slug: str, queue_id: int) -> HttpResp
 
 def _matrix_rows(summary: agreement.AgreementSummary) -> list[dict]:
     return [
-        {"rater": first, "cells": [summary.cell(first, second) if first != second else None for second in summary.raters]}
+        {
+            "rater": first,
+            "cells": [summary.cell(first, second) if first != second else None for second in summary.raters],
+        }
         for first in summary.raters
     ]
 
 
-def _may_annotate_or_403(access: ProjectAccess, queue: PreferenceQueue, user) -> None:
-    if not selectors.may_annotate(queue, user=user, role=access.role):
+def _may_annotate_or_403(access: ProjectAccess, queue: PreferenceQueue) -> None:
+    if not queue.annotatable_by(access.membership):
         raise Forbidden("You are not an annotator of this queue.")
 
 
-def _annotation_page(request: HttpRequest, access: ProjectAccess, queue: PreferenceQueue,
-                     assignment: services.Assignment | None, *, form: JudgementForm | None = None, status: int = 200) -> HttpResponse:
+def _annotation_page(
+    request: HttpRequest,
+    access: ProjectAccess,
+    queue: PreferenceQueue,
+    assignment: services.Assignment | None,
+    *,
+    form: JudgementForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
     judged = selectors.judged_pair_ids(queue, request.user)
     prev_url = next_url = None
     if assignment is not None:
@@ -309,20 +359,35 @@ def _annotation_page(request: HttpRequest, access: ProjectAccess, queue: Prefere
         left, right = assignment.left, assignment.right
         left_text = trajectory_text(left.prompt, left.turns.all())
         right_text = trajectory_text(right.prompt, right.turns.all())
-        sides = {"left": left_text, "right": right_text, "prompt": assignment.pair.prompt or left_text.prompt,
-                 "context": left_text.prompt_messages}
+        sides = {
+            "left": left_text,
+            "right": right_text,
+            "prompt": assignment.pair.prompt or left_text.prompt,
+            "context": left_text.prompt_messages,
+        }
         if form is None:
             initial = {}
             if assignment.judgement is not None:
-                initial = {"choice": services.side_of_choice(assignment.judgement.choice, left_is_a=assignment.left_is_a),
-                           "rationale": assignment.judgement.rationale}
+                initial = {
+                    "choice": services.side_of_choice(
+                        assignment.judgement.choice, left_is_a=assignment.left_is_a
+                    ),
+                    "rationale": assignment.judgement.rationale,
+                }
             form = JudgementForm(initial=initial)
     return render(
         request,
         "review/annotate.html",
         project_context(
-            access, queue=queue, assignment=assignment, sides=sides, form=form, prev_url=prev_url, next_url=next_url,
-            judged_count=len(judged), progress=selectors.queue_progress(queue),
+            access,
+            queue=queue,
+            assignment=assignment,
+            sides=sides,
+            form=form,
+            prev_url=prev_url,
+            next_url=next_url,
+            judged_count=len(judged),
+            progress=selectors.queue_progress(queue),
         ),
         status=status,
     )
@@ -332,9 +397,9 @@ def _annotation_page(request: HttpRequest, access: ProjectAccess, queue: Prefere
 @require_GET
 def annotate(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse:
     """The annotator's current pair: the one they hold (resume), or the next free one, locked for them."""
-    access = access_project(request.user, slug, "annotate")
-    queue = _queue(access, queue_id, request.user)
-    _may_annotate_or_403(access, queue, request.user)
+    access = access_project(request.user, slug, Capability.ANNOTATE)
+    queue = _queue(access, queue_id)
+    _may_annotate_or_403(access, queue)
     assignment = services.next_pair(queue=queue, annotator=request.user)
     return _annotation_page(request, access, queue, assignment)
 
@@ -343,9 +408,9 @@ def annotate(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse:
 @require_GET
 def pair(request: HttpRequest, slug: str, queue_id: int, pair_id: int) -> HttpResponse:
     """A pair this annotator judged (to review or change) or holds."""
-    access = access_project(request.user, slug, "annotate")
-    queue = _queue(access, queue_id, request.user)
-    _may_annotate_or_403(access, queue, request.user)
+    access = access_project(request.user, slug, Capability.ANNOTATE)
+    queue = _queue(access, queue_id)
+    _may_annotate_or_403(access, queue)
     the_pair = get_object_or_404(PreferencePair, queue=queue, pk=pair_id)
     assignment = services.assignment_for(pair=the_pair, annotator=request.user)
     if assignment is None:
@@ -356,27 +421,38 @@ def pair(request: HttpRequest, slug: str, queue_id: int, pair_id: int) -> HttpRe
 @login_required
 @require_POST
 def judge(request: HttpRequest, slug: str, queue_id: int, pair_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "annotate")
-    queue = _queue(access, queue_id, request.user)
-    _may_annotate_or_403(access, queue, request.user)
-    the_pair = get_object_or_404(PreferencePair.objects.select_related("queue__project"), queue=queue, pk=pair_id)
+    access = access_project(request.user, slug, Capability.ANNOTATE)
+    queue = _queue(access, queue_id)
+    _may_annotate_or_403(access, queue)
+    the_pair = get_object_or_404(
+        PreferencePair.objects.select_related("queue__project"), queue=queue, pk=pair_id
+    )
     assignment = services.assignment_for(pair=the_pair, annotator=request.user)
     if assignment is None:
-        messages.error(request, "Your lock on that pair expired and another annotator took it. Here is the next one.")
+        messages.error(
+            request, "Your lock on that pair expired and another annotator took it. Here is the next one."
+        )
         return redirect("review:annotate", slug, queue.pk)
     form = JudgementForm(request.POST)
     if form.is_valid():
         try:
             choice = services.choice_from_side(form.cleaned_data["choice"], left_is_a=assignment.left_is_a)
-            services.judgement_submit(pair=the_pair, annotator=request.user, choice=choice,
-                                      rationale=form.cleaned_data["rationale"])
+            services.judgement_submit(
+                pair=the_pair, annotator=request.user, choice=choice, rationale=form.cleaned_data["rationale"]
+            )
         except ValidationError as error:
-            for field, field_messages in (error.message_dict.items() if hasattr(error, "error_dict") else [(None, error.messages)]):
+            for field, field_messages in (
+                error.message_dict.items() if hasattr(error, "error_dict") else [(None, error.messages)]
+            ):
                 form.add_error(field if field in form.fields else None, field_messages)
         else:
             revisiting = assignment.judgement is not None
             following = request.POST.get("next", "")
-            if revisiting and following and url_has_allowed_host_and_scheme(following, allowed_hosts={request.get_host()}):
+            if (
+                revisiting
+                and following
+                and url_has_allowed_host_and_scheme(following, allowed_hosts={request.get_host()})
+            ):
                 return redirect(following)
             return redirect("review:annotate", slug, queue.pk)
     return _annotation_page(request, access, queue, assignment, form=form, status=422)
@@ -388,28 +464,33 @@ def judge(request: HttpRequest, slug: str, queue_id: int, pair_id: int) -> HttpR
 @login_required
 @require_POST
 def snapshot_create(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "launch")
-    queue = _queue(access, queue_id, request.user)
-    snapshot = services.snapshot_create(queue, request.user, complete_only=request.POST.get("complete_only") == "on")
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    queue = _queue(access, queue_id)
+    snapshot = services.snapshot_create(
+        queue, request.user, complete_only=request.POST.get("complete_only") == "on"
+    )
     counts = snapshot.provenance["counts"]
-    messages.success(request, f"Dataset v{snapshot.version}: {counts.get('included', 0)} pairs "
-                              f"(of {counts.get('judged_pairs', 0)} judged; ties, both-bad and split votes left out).")
+    messages.success(
+        request,
+        f"Dataset v{snapshot.version}: {counts.get('included', 0)} pairs "
+        f"(of {counts.get('judged_pairs', 0)} judged; ties, both-bad and split votes left out).",
+    )
     return redirect(reverse("review:queue_detail", args=[slug, queue.pk]) + "#datasets")
 
 
 def _snapshot(access: ProjectAccess, snapshot_id: int) -> PreferenceSnapshot:
-    return get_object_or_404(PreferenceSnapshot, project=access.project, pk=snapshot_id)
+    return access_snapshot(access, snapshot_id)
 
 
 @login_required
 @require_GET
 def snapshot_dpo(request: HttpRequest, slug: str, snapshot_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "launch")
+    access = access_project(request.user, slug, Capability.LAUNCH)
     return exports.download_response(_snapshot(access, snapshot_id), "dpo")
 
 
 @login_required
 @require_GET
 def snapshot_parquet(request: HttpRequest, slug: str, snapshot_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "launch")
+    access = access_project(request.user, slug, Capability.LAUNCH)
     return exports.download_response(_snapshot(access, snapshot_id), "parquet")

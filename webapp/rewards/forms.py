@@ -6,7 +6,8 @@ from __future__ import annotations
 from django import forms
 
 from trainers.reward_training import TRAINING_SCHEMA
-from webapp.experiments.models import Queue, Rubric
+from webapp.core.dispatch import Queue
+from webapp.experiments.models import Rubric
 from webapp.projects.models import Project
 from webapp.rewards import selectors
 
@@ -20,10 +21,17 @@ def _help(name: str) -> str:
 class TrainForm(forms.Form):
     snapshot = forms.ModelChoiceField(queryset=None, empty_label=None, label="Preference dataset")
     name = forms.CharField(max_length=120, label="Reward model name")
-    head = forms.ChoiceField(choices=[(h, h) for h in _KNOBS["head"]["enum"]], initial=_KNOBS["head"]["default"], help_text=_help("head"))
+    head = forms.ChoiceField(
+        choices=[(h, h) for h in _KNOBS["head"]["enum"]],
+        initial=_KNOBS["head"]["default"],
+        help_text=_help("head"),
+    )
     epochs = forms.IntegerField(initial=_KNOBS["epochs"]["default"])
-    held_out_fraction = forms.FloatField(initial=_KNOBS["held_out_fraction"]["default"], label="Held-out fraction",
-                                         help_text=_help("held_out_fraction"))
+    held_out_fraction = forms.FloatField(
+        initial=_KNOBS["held_out_fraction"]["default"],
+        label="Held-out fraction",
+        help_text=_help("held_out_fraction"),
+    )
     seed = forms.IntegerField(initial=_KNOBS["seed"]["default"])
     queue = forms.ChoiceField(choices=Queue.choices, initial=Queue.CPU, label="Worker queue")
 
@@ -32,7 +40,9 @@ class TrainForm(forms.Form):
         snapshots = selectors.trainable_snapshots(project=project)
         self.fields["snapshot"].queryset = snapshots
         # Never `str(snapshot)`: it names the queue, which annotators may not be allowed to see.
-        self.fields["snapshot"].label_from_instance = lambda s: f"dataset #{s.pk} · v{s.version} · {s.pair_count} pairs · {s.created_at:%Y-%m-%d %H:%M}"
+        self.fields["snapshot"].label_from_instance = lambda s: (
+            f"dataset #{s.pk} · v{s.version} · {s.pair_count} pairs · {s.created_at:%Y-%m-%d %H:%M}"
+        )
 
     def params(self) -> dict:
         return {key: self.cleaned_data[key] for key in ("head", "epochs", "held_out_fraction", "seed")}
@@ -41,8 +51,9 @@ class TrainForm(forms.Form):
 class RegisterForm(forms.Form):
     rubric = forms.ModelChoiceField(queryset=None, empty_label=None)
     weight = forms.FloatField(initial=1.0)
-    criterion_name = forms.CharField(max_length=80, required=False, label="Criterion name",
-                                     help_text="Leave empty for <name>_v<version>.")
+    criterion_name = forms.CharField(
+        max_length=80, required=False, label="Criterion name", help_text="Leave empty for <name>_v<version>."
+    )
 
     def __init__(self, *args, project: Project, **kwargs) -> None:
         super().__init__(*args, **kwargs)

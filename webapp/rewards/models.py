@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from webapp.experiments.models import Queue
+from webapp.core.dispatch import Queue
 from webapp.projects.models import Project
 from webapp.review.models import PreferenceSnapshot
 
@@ -34,26 +34,34 @@ class RewardModel(models.Model):
     params = models.JSONField(default=dict)
     queue = models.CharField(max_length=8, choices=Queue.choices, default=Queue.CPU)
 
-    status = models.CharField(max_length=10, choices=RewardModelStatus.choices, default=RewardModelStatus.QUEUED)
+    status = models.CharField(
+        max_length=10, choices=RewardModelStatus.choices, default=RewardModelStatus.QUEUED
+    )
     progress = models.FloatField(default=0.0, help_text="0..1 while training")
     phase = models.CharField(max_length=16, blank=True, help_text="load | embed | fit | save")
     # Where the worker wrote the model (absolute; workers that score with it must see the same path).
     path = models.CharField(max_length=500, blank=True)
     # {"held_out_accuracy", "train_accuracy", "held_out_loss", "train_loss", "n_pairs", "n_train", "n_eval", "seconds"}
     metrics = models.JSONField(default=dict)
-    curve = models.JSONField(default=list, help_text="[{epoch, train_loss, train_accuracy, eval_loss, eval_accuracy}]")
+    curve = models.JSONField(
+        default=list, help_text="[{epoch, train_loss, train_accuracy, eval_loss, eval_accuracy}]"
+    )
     error_message = models.TextField(blank=True)
     task_id = models.CharField(max_length=64, blank=True)
     worker = models.CharField(max_length=200, blank=True)
 
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-pk"]
-        constraints = [models.UniqueConstraint(fields=["project", "name", "version"], name="unique_reward_model_version")]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name", "version"], name="unique_reward_model_version")
+        ]
         indexes = [models.Index(fields=["project", "-created_at"], name="reward_model_project_recent")]
 
     def __str__(self) -> str:

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from django.db.models import Count, QuerySet
 
 from webapp.experiments.models import Checkpoint, RubricVersion, Run
+from webapp.projects.access import ProjectAccess
 from webapp.projects.models import Project
 from webapp.review.models import PreferenceQueue, PreferenceSnapshot
-from webapp.review.selectors import queue_visible
 from webapp.rewards.models import RewardModel, RewardModelStatus
 from webapp.rewards.services import criterion_uses
 
@@ -24,12 +24,9 @@ def reward_model_list(*, project: Project) -> QuerySet[RewardModel]:
     )
 
 
-def reward_model_detail(*, project: Project, reward_model_id: int) -> RewardModel | None:
-    return (
-        RewardModel.objects.filter(project=project, pk=reward_model_id)
-        .select_related("snapshot", "snapshot__queue", "created_by")
-        .first()
-    )
+def reward_model_queryset() -> QuerySet[RewardModel]:
+    """Reward models with what their page shows (look one up with access_reward_model)."""
+    return RewardModel.objects.select_related("snapshot", "snapshot__queue", "created_by")
 
 
 def trainable_snapshots(*, project: Project) -> QuerySet[PreferenceSnapshot]:
@@ -48,7 +45,9 @@ def rubric_versions_using(reward_model: RewardModel) -> list[RubricVersion]:
     if not reward_model.path:
         return []
     candidates = (
-        RubricVersion.objects.filter(rubric__project_id=reward_model.project_id, created_at__gte=reward_model.created_at)
+        RubricVersion.objects.filter(
+            rubric__project_id=reward_model.project_id, created_at__gte=reward_model.created_at
+        )
         .select_related("rubric")
         .order_by("rubric__name", "number")
     )
@@ -62,7 +61,9 @@ def curve_points(curve: list[dict[str, float]], key: str, *, width: int = 320, h
         return ""
     first, last = series[0][0], series[-1][0]
     span = (last - first) or 1.0
-    return " ".join(f"{(epoch - first) / span * width:.1f},{(1 - value) * height:.1f}" for epoch, value in series)
+    return " ".join(
+        f"{(epoch - first) / span * width:.1f},{(1 - value) * height:.1f}" for epoch, value in series
+    )
 
 
 @dataclass
@@ -79,7 +80,9 @@ class Lineage:
     reward_model: RewardModel
     snapshot: PreferenceSnapshot
     snapshot_pairs: int
-    queue: PreferenceQueue | None  # None when deleted, or hidden from this reader (annotators see their own queues)
+    queue: (
+        PreferenceQueue | None
+    )  # None when deleted, or hidden from this reader (annotators see their own queues)
     queue_hidden: bool
     source_runs: list[Run]
     rubric_versions: list[RubricVersion]
@@ -90,22 +93,32 @@ class Lineage:
         return sum(len(link.checkpoints) + link.more_checkpoints for link in self.runs)
 
 
-def lineage(reward_model: RewardModel, *, user, role: str) -> Lineage:
+def lineage(reward_model: RewardModel, *, access: ProjectAccess) -> Lineage:
     snapshot = reward_model.snapshot
     queue = snapshot.queue
-    hidden = queue is not None and not queue_visible(queue, user=user, role=role)
-    source_run_ids = [entry.get("id") for entry in snapshot.provenance.get("runs", []) if isinstance(entry, dict)]
+    hidden = queue is not None and not queue.visible_to(access.membership)
+    source_run_ids = [
+        entry.get("id") for entry in snapshot.provenance.get("runs", []) if isinstance(entry, dict)
+    ]
     source_runs = list(
-        Run.objects.filter(project_id=reward_model.project_id, pk__in=source_run_ids).order_by("created_at", "pk")
+        Run.objects.filter(project_id=reward_model.project_id, pk__in=source_run_ids).order_by(
+            "created_at", "pk"
+        )
     )
     versions = rubric_versions_using(reward_model)
     runs = list(
-        Run.objects.filter(rubric_version__in=versions).select_related("rubric_version__rubric").order_by("created_at", "pk")
+        Run.objects.filter(rubric_version__in=versions)
+        .select_related("rubric_version__rubric")
+        .order_by("created_at", "pk")
     )
     links = []
     for run in runs:
         checkpoints = list(Checkpoint.objects.filter(run=run).order_by("-step")[: CHECKPOINTS_PER_RUN + 1])
-        total = Checkpoint.objects.filter(run=run).count() if len(checkpoints) > CHECKPOINTS_PER_RUN else len(checkpoints)
+        total = (
+            Checkpoint.objects.filter(run=run).count()
+            if len(checkpoints) > CHECKPOINTS_PER_RUN
+            else len(checkpoints)
+        )
         shown = sorted(checkpoints[:CHECKPOINTS_PER_RUN], key=lambda c: c.step)
         links.append(RunLink(run=run, checkpoints=shown, more_checkpoints=total - len(shown)))
     return Lineage(
@@ -120,6 +133,6 @@ def lineage(reward_model: RewardModel, *, user, role: str) -> Lineage:
     )
 
 
-def lineages(*, project: Project, user, role: str, limit: int = 20) -> list[Lineage]:
-    models = reward_model_list(project=project).exclude(status=RewardModelStatus.FAILED)[:limit]
-    return [lineage(reward_model, user=user, role=role) for reward_model in models]
+def lineages(*, access: ProjectAccess, limit: int = 20) -> list[Lineage]:
+    models = reward_model_list(project=access.project).exclude(status=RewardModelStatus.FAILED)[:limit]
+    return [lineage(reward_model, access=access) for reward_model in models]

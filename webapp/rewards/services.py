@@ -18,7 +18,8 @@ from django.utils import timezone
 
 from trainers.registry import config_with_defaults, validate_config
 from trainers.reward_training import TRAINING_SCHEMA
-from webapp.experiments.models import Queue, Rubric, RubricVersion
+from webapp.core.dispatch import Queue, Task, send_on_commit
+from webapp.experiments.models import Rubric, RubricVersion
 from webapp.experiments.services import rubric_update
 from webapp.fleet.models import WorkerNode
 from webapp.review.models import PreferenceSnapshot
@@ -34,7 +35,9 @@ def training_params(params: dict[str, Any] | None) -> dict[str, Any]:
     params = dict(params or {})
     errors = validate_config(TRAINING_SCHEMA, params)
     if errors:
-        raise ValidationError({(f"params.{path}" if path else "params"): messages for path, messages in errors.items()})
+        raise ValidationError(
+            {(f"params.{path}" if path else "params"): messages for path, messages in errors.items()}
+        )
     return config_with_defaults(TRAINING_SCHEMA, params)
 
 
@@ -61,44 +64,61 @@ def reward_model_train(
     name = _clean_name(name)
     params = training_params(params)
     if queue not in Queue.values:
-        raise ValidationError({"queue": [f"Unknown queue {queue!r}; choose one of {', '.join(Queue.values)}."]})
+        raise ValidationError(
+            {"queue": [f"Unknown queue {queue!r}; choose one of {', '.join(Queue.values)}."]}
+        )
     pairs = snapshot.pairs.count()
     if pairs < MIN_PAIRS:
-        raise ValidationError({"snapshot": [f"This snapshot has {pairs} preference pairs; training needs at least {MIN_PAIRS}."]})
+        raise ValidationError(
+            {
+                "snapshot": [
+                    f"This snapshot has {pairs} preference pairs; training needs at least {MIN_PAIRS}."
+                ]
+            }
+        )
     for _attempt in range(3):  # two people training the same name at once: the loser takes the next number
         try:
             with transaction.atomic():
-                top = RewardModel.objects.filter(project=snapshot.project, name=name).aggregate(top=Max("version"))["top"]
+                top = RewardModel.objects.filter(project=snapshot.project, name=name).aggregate(
+                    top=Max("version")
+                )["top"]
                 reward_model = RewardModel.objects.create(
-                    project=snapshot.project, name=name, version=(top or 0) + 1, snapshot=snapshot, params=params,
-                    queue=queue, metrics={"n_pairs": pairs}, created_by=user,
+                    project=snapshot.project,
+                    name=name,
+                    version=(top or 0) + 1,
+                    snapshot=snapshot,
+                    params=params,
+                    queue=queue,
+                    metrics={"n_pairs": pairs},
+                    created_by=user,
                 )
         except IntegrityError:
             continue
         if dispatch:
-            enqueue_training_on_commit(reward_model)
+            send_on_commit(
+                Task.TRAIN_REWARD_MODEL,
+                args=[reward_model.pk],
+                queue=reward_model.queue,
+                on_sent=lambda task_id, pk=reward_model.pk: RewardModel.objects.filter(pk=pk).update(
+                    task_id=task_id
+                ),
+            )
         return reward_model
-    raise ValidationError({"name": ["Another reward model of this name was created at the same moment; try again."]})
-
-
-def enqueue_training_on_commit(reward_model: RewardModel) -> None:
-    reward_model_id, queue = reward_model.pk, reward_model.queue
-    transaction.on_commit(lambda: enqueue_training(reward_model_id, queue))
-
-
-def enqueue_training(reward_model_id: int, queue: str) -> None:
-    from workers.reward_tasks import train_reward_model
-
-    result = train_reward_model.apply_async(args=[reward_model_id], queue=queue)
-    RewardModel.objects.filter(pk=reward_model_id).update(task_id=result.id)
+    raise ValidationError(
+        {"name": ["Another reward model of this name was created at the same moment; try again."]}
+    )
 
 
 def reward_model_claim(reward_model_id: int, *, worker: str, task_id: str = "") -> bool:
     """QUEUED → TRAINING, once. False when another delivery of the task got there first (or it ended)."""
     return bool(
         RewardModel.objects.filter(pk=reward_model_id, status=RewardModelStatus.QUEUED).update(
-            status=RewardModelStatus.TRAINING, worker=worker, task_id=task_id or "", started_at=timezone.now(),
-            progress=0.0, phase="",
+            status=RewardModelStatus.TRAINING,
+            worker=worker,
+            task_id=task_id or "",
+            started_at=timezone.now(),
+            progress=0.0,
+            phase="",
         )
     )
 
@@ -109,13 +129,20 @@ def reward_model_progress(reward_model_id: int, *, phase: str, progress: float) 
     )
 
 
-def reward_model_finish(reward_model_id: int, *, path: str, metrics: dict[str, Any], curve: list[dict[str, float]]) -> bool:
+def reward_model_finish(
+    reward_model_id: int, *, path: str, metrics: dict[str, Any], curve: list[dict[str, float]]
+) -> bool:
     """TRAINING → READY with where the model lies and how well it did."""
     current = RewardModel.objects.filter(pk=reward_model_id).values_list("metrics", flat=True).first() or {}
     return bool(
         RewardModel.objects.filter(pk=reward_model_id, status=RewardModelStatus.TRAINING).update(
-            status=RewardModelStatus.READY, path=path, metrics={**current, **metrics}, curve=curve,
-            progress=1.0, phase="", finished_at=timezone.now(),
+            status=RewardModelStatus.READY,
+            path=path,
+            metrics={**current, **metrics},
+            curve=curve,
+            progress=1.0,
+            phase="",
+            finished_at=timezone.now(),
         )
     )
 
@@ -124,7 +151,9 @@ def reward_model_fail(reward_model_id: int, *, error: str) -> bool:
     return bool(
         RewardModel.objects.filter(
             pk=reward_model_id, status__in=[RewardModelStatus.QUEUED, RewardModelStatus.TRAINING]
-        ).update(status=RewardModelStatus.FAILED, error_message=error[:5000], phase="", finished_at=timezone.now())
+        ).update(
+            status=RewardModelStatus.FAILED, error_message=error[:5000], phase="", finished_at=timezone.now()
+        )
     )
 
 
@@ -136,22 +165,35 @@ def reward_models_reap_lost(*, now=None, timeout_s: int | None = None) -> list[i
     """
     now = now or timezone.now()
     timeout = timedelta(seconds=timeout_s if timeout_s is not None else settings.RUN_HEARTBEAT_TIMEOUT_S)
-    alive = WorkerNode.objects.filter(last_seen__gte=now - timeout, stopped=False).values_list("hostname", flat=True)
-    stale = RewardModel.objects.filter(
-        status=RewardModelStatus.TRAINING, started_at__lt=now - timeout
-    ).exclude(worker__in=alive).values_list("pk", "worker")
-    error = (f"The worker {{worker}} stopped reporting for more than {int(timeout.total_seconds())} s while training "
-             "(process killed or machine lost). Train again to start a new version.")
+    alive = WorkerNode.objects.filter(last_seen__gte=now - timeout, stopped=False).values_list(
+        "hostname", flat=True
+    )
+    stale = (
+        RewardModel.objects.filter(status=RewardModelStatus.TRAINING, started_at__lt=now - timeout)
+        .exclude(worker__in=alive)
+        .values_list("pk", "worker")
+    )
+    error = (
+        f"The worker {{worker}} stopped reporting for more than {int(timeout.total_seconds())} s while training "
+        "(process killed or machine lost). Train again to start a new version."
+    )
     return [pk for pk, worker in stale if reward_model_fail(pk, error=error.format(worker=worker or "?"))]
 
 
 def criterion_uses(criterion: dict[str, Any], reward_model: RewardModel) -> bool:
     params = criterion.get("params") or {}
-    return criterion.get("kind") == LEARNED_REWARD and bool(reward_model.path) and params.get("path") == reward_model.path
+    return (
+        criterion.get("kind") == LEARNED_REWARD
+        and bool(reward_model.path)
+        and params.get("path") == reward_model.path
+    )
 
 
 def _criterion_name(reward_model: RewardModel, taken: set[str]) -> str:
-    stem = "".join(c if c.isalnum() else "_" for c in reward_model.name.lower()).strip("_")[:40] or "reward_model"
+    stem = (
+        "".join(c if c.isalnum() else "_" for c in reward_model.name.lower()).strip("_")[:40]
+        or "reward_model"
+    )
     name = f"{stem}_v{reward_model.version}"
     suffix = 2
     while name in taken:
@@ -169,7 +211,13 @@ def reward_model_register(
     if rubric.project_id != reward_model.project_id:
         raise ValidationError({"rubric": ["Choose a rubric of this project."]})
     if not reward_model.is_ready:
-        raise ValidationError({"reward_model": [f"{reward_model.label} is {reward_model.get_status_display().lower()}, not ready."]})
+        raise ValidationError(
+            {
+                "reward_model": [
+                    f"{reward_model.label} is {reward_model.get_status_display().lower()}, not ready."
+                ]
+            }
+        )
     try:
         weight = float(weight)
     except (TypeError, ValueError):
@@ -177,13 +225,19 @@ def reward_model_register(
     latest = rubric.versions.order_by("-number").first()
     spec = {**latest.spec, "criteria": [dict(c) for c in latest.spec.get("criteria", [])]}
     if any(criterion_uses(c, reward_model) for c in spec["criteria"]):
-        raise ValidationError({"rubric": [f"{rubric.name} v{latest.number} already scores with {reward_model.label}."]})
+        raise ValidationError(
+            {"rubric": [f"{rubric.name} v{latest.number} already scores with {reward_model.label}."]}
+        )
     taken = {c.get("name") for c in spec["criteria"]}
     name = (criterion_name or "").strip() or _criterion_name(reward_model, taken)
     if name in taken:
         raise ValidationError({"criterion_name": [f"{rubric.name} already has a criterion named {name!r}."]})
-    spec["criteria"].append({"name": name, "kind": LEARNED_REWARD, "weight": weight, "params": {"path": reward_model.path}})
-    return rubric_update(rubric=rubric, user=user, spec=spec, note=f"added learned reward {reward_model.label}"[:200])
+    spec["criteria"].append(
+        {"name": name, "kind": LEARNED_REWARD, "weight": weight, "params": {"path": reward_model.path}}
+    )
+    return rubric_update(
+        rubric=rubric, user=user, spec=spec, note=f"added learned reward {reward_model.label}"[:200]
+    )
 
 
 __all__ = [

@@ -7,11 +7,11 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from webapp.projects.access import ProjectAccess, access_project
+from webapp.projects.access import Capability, ProjectAccess, access_project, access_reward_model
 from webapp.projects.views import project_context
 from webapp.rewards import selectors, services
 from webapp.rewards.forms import RegisterForm, TrainForm
@@ -19,10 +19,7 @@ from webapp.rewards.models import RewardModel
 
 
 def _reward_model(access: ProjectAccess, reward_model_id: int) -> RewardModel:
-    reward_model = selectors.reward_model_detail(project=access.project, reward_model_id=reward_model_id)
-    if reward_model is None:
-        raise Http404("No such reward model.")
-    return reward_model
+    return access_reward_model(access, reward_model_id, queryset=selectors.reward_model_queryset())
 
 
 def _show_errors(form, error: ValidationError) -> None:
@@ -34,34 +31,50 @@ def _show_errors(form, error: ValidationError) -> None:
 @login_required
 @require_GET
 def reward_model_list(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     reward_models = selectors.reward_model_list(project=access.project)
-    return render(request, "rewards/reward_model_list.html", project_context(access, reward_models=reward_models))
+    return render(
+        request, "rewards/reward_model_list.html", project_context(access, reward_models=reward_models)
+    )
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def reward_model_create(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, "launch")
+    access = access_project(request.user, slug, Capability.LAUNCH)
     initial = {"snapshot": request.GET.get("snapshot")} if request.GET.get("snapshot") else None
-    form = TrainForm(request.POST if request.method == "POST" else None, project=access.project, initial=initial)
+    form = TrainForm(
+        request.POST if request.method == "POST" else None, project=access.project, initial=initial
+    )
     if request.method == "POST" and form.is_valid():
         try:
             reward_model = services.reward_model_train(
-                snapshot=form.cleaned_data["snapshot"], user=request.user, name=form.cleaned_data["name"],
-                params=form.params(), queue=form.cleaned_data["queue"],
+                snapshot=form.cleaned_data["snapshot"],
+                user=request.user,
+                name=form.cleaned_data["name"],
+                params=form.params(),
+                queue=form.cleaned_data["queue"],
             )
         except ValidationError as error:
             _show_errors(form, error)
         else:
-            messages.success(request, f"{reward_model.label} queued for training on the {reward_model.queue} workers.")
+            messages.success(
+                request, f"{reward_model.label} queued for training on the {reward_model.queue} workers."
+            )
             return redirect("rewards:reward_model_detail", slug, reward_model.pk)
     status = 400 if request.method == "POST" else 200
-    return render(request, "rewards/reward_model_form.html", project_context(access, form=form), status=status)
+    return render(
+        request, "rewards/reward_model_form.html", project_context(access, form=form), status=status
+    )
 
 
-def _detail_page(request: HttpRequest, access: ProjectAccess, reward_model: RewardModel, register_form: RegisterForm,
-                 status: int = 200) -> HttpResponse:
+def _detail_page(
+    request: HttpRequest,
+    access: ProjectAccess,
+    reward_model: RewardModel,
+    register_form: RegisterForm,
+    status: int = 200,
+) -> HttpResponse:
     return render(
         request,
         "rewards/reward_model_detail.html",
@@ -80,7 +93,7 @@ def _detail_page(request: HttpRequest, access: ProjectAccess, reward_model: Rewa
 @login_required
 @require_GET
 def reward_model_detail(request: HttpRequest, slug: str, reward_model_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     reward_model = _reward_model(access, reward_model_id)
     return _detail_page(request, access, reward_model, RegisterForm(project=access.project))
 
@@ -89,7 +102,7 @@ def reward_model_detail(request: HttpRequest, slug: str, reward_model_id: int) -
 @require_GET
 def reward_model_status(request: HttpRequest, slug: str, reward_model_id: int) -> HttpResponse:
     """The status panel alone, polled by htmx while the model trains (it stops polling when done)."""
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     reward_model = _reward_model(access, reward_model_id)
     response = render(request, "rewards/_status.html", project_context(access, reward_model=reward_model))
     if not reward_model.is_active and request.headers.get("HX-Request"):
@@ -100,20 +113,26 @@ def reward_model_status(request: HttpRequest, slug: str, reward_model_id: int) -
 @login_required
 @require_POST
 def reward_model_register(request: HttpRequest, slug: str, reward_model_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "launch")
+    access = access_project(request.user, slug, Capability.LAUNCH)
     reward_model = _reward_model(access, reward_model_id)
     form = RegisterForm(request.POST, project=access.project)
     if form.is_valid():
         try:
             version = services.reward_model_register(
-                reward_model=reward_model, rubric=form.cleaned_data["rubric"], weight=form.cleaned_data["weight"],
-                user=request.user, criterion_name=form.cleaned_data["criterion_name"],
+                reward_model=reward_model,
+                rubric=form.cleaned_data["rubric"],
+                weight=form.cleaned_data["weight"],
+                user=request.user,
+                criterion_name=form.cleaned_data["criterion_name"],
             )
         except ValidationError as error:
             _show_errors(form, error)
         else:
-            messages.success(request, f"{version.rubric.name} v{version.number} scores with {reward_model.label}; "
-                                      "runs launched with this rubric from now on use it.")
+            messages.success(
+                request,
+                f"{version.rubric.name} v{version.number} scores with {reward_model.label}; "
+                "runs launched with this rubric from now on use it.",
+            )
             return redirect("rewards:reward_model_detail", slug, reward_model.pk)
     return _detail_page(request, access, reward_model, form, status=400)
 
@@ -122,11 +141,16 @@ def reward_model_register(request: HttpRequest, slug: str, reward_model_id: int)
 @require_POST
 def reward_model_retrain(request: HttpRequest, slug: str, reward_model_id: int) -> HttpResponse:
     """Train the next version from the same snapshot and knobs (after a failure, or with a fresh worker)."""
-    access = access_project(request.user, slug, "launch")
+    access = access_project(request.user, slug, Capability.LAUNCH)
     reward_model = _reward_model(access, reward_model_id)
     try:
-        again = services.reward_model_train(snapshot=reward_model.snapshot, user=request.user, name=reward_model.name,
-                                            params=reward_model.params, queue=reward_model.queue)
+        again = services.reward_model_train(
+            snapshot=reward_model.snapshot,
+            user=request.user,
+            name=reward_model.name,
+            params=reward_model.params,
+            queue=reward_model.queue,
+        )
     except ValidationError as error:
         for field_messages in error.message_dict.values():
             for message in field_messages:
@@ -139,15 +163,15 @@ def reward_model_retrain(request: HttpRequest, slug: str, reward_model_id: int) 
 @login_required
 @require_GET
 def lineage_index(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
-    chains = selectors.lineages(project=access.project, user=request.user, role=access.role)
+    access = access_project(request.user, slug, Capability.READ)
+    chains = selectors.lineages(access=access)
     return render(request, "rewards/lineage_index.html", project_context(access, chains=chains))
 
 
 @login_required
 @require_GET
 def lineage_detail(request: HttpRequest, slug: str, reward_model_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     reward_model = _reward_model(access, reward_model_id)
-    chain = selectors.lineage(reward_model, user=request.user, role=access.role)
+    chain = selectors.lineage(reward_model, access=access)
     return render(request, "rewards/lineage.html", project_context(access, chain=chain))

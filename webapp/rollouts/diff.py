@@ -78,7 +78,10 @@ def align_turns(
     left: Sequence[TurnLike], right: Sequence[TurnLike], fingerprints: tuple[list, list] | None = None
 ) -> list[AlignedPair]:
     """Pair the turns of two trajectories in order. Every turn appears exactly once; pairs never mix roles."""
-    left_keys, right_keys = fingerprints or ([_fingerprint(t) for t in left], [_fingerprint(t) for t in right])
+    left_keys, right_keys = fingerprints or (
+        [_fingerprint(t) for t in left],
+        [_fingerprint(t) for t in right],
+    )
     matcher = SequenceMatcher(None, left_keys, right_keys, autojunk=False)
     pairs: list[AlignedPair] = []
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -153,7 +156,9 @@ def _align_by_keys(left, right, i1: int, i2: int, j1: int, j2: int) -> list[Alig
     matcher = SequenceMatcher(None, keys_left, keys_right, autojunk=False)
     for op, a1, a2, b1, b2 in matcher.get_opcodes():
         if op == "equal":
-            pairs.extend(AlignedPair(i1 + a, j1 + b) for a, b in zip(range(a1, a2), range(b1, b2), strict=True))
+            pairs.extend(
+                AlignedPair(i1 + a, j1 + b) for a, b in zip(range(a1, a2), range(b1, b2), strict=True)
+            )
             continue
         a, b = a1, b1
         while a < a2 or b < b2:
@@ -315,7 +320,9 @@ def components_diff(left: Sequence[dict], right: Sequence[dict]) -> list[Compone
             if not isinstance(component, dict):
                 continue
             name = str(component.get("name", ""))
-            delta = deltas.setdefault(name, ComponentDelta(name=name, kind=str(component.get("kind", "") or "")))
+            delta = deltas.setdefault(
+                name, ComponentDelta(name=name, kind=str(component.get("kind", "") or ""))
+            )
             setattr(delta, f"raw_{side}", _number(component.get("raw")))
             setattr(delta, f"weight_{side}", _number(component.get("weight")))
             setattr(delta, f"weighted_{side}", _number(component.get("weighted")))

@@ -32,7 +32,9 @@ def _cell(row: TurnComparison, side: str) -> str:
         return '<div class="cell gap" aria-label="no matching turn"></div>'
     one_sided = row.left is None or row.right is None
     text, args, result = (
-        (row.left_text, row.left_args, row.left_result) if side == "left" else (row.right_text, row.right_args, row.right_result)
+        (row.left_text, row.left_args, row.left_result)
+        if side == "left"
+        else (row.right_text, row.right_args, row.right_result)
     )
     parts = [
         f'<div class="cell {_role_class(turn.role)}{" only " + side if one_sided else ""}">',

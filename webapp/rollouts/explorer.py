@@ -28,6 +28,7 @@ from django.db.models import BooleanField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.http import QueryDict
 
+from trainers.wire import INT32_MAX
 from webapp.experiments.models import RubricVersion, Run
 from webapp.projects.models import Project
 from webapp.rollouts import search
@@ -45,8 +46,22 @@ DEFAULT_PAGE_SIZE = 50
 TOP_COMPONENTS = 3
 # The query-string keys the explorer understands; anything else is dropped from saved views and links.
 FILTER_KEYS = (
-    "run", "split", "step_min", "step_max", "reward_min", "reward_max", "criterion", "criterion_value",
-    "criterion_min", "criterion_max", "status", "tag", "annotation", "q", "sort", "page_size",
+    "run",
+    "split",
+    "step_min",
+    "step_max",
+    "reward_min",
+    "reward_max",
+    "criterion",
+    "criterion_value",
+    "criterion_min",
+    "criterion_max",
+    "status",
+    "tag",
+    "annotation",
+    "q",
+    "sort",
+    "page_size",
 )
 
 
@@ -108,24 +123,53 @@ class ExplorerForm(forms.Form):
 
     run = forms.TypedMultipleChoiceField(coerce=int, required=False, label="Runs")
     split = forms.ChoiceField(choices=[("", "Any split"), *Split.choices], required=False, label="Split")
-    step_min = forms.IntegerField(min_value=0, required=False, label="Step from", widget=_bound("lowest step", "from"))
-    step_max = forms.IntegerField(min_value=0, required=False, label="Step to", widget=_bound("highest step", "to"))
-    reward_min = forms.FloatField(required=False, label="Reward from", widget=_bound("lowest reward", "from", decimal=True))
-    reward_max = forms.FloatField(required=False, label="Reward to", widget=_bound("highest reward", "to", decimal=True))
+    step_min = forms.IntegerField(
+        min_value=0,
+        max_value=INT32_MAX,
+        required=False,
+        label="Step from",
+        widget=_bound("lowest step", "from"),
+    )
+    step_max = forms.IntegerField(
+        min_value=0, max_value=INT32_MAX, required=False, label="Step to", widget=_bound("highest step", "to")
+    )
+    reward_min = forms.FloatField(
+        required=False, label="Reward from", widget=_bound("lowest reward", "from", decimal=True)
+    )
+    reward_max = forms.FloatField(
+        required=False, label="Reward to", widget=_bound("highest reward", "to", decimal=True)
+    )
     criterion = forms.CharField(max_length=200, required=False, label="Criterion")
-    criterion_value = forms.ChoiceField(choices=[("raw", "raw value"), ("weighted", "weighted value")], required=False,
-                                        label="Criterion value", widget=forms.Select(attrs={"aria-label": "Which value of the criterion"}))
-    criterion_min = forms.FloatField(required=False, label="Criterion from", widget=_bound("lowest criterion value", "from", decimal=True))
-    criterion_max = forms.FloatField(required=False, label="Criterion to", widget=_bound("highest criterion value", "to", decimal=True))
-    status = forms.MultipleChoiceField(choices=TrajectoryStatus.choices, required=False,
-                                       widget=forms.CheckboxSelectMultiple, label="Status")
+    criterion_value = forms.ChoiceField(
+        choices=[("raw", "raw value"), ("weighted", "weighted value")],
+        required=False,
+        label="Criterion value",
+        widget=forms.Select(attrs={"aria-label": "Which value of the criterion"}),
+    )
+    criterion_min = forms.FloatField(
+        required=False, label="Criterion from", widget=_bound("lowest criterion value", "from", decimal=True)
+    )
+    criterion_max = forms.FloatField(
+        required=False, label="Criterion to", widget=_bound("highest criterion value", "to", decimal=True)
+    )
+    status = forms.MultipleChoiceField(
+        choices=TrajectoryStatus.choices, required=False, widget=forms.CheckboxSelectMultiple, label="Status"
+    )
     tag = forms.ChoiceField(required=False, label="Tag")
-    annotation = forms.ChoiceField(choices=[("", "Any annotation state"), *ANNOTATION_STATES], required=False,
-                                   label="Annotation")
+    annotation = forms.ChoiceField(
+        choices=[("", "Any annotation state"), *ANNOTATION_STATES], required=False, label="Annotation"
+    )
     q = forms.CharField(max_length=500, required=False, strip=True, label="Text")
-    sort = forms.ChoiceField(choices=[(name, sort.label) for name, sort in SORTS.items()], required=False, label="Sort")
-    page_size = forms.TypedChoiceField(choices=[(str(n), str(n)) for n in PAGE_SIZES], coerce=int, required=False,
-                                       empty_value=DEFAULT_PAGE_SIZE, label="Per page")
+    sort = forms.ChoiceField(
+        choices=[(name, sort.label) for name, sort in SORTS.items()], required=False, label="Sort"
+    )
+    page_size = forms.TypedChoiceField(
+        choices=[(str(n), str(n)) for n in PAGE_SIZES],
+        coerce=int,
+        required=False,
+        empty_value=DEFAULT_PAGE_SIZE,
+        label="Per page",
+    )
 
     def __init__(self, data: QueryDict | dict | None, *, project: Project):
         super().__init__(data)
@@ -142,8 +186,16 @@ class ExplorerForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        for low, high in (("step_min", "step_max"), ("reward_min", "reward_max"), ("criterion_min", "criterion_max")):
-            if cleaned.get(low) is not None and cleaned.get(high) is not None and cleaned[low] > cleaned[high]:
+        for low, high in (
+            ("step_min", "step_max"),
+            ("reward_min", "reward_max"),
+            ("criterion_min", "criterion_max"),
+        ):
+            if (
+                cleaned.get(low) is not None
+                and cleaned.get(high) is not None
+                and cleaned[low] > cleaned[high]
+            ):
                 self.add_error(high, "Must not be below the lower bound.")
         has_range = cleaned.get("criterion_min") is not None or cleaned.get("criterion_max") is not None
         if has_range and not cleaned.get("criterion"):
@@ -202,7 +254,9 @@ def filter_query_string(params: QueryDict) -> str:
     what the address bar shows, what a saved view stores and what pagination links extend."""
     kept = QueryDict(mutable=True)
     for key in FILTER_KEYS:
-        values = [value for value in params.getlist(key) if value.strip() and value != DEFAULT_VALUES.get(key)]
+        values = [
+            value for value in params.getlist(key) if value.strip() and value != DEFAULT_VALUES.get(key)
+        ]
         if values:
             kept.setlist(key, values)
     return kept.urlencode()
@@ -238,15 +292,20 @@ def source_for(filters: ExplorerFilters) -> type[Trajectory] | type[TrajectorySe
     return Trajectory
 
 
-def trajectory_filter(*, project: Project, filters: ExplorerFilters,
-                      model: type[Trajectory] | type[TrajectorySearch] | type[CriterionScore] = Trajectory) -> QuerySet:
+def trajectory_filter(
+    *,
+    project: Project,
+    filters: ExplorerFilters,
+    model: type[Trajectory] | type[TrajectorySearch] | type[CriterionScore] = Trajectory,
+) -> QuerySet:
     """The project's trajectories that pass every filter, unordered, as rows of `model` (one of
     TRAJECTORY_ID's tables; its trajectory id is TRAJECTORY_ID[model])."""
     id_field = TRAJECTORY_ID[model]
     # The runs as a list of ids, not a join on run.project: the planner then knows how much of the table
     # they hold and picks a scan in sort order (a big project) or an index on run (a small one).
     run_ids = list(filters.run_ids) or list(
-        filters.project_run_ids if filters.project_run_ids is not None
+        filters.project_run_ids
+        if filters.project_run_ids is not None
         else Run.objects.filter(project=project).values_list("pk", flat=True)
     )
     trajectories = model.objects.filter(run_id__in=run_ids)
@@ -263,8 +322,12 @@ def trajectory_filter(*, project: Project, filters: ExplorerFilters,
     if filters.statuses and set(filters.statuses) != set(TrajectoryStatus.values):
         trajectories = trajectories.filter(status__in=filters.statuses)
     if filters.criterion:
-        conditions = search.criterion_conditions(name=filters.criterion, value=filters.criterion_value,
-                                                 minimum=filters.criterion_min, maximum=filters.criterion_max)
+        conditions = search.criterion_conditions(
+            name=filters.criterion,
+            value=filters.criterion_value,
+            minimum=filters.criterion_min,
+            maximum=filters.criterion_max,
+        )
         if model is CriterionScore:
             trajectories = trajectories.filter(**conditions)
         else:
@@ -320,14 +383,25 @@ class Cursor:
     @classmethod
     def decode(cls, token: str, *, sort: str) -> Cursor:
         try:
-            sort_name, direction, key, row_id = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+            sort_name, direction, key, row_id = json.loads(
+                base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+            )
         except (binascii.Error, UnicodeDecodeError, json.JSONDecodeError, ValueError, TypeError) as error:
             raise InvalidCursor("This cursor is not one the explorer made.") from error
         if sort_name != sort:
             raise InvalidCursor("This cursor belongs to another sort order.")
         expected = SORTS[sort].key
-        valid_key = key is None if expected is None else _is_number(key) and (expected != "step" or isinstance(key, int))
-        if direction not in ("a", "b") or not valid_key or not isinstance(row_id, int) or isinstance(row_id, bool):
+        valid_key = (
+            key is None
+            if expected is None
+            else _is_number(key) and (expected != "step" or isinstance(key, int))
+        )
+        if (
+            direction not in ("a", "b")
+            or not valid_key
+            or not isinstance(row_id, int)
+            or isinstance(row_id, bool)
+        ):
             raise InvalidCursor("This cursor is not one the explorer made.")
         return cls(sort_name, direction == "b", key, row_id)
 
@@ -345,8 +419,11 @@ def _beyond(sort: Sort, cursor: Cursor, model: type) -> Q | RawSQL:
     if sort.key is None:
         return Q(**{f"{id_field}__{'lt' if forward_is_down else 'gt'}": cursor.id})
     table, id_column = model._meta.db_table, model._meta.get_field(id_field).column
-    return RawSQL(f'("{table}"."{sort.key}", "{table}"."{id_column}") {op} (%s, %s)', [cursor.key, cursor.id],
-                  output_field=BooleanField())
+    return RawSQL(
+        f'("{table}"."{sort.key}", "{table}"."{id_column}") {op} (%s, %s)',
+        [cursor.key, cursor.id],
+        output_field=BooleanField(),
+    )
 
 
 def _ordering(sort: Sort, model: type, *, reverse: bool) -> list[str]:
@@ -373,7 +450,11 @@ class ExplorerRow:
     def component_texts(self) -> list[tuple[str, str, str]]:
         """(name, weighted value, "raw × weight") of the top components."""
         return [
-            (str(c.get("name", "")), f"{c['weighted']:.2f}", f"raw {_number(c.get('raw'))} × weight {_number(c.get('weight'))}")
+            (
+                str(c.get("name", "")),
+                f"{c['weighted']:.2f}",
+                f"raw {_number(c.get('raw'))} × weight {_number(c.get('weight'))}",
+            )
             for c in self.top_components
         ]
 
@@ -392,8 +473,22 @@ class ExplorerPage:
 
 
 ROW_FIELDS = (
-    "id", "run", "run__name", "step", "split", "group_index", "sample_index", "task_id", "reward",
-    "advantage", "components", "status", "num_turns", "num_tool_calls", "policy_version", "created_at",
+    "id",
+    "run",
+    "run__name",
+    "step",
+    "split",
+    "group_index",
+    "sample_index",
+    "task_id",
+    "reward",
+    "advantage",
+    "components",
+    "status",
+    "num_turns",
+    "num_tool_calls",
+    "policy_version",
+    "created_at",
 )
 
 
@@ -405,9 +500,15 @@ def explorer_page(*, project: Project, filters: ExplorerFilters, cursor: str | N
     model = source_for(filters)
     trajectories = trajectory_filter(project=project, filters=filters, model=model)
     if model is CriterionScore and sort.key == "reward":
-        rewards = search.criterion_reward_range(name=filters.criterion, value=filters.criterion_value,
-                                                minimum=filters.criterion_min, maximum=filters.criterion_max)
-        if rewards is not None:  # implied by the criterion range: changes no result, only where the scan starts
+        rewards = search.criterion_reward_range(
+            name=filters.criterion,
+            value=filters.criterion_value,
+            minimum=filters.criterion_min,
+            maximum=filters.criterion_max,
+        )
+        if (
+            rewards is not None
+        ):  # implied by the criterion range: changes no result, only where the scan starts
             trajectories = trajectories.filter(reward__gte=rewards[0], reward__lte=rewards[1])
     if position is not None:
         trajectories = trajectories.filter(_beyond(sort, position, model))
@@ -417,12 +518,21 @@ def explorer_page(*, project: Project, filters: ExplorerFilters, cursor: str | N
     # covering index on Postgres), then the page's rows by id.
     id_field = TRAJECTORY_ID[model]
     key_columns = [sort.key, id_field] if sort.key else [id_field]
-    keys = list(trajectories.order_by(*_ordering(sort, model, reverse=backwards)).values_list(*key_columns)[: size + 1])
+    keys = list(
+        trajectories.order_by(*_ordering(sort, model, reverse=backwards)).values_list(*key_columns)[
+            : size + 1
+        ]
+    )
     more = len(keys) > size
     keys = list(dict.fromkeys(keys[:size]))  # a trajectory with two components of one name comes once
     if backwards:
         keys.reverse()
-    rows = Trajectory.objects.filter(pk__in=[k[-1] for k in keys]).select_related("run").only(*ROW_FIELDS).in_bulk()
+    rows = (
+        Trajectory.objects.filter(pk__in=[k[-1] for k in keys])
+        .select_related("run")
+        .only(*ROW_FIELDS)
+        .in_bulk()
+    )
     keys = [k for k in keys if k[-1] in rows]  # a trajectory deleted between the two steps is skipped
     found = [rows[k[-1]] for k in keys]
 
@@ -439,7 +549,9 @@ def explorer_page(*, project: Project, filters: ExplorerFilters, cursor: str | N
         previous_cursor = cursor_at(keys[0], before=True) if has_previous else None
     notice = ""
     if not found and filters.text and not search.has_search_terms(filters.text):
-        notice = "The text query has only very common words or symbols, which are not indexed: nothing matches it."
+        notice = (
+            "The text query has only very common words or symbols, which are not indexed: nothing matches it."
+        )
     return ExplorerPage(_decorate(found, filters.text), next_cursor, previous_cursor, filters, notice)
 
 
@@ -448,7 +560,9 @@ def _decorate(trajectories: list[Trajectory], text: str) -> list[ExplorerRow]:
 
     ids = [t.pk for t in trajectories]
     tags: dict[int, list[Any]] = {}
-    for link in TrajectoryTag.objects.filter(trajectory_id__in=ids).select_related("tag").order_by("tag__name"):
+    for link in (
+        TrajectoryTag.objects.filter(trajectory_id__in=ids).select_related("tag").order_by("tag__name")
+    ):
         tags.setdefault(link.trajectory_id, []).append(link.tag)
     snippets = search.snippets(ids, text) if text and ids else {}
     return [
@@ -505,7 +619,10 @@ def saved_view_save(*, project: Project, user, name: str, query: str) -> SavedVi
     """Save the explorer's current query under `name` (replacing the user's view of that name)."""
     params = QueryDict(query.lstrip("?"))
     view, _ = SavedView.objects.update_or_create(
-        project=project, user=user, name=name.strip()[:100], defaults={"query": filter_query_string(params)[:2000]}
+        project=project,
+        user=user,
+        name=name.strip()[:100],
+        defaults={"query": filter_query_string(params)[:2000]},
     )
     return view
 

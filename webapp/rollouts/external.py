@@ -15,10 +15,10 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from webapp.accounts.models import hash_token
+from trainers.wire import INT32_MAX
 from webapp.experiments.models import Environment, Rubric, Run, RunOrigin, RunStatus
-from webapp.experiments.services import new_ingest_token
-from webapp.live.broadcast import broadcast_run_on_commit
+from webapp.experiments.services import run_issue_ingest_token
+from webapp.live.broadcast import broadcast_on_commit
 from webapp.projects.models import Project
 
 MAX_CONFIG_BYTES = 256 * 1024
@@ -50,7 +50,7 @@ def external_run_create(
     else:
         try:
             size = len(json.dumps(config, allow_nan=False))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             errors["config"] = ["Must be plain JSON (no NaN or infinity)."]
         else:
             if size > MAX_CONFIG_BYTES:
@@ -62,8 +62,8 @@ def external_run_create(
         errors["environment"] = ["Choose an environment of this project."]
     if rubric is not None and rubric.project_id != project.pk:
         errors["rubric"] = ["Choose a rubric of this project."]
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 0:
-        errors["max_steps"] = ["Must be a non-negative integer."]
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or not 0 <= max_steps <= INT32_MAX:
+        errors["max_steps"] = [f"Must be an integer between 0 and {INT32_MAX}."]
     if errors:
         raise ValidationError(errors)
 
@@ -74,7 +74,6 @@ def external_run_create(
         resolved["environment"] = environment_version.snapshot()
     if rubric_version is not None:
         resolved["rubric"] = rubric_version.snapshot()
-    token = new_ingest_token()
     now = timezone.now()
     run = Run.objects.create(
         project=project,
@@ -90,7 +89,7 @@ def external_run_create(
         started_at=now,
         heartbeat_at=now,
         max_steps=max_steps,
-        ingest_token_hash=hash_token(token),
     )
-    broadcast_run_on_commit(run, {"type": "status", "status": run.status})
+    token = run_issue_ingest_token(run)
+    broadcast_on_commit(run, [run.status_event()])
     return run, token

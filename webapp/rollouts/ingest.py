@@ -8,34 +8,36 @@ The wire format is documented in docs/api.md ("Run event ingestion").
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection, models, transaction
+import psycopg
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
+from trainers import wire
+from trainers.algorithms import group_stats
 from webapp.experiments.models import Checkpoint, Run, RunStatus
 from webapp.experiments.services import run_progress_fields, run_transition
-from webapp.live.broadcast import broadcast_run_events_on_commit
+from webapp.live.broadcast import broadcast_on_commit
 from webapp.rollouts.models import MetricPoint, RunEvent, Trajectory, Turn
 from webapp.rollouts.search import index_new_trajectories
 
-EVENT_TYPES = ("status", "metrics", "trajectories", "checkpoint", "log", "heartbeat")
-TRAINER_STATUSES = (RunStatus.STARTING, RunStatus.RUNNING, RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
-ROLES = ("system", "user", "assistant", "tool")
-SPLITS = ("train", "eval")
-TRAJECTORY_STATUSES = ("ok", "truncated", "error")
-MAX_ITEMS_PER_EVENT = 2000
-MAX_TURNS_PER_TRAJECTORY = 2000
-MAX_TEXT = 200_000
 REWARD_METRIC = "reward/mean"
+_INTEGRITY_ERRORS = (IntegrityError, psycopg.IntegrityError)
+# Turn columns in COPY order, from the wire format: a new turn field needs no change here.
+TURN_COLUMNS = ["trajectory", "index", *wire.TURN.columns]
+_TURN_FIELDS = list(wire.TURN.columns.values())
 
 
 class BatchInvalid(Exception):
     def __init__(self, errors: dict[str, list[str]]):
         super().__init__("invalid event batch")
         self.errors = errors
+
+
+class BatchConflict(Exception):
+    """The batch repeats a trajectory already stored under another sequence number."""
 
 
 @dataclass
@@ -55,203 +57,15 @@ class IngestResult:
         }
 
 
-# --- validation ---------------------------------------------------------------------------------------
-
-
-class _Checker:
-    """Collects errors as {path: [messages]} while walking a batch."""
-
-    def __init__(self) -> None:
-        self.errors: dict[str, list[str]] = {}
-
-    def fail(self, path: str, message: str) -> None:
-        self.errors.setdefault(path, []).append(message)
-
-    def integer(self, obj: dict, key: str, path: str, *, required: bool = True, minimum: int = 0) -> None:
-        value = obj.get(key)
-        if value is None:
-            if required:
-                self.fail(f"{path}.{key}", "This field is required.")
-            return
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(f"{path}.{key}", "Must be an integer.")
-        elif value < minimum:
-            self.fail(f"{path}.{key}", f"Must be ≥ {minimum}.")
-
-    def number(self, obj: dict, key: str, path: str, *, required: bool = True, nullable: bool = False) -> None:
-        value = obj.get(key)
-        if value is None:
-            if required and not (nullable and key in obj):
-                self.fail(f"{path}.{key}", "This field is required.")
-            return
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            self.fail(f"{path}.{key}", "Must be a finite number.")
-
-    def string(self, obj: dict, key: str, path: str, *, required: bool = True, max_len: int = MAX_TEXT,
-               choices: tuple[str, ...] | None = None) -> None:
-        value = obj.get(key)
-        if value is None:
-            if required:
-                self.fail(f"{path}.{key}", "This field is required.")
-            return
-        if not isinstance(value, str):
-            self.fail(f"{path}.{key}", "Must be a string.")
-        elif len(value) > max_len:
-            self.fail(f"{path}.{key}", f"At most {max_len} characters.")
-        elif choices is not None and value not in choices:
-            self.fail(f"{path}.{key}", f"Must be one of: {', '.join(choices)}.")
-
-    def int_list(self, obj: dict, key: str, path: str) -> None:
-        value = obj.get(key)
-        if value is None:
-            return
-        # type() is exact: JSON integers are ints, and bool (an int subclass) is refused. set(map(…)) runs in C,
-        # which matters for token id lists thousands long.
-        if not isinstance(value, list) or (value and set(map(type, value)) != {int}):
-            self.fail(f"{path}.{key}", "Must be a list of integers.")
+# --- validation: the wire format's own checker (trainers/wire.py) ------------------------------------
 
 
 def validate_batch(payload: Any) -> list[dict[str, Any]]:
     """Return the batch's events, or raise BatchInvalid with every problem found."""
-    check = _Checker()
-    if not isinstance(payload, dict) or not isinstance(payload.get("events"), list):
-        raise BatchInvalid({"events": ["The body must be a JSON object with a list under 'events'."]})
-    events = payload["events"]
-    if not events:
-        raise BatchInvalid({"events": ["The batch is empty."]})
-    seen: set[int] = set()
-    for i, event in enumerate(events):
-        path = f"events.{i}"
-        if not isinstance(event, dict):
-            check.fail(path, "Each event must be a JSON object.")
-            continue
-        check.integer(event, "seq", path, minimum=1)
-        seq = event.get("seq")
-        if isinstance(seq, int):
-            if seq in seen:
-                check.fail(f"{path}.seq", f"Sequence number {seq} appears twice in this batch.")
-            seen.add(seq)
-        check.number(event, "time", path, required=False)
-        kind = event.get("type")
-        if kind not in EVENT_TYPES:
-            check.fail(f"{path}.type", f"Must be one of: {', '.join(EVENT_TYPES)}.")
-            continue
-        _VALIDATORS[kind](check, event, path)
-    if check.errors:
-        raise BatchInvalid(check.errors)
-    return events
-
-
-def _validate_status(check: _Checker, event: dict, path: str) -> None:
-    check.string(event, "status", path, choices=tuple(TRAINER_STATUSES))
-    check.string(event, "message", path, required=False)
-    check.string(event, "traceback", path, required=False)
-
-
-def _validate_metrics(check: _Checker, event: dict, path: str) -> None:
-    check.integer(event, "step", path)
-    check.integer(event, "tokens", path, required=False)
-    values = event.get("values")
-    if not isinstance(values, dict) or not values:
-        check.fail(f"{path}.values", "Must be a non-empty object of metric name → number.")
-        return
-    for key, value in values.items():
-        if len(key) > 100:
-            check.fail(f"{path}.values", f"Metric name {key[:40]!r}… is longer than 100 characters.")
-        elif value is not None and (
-            isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-        ):
-            check.fail(f"{path}.values.{key}", "Must be a finite number or null.")
-
-
-def _validate_trajectories(check: _Checker, event: dict, path: str) -> None:
-    check.integer(event, "step", path)
-    items = event.get("items")
-    if not isinstance(items, list) or not items:
-        check.fail(f"{path}.items", "Must be a non-empty list of trajectories.")
-        return
-    if len(items) > MAX_ITEMS_PER_EVENT:
-        check.fail(f"{path}.items", f"At most {MAX_ITEMS_PER_EVENT} trajectories per event.")
-        return
-    for j, item in enumerate(items):
-        p = f"{path}.items.{j}"
-        if not isinstance(item, dict):
-            check.fail(p, "Must be an object.")
-            continue
-        check.integer(item, "group", p)
-        check.integer(item, "sample", p)
-        check.string(item, "task_id", p, max_len=200)
-        check.integer(item, "seed", p, required=False, minimum=-(2**63))
-        check.string(item, "split", p, required=False, choices=SPLITS)
-        check.string(item, "prompt", p, required=False)
-        check.number(item, "reward", p)
-        check.number(item, "advantage", p, required=False, nullable=True)
-        check.string(item, "status", p, required=False, choices=TRAJECTORY_STATUSES)
-        for key in ("policy_version", "prompt_tokens", "completion_tokens", "rubric_version"):
-            check.integer(item, key, p, required=False)
-        components = item.get("components", [])
-        if not isinstance(components, list):
-            check.fail(f"{p}.components", "Must be a list.")
-        else:
-            for k, component in enumerate(components):
-                cp = f"{p}.components.{k}"
-                if not isinstance(component, dict):
-                    check.fail(cp, "Must be an object.")
-                    continue
-                check.string(component, "name", cp, max_len=200)
-                for key in ("raw", "weight", "weighted"):
-                    check.number(component, key, cp)
-                check.string(component, "explanation", cp, required=False)
-        if item.get("env_state") is not None and not isinstance(item["env_state"], dict):
-            check.fail(f"{p}.env_state", "Must be an object or null.")
-        turns = item.get("turns")
-        if not isinstance(turns, list):
-            check.fail(f"{p}.turns", "Must be a list of turns.")
-            continue
-        if len(turns) > MAX_TURNS_PER_TRAJECTORY:
-            check.fail(f"{p}.turns", f"At most {MAX_TURNS_PER_TRAJECTORY} turns.")
-            continue
-        for k, turn in enumerate(turns):
-            tp = f"{p}.turns.{k}"
-            if not isinstance(turn, dict):
-                check.fail(tp, "Must be an object.")
-                continue
-            check.string(turn, "role", tp, choices=ROLES)
-            check.string(turn, "text", tp, required=False)
-            check.string(turn, "tool_name", tp, required=False, max_len=100)
-            check.string(turn, "tool_result", tp, required=False)
-            check.number(turn, "reward", tp, required=False, nullable=True)
-            check.int_list(turn, "token_ids", tp)
-            check.int_list(turn, "loss_mask", tp)
-            if turn.get("tool_args") is not None and not isinstance(turn["tool_args"], dict):
-                check.fail(f"{tp}.tool_args", "Must be an object.")
-
-
-def _validate_checkpoint(check: _Checker, event: dict, path: str) -> None:
-    check.integer(event, "step", path)
-    check.string(event, "path", path, max_len=500)
-    check.string(event, "kind", path, required=False, choices=("full", "adapter"))
-    if event.get("metrics") is not None and not isinstance(event["metrics"], dict):
-        check.fail(f"{path}.metrics", "Must be an object.")
-
-
-def _validate_log(check: _Checker, event: dict, path: str) -> None:
-    check.string(event, "level", path, required=False, max_len=20)
-    check.string(event, "message", path, max_len=20_000)
-
-
-def _validate_heartbeat(check: _Checker, event: dict, path: str) -> None:
-    return None
-
-
-_VALIDATORS = {
-    "status": _validate_status,
-    "metrics": _validate_metrics,
-    "trajectories": _validate_trajectories,
-    "checkpoint": _validate_checkpoint,
-    "log": _validate_log,
-    "heartbeat": _validate_heartbeat,
-}
+    errors = wire.check_batch(payload)
+    if errors:
+        raise BatchInvalid(errors)
+    return payload["events"]
 
 
 # --- storing --------------------------------------------------------------------------------------------
@@ -260,12 +74,24 @@ _VALIDATORS = {
 def ingest_batch(*, run: Run, payload: Any) -> IngestResult:
     """Validate and store one batch for `run`. Raises BatchInvalid (nothing written)."""
     events = validate_batch(payload)
+    try:
+        return _ingest(run, events)
+    except _INTEGRITY_ERRORS as exc:
+        # The one constraint a valid batch can break: (run, step, group, sample, split) is unique. COPY
+        # raises psycopg's own error, the ORM Django's.
+        raise BatchConflict(
+            "A trajectory of this batch has the (step, split, group, sample) of one already stored for this run "
+            "under another sequence number; nothing was stored."
+        ) from exc
+
+
+def _ingest(run: Run, events: list[dict[str, Any]]) -> IngestResult:
     with transaction.atomic():
         # One batch per run at a time: the row lock makes "which seqs are new" race-free, and keeps
         # cancel_requested as read here current until the commit (a cancel waits for the lock).
         locked = (
             Run.objects.select_for_update()
-            .only("pk", "project_id", "status", "cancel_requested", "last_seq")
+            .only("pk", "project_id", "status", "cancel_requested", "last_seq", "heartbeat_at")
             .get(pk=run.pk)
         )
         seqs = [e["seq"] for e in events]
@@ -279,9 +105,18 @@ def ingest_batch(*, run: Run, payload: Any) -> IngestResult:
         summaries, progress = _store(locked, fresh)
         last_seq = max(locked.last_seq, fresh[-1]["seq"] if fresh else 0)
         # One UPDATE of the run per batch: sequence, heartbeat and the progress the list pages show.
-        Run.objects.filter(pk=locked.pk).update(last_seq=last_seq, heartbeat_at=timezone.now(), **progress)
-        broadcast_run_events_on_commit(locked, summaries)
+        now = timezone.now()
+        Run.objects.filter(pk=locked.pk).update(last_seq=last_seq, heartbeat_at=now, **progress)
+        broadcast_on_commit(locked, [*summaries, *_heartbeat_news(locked.heartbeat_at, now)])
     return IngestResult(len(fresh), len(events) - len(fresh), last_seq, locked.cancel_requested, summaries)
+
+
+def _heartbeat_news(before: Any, now: Any) -> list[dict[str, Any]]:
+    """The run page shows the last heartbeat to the second: tell it when that second changes (a
+    server-side message without a seq, never stored; a reconnecting page reads it from the snapshot)."""
+    if before is not None and before.replace(microsecond=0) == now.replace(microsecond=0):
+        return []
+    return [{"type": "heartbeat", "heartbeat_at": now.isoformat()}]
 
 
 def _insert_rows(model: type[models.Model], field_names: list[str], rows: list[tuple]) -> None:
@@ -338,7 +173,10 @@ def _insert_objects(objs: list[models.Model]) -> None:
         # JSON fields as JSON text.
         json_fields = {f.attname for f in fields if isinstance(f, models.JSONField)}
         rows = [
-            tuple(_json(getattr(obj, f.attname)) if f.attname in json_fields else getattr(obj, f.attname) for f in fields)
+            tuple(
+                _json(getattr(obj, f.attname)) if f.attname in json_fields else getattr(obj, f.attname)
+                for f in fields
+            )
             for obj in objs
         ]
         _copy(cursor, table, column_list, rows)
@@ -371,18 +209,30 @@ def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
             summary.update(step=event["step"], groups=_store_trajectories(run, event))
         elif kind == "checkpoint":
             checkpoint, _ = Checkpoint.objects.update_or_create(
-                run=run, step=event["step"],
-                defaults={"path": event["path"], "kind": event.get("kind", "full"), "metrics": event.get("metrics") or {}},
+                run=run,
+                step=event["step"],
+                defaults={
+                    "path": event["path"],
+                    "kind": event.get("kind", "full"),
+                    "metrics": event.get("metrics") or {},
+                },
             )
-            summary.update(step=event["step"], id=checkpoint.pk, path=event["path"], metrics=checkpoint.metrics)
+            summary.update(checkpoint.summary())
         elif kind == "status":
             fields: dict[str, Any] = {}
             if event["status"] == RunStatus.FAILED:
-                fields = {"error_message": event.get("message", "")[:5000], "error_traceback": event.get("traceback", "")}
-            run_transition(run.pk, event["status"], **fields)
-            summary.update(status=event["status"], message=event.get("message", ""))
+                fields = {
+                    "error_message": event.get("message", ""),
+                    "error_traceback": event.get("traceback") or "",
+                }
+            # The trainer's status reaches pages as this event (it has a seq), not as a second broadcast.
+            run_transition(run.pk, event["status"], announce=False, **fields)
+            summary.update(Run.objects.get(pk=run.pk).status_event(event.get("message", "")))
         elif kind == "log":
             summary.update(level=event.get("level", "info"), message=event["message"])
+        elif kind == "phase":
+            # Not a metric: the page shows the newest phase (the snapshot carries it to a page opened mid-phase).
+            summary.update((name, event[name]) for name in wire.EVENTS["phase"].names if name in event)
         event_rows.append((run.pk, event["seq"], kind, _json(summary), now))
         summaries.append(summary)
     _insert_rows(MetricPoint, ["run", "key", "step", "value", "wall_time", "tokens"], metric_rows)
@@ -406,76 +256,52 @@ def _store_trajectories(run: Run, event: dict[str, Any]) -> list[dict[str, Any]]
         Trajectory(
             run=run,
             step=step,
-            split=item.get("split", "train"),
-            group_index=item["group"],
-            sample_index=item["sample"],
-            task_id=item["task_id"],
-            seed=item.get("seed", 0),
-            prompt=item.get("prompt") or _task_prompt(item),
-            reward=item["reward"],
-            components=item.get("components", []),
-            advantage=item.get("advantage"),
-            status=item.get("status", "ok"),
             num_turns=len(item["turns"]),
-            num_tool_calls=sum(1 for t in item["turns"] if t.get("role") == "assistant" and t.get("tool_name")),
-            prompt_tokens=item.get("prompt_tokens", 0),
-            completion_tokens=item.get("completion_tokens", 0),
-            policy_version=item.get("policy_version", 0),
-            env_state=item.get("env_state"),
-            rubric_version=item.get("rubric_version"),
+            num_tool_calls=sum(
+                1 for t in item["turns"] if t.get("role") == "assistant" and t.get("tool_name")
+            ),
+            **wire.TRAJECTORY.stored_values(item),
         )
         for item in items
     ]
     _insert_objects(trajectories)
     turns = [
-        (
-            trajectory.pk,
-            index,
-            turn["role"],
-            turn.get("text", ""),
-            turn.get("tool_name") or "",
-            _json(turn.get("tool_args")),
-            turn.get("tool_result") or "",
-            turn.get("reward"),
-            _json(turn.get("token_ids")),
-            _json(turn.get("loss_mask")),
-        )
+        (trajectory.pk, index, *_turn_row(turn))
         for trajectory, item in zip(trajectories, items, strict=True)
         for index, turn in enumerate(item["turns"])
     ]
-    _insert_rows(Turn, ["trajectory", "index", "role", "text", "tool_name", "tool_args", "tool_result", "reward",
-                        "token_ids", "loss_mask"], turns)
+    _insert_rows(Turn, TURN_COLUMNS, turns)
     index_new_trajectories(trajectories, items)  # the explorer's full-text documents and criterion scores
     return group_summaries(trajectories, items)
 
 
-def _task_prompt(item: dict[str, Any]) -> str:
-    task = item.get("task")
-    return str(task.get("prompt", ""))[:MAX_TEXT] if isinstance(task, dict) else ""
+def _turn_row(turn: dict[str, Any]) -> tuple:
+    """A turn's column values (JSON fields as JSON text, as COPY and executemany take them)."""
+    row = []
+    for f in _TURN_FIELDS:
+        value = turn.get(f.name, f.default)
+        row.append(_json(value) if f.type in ("object", "integers") else value)
+    return tuple(row)
 
 
 def group_summaries(trajectories: list[Trajectory], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Compact per-group view for the live feed: mean/std, zero-variance flag, best and worst sample."""
+    """Compact per-group view for the live feed: the group's statistics, best and worst sample."""
     groups: dict[tuple[str, int], list[tuple[Trajectory, dict]]] = {}
     for trajectory, item in zip(trajectories, items, strict=True):
         groups.setdefault((trajectory.split, trajectory.group_index), []).append((trajectory, item))
     out = []
     for (split, group), members in sorted(groups.items()):
-        rewards = [t.reward for t, _ in members]
-        mean = sum(rewards) / len(rewards)
-        std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
         ranked = sorted(members, key=lambda m: m[0].reward)
-        out.append({
-            "split": split,
-            "group": group,
-            "task_id": members[0][0].task_id,
-            "size": len(members),
-            "mean": mean,
-            "std": std,
-            "zero_variance": max(rewards) - min(rewards) < 1e-9,
-            "best": _sample_summary(*ranked[-1]),
-            "worst": _sample_summary(*ranked[0]),
-        })
+        out.append(
+            {
+                "split": split,
+                "group": group,
+                "task_id": members[0][0].task_id,
+                **group_stats([t.reward for t, _ in members], split).to_dict(),
+                "best": _sample_summary(*ranked[-1]),
+                "worst": _sample_summary(*ranked[0]),
+            }
+        )
     return out
 
 

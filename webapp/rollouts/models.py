@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.conf import settings
 from django.db import models
 
@@ -26,7 +28,9 @@ class Trajectory(models.Model):
     group_index = models.PositiveIntegerField(default=0)
     sample_index = models.PositiveIntegerField(default=0)
     task_id = models.CharField(max_length=200)
-    seed = models.BigIntegerField(default=0)
+    seed = models.BigIntegerField(
+        null=True, blank=True, help_text="the environment seed; null when not reported"
+    )
     prompt = models.TextField(blank=True, help_text="the task prompt, for search and pairing")
     reward = models.FloatField(default=0.0)
     # [{"name", "kind", "raw", "weight", "weighted", "explanation"}] — the total is their sum.
@@ -40,12 +44,20 @@ class Trajectory(models.Model):
     policy_version = models.PositiveIntegerField(default=0)
     env_state = models.JSONField(null=True, blank=True)
     rubric_version = models.PositiveIntegerField(null=True, blank=True)
+    dropped = models.BooleanField(default=False, help_text="generated but not trained on (dynamic sampling)")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["run", "step", "group_index", "sample_index"]
+        constraints = [
+            # A (split, group, sample) names one trajectory of a step. The constraint's index also serves
+            # the group pages' (run, step, group) lookups, as the plain index it replaced did.
+            models.UniqueConstraint(
+                fields=["run", "step", "group_index", "sample_index", "split"],
+                name="one_trajectory_per_sample",
+            ),
+        ]
         indexes = [
-            models.Index(fields=["run", "step", "group_index"], name="traj_run_step_group"),
             models.Index(fields=["run", "-reward"], name="traj_run_reward"),
             models.Index(fields=["run", "split", "task_id", "step"], name="traj_run_task_step"),
             models.Index(fields=["task_id", "split"], name="traj_task"),
@@ -55,6 +67,21 @@ class Trajectory(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}/{self.step}/{self.group_index}/{self.sample_index}"
+
+    def reward_breakdown(self) -> RewardBreakdown:
+        """The reward criterion by criterion, raw and weighted, with their sum — and whether that sum is
+        the reported total (users were burned by totals that ignored the weights: the page says so)."""
+        components = [c for c in self.components or [] if isinstance(c, dict)]
+        weighted = [c["weighted"] for c in components if isinstance(c.get("weighted"), int | float)]
+        total = sum(weighted)
+        return RewardBreakdown(components, total, bool(weighted) and abs(total - self.reward) > 1e-6)
+
+
+@dataclass(frozen=True)
+class RewardBreakdown:
+    components: list[dict]
+    total: float
+    total_differs: bool
 
 
 class Turn(models.Model):
@@ -139,11 +166,14 @@ class TrajectorySearch(models.Model):
     table alone — the GIN index intersected with the run index, the page sorted here — instead of
     visiting a trajectory row for every match."""
 
-    trajectory = models.OneToOneField(Trajectory, on_delete=models.CASCADE, primary_key=True, related_name="search")
+    trajectory = models.OneToOneField(
+        Trajectory, on_delete=models.CASCADE, primary_key=True, related_name="search"
+    )
     # No database constraint: the trajectory's own foreign key already ties the row to a real run, and a
     # constraint would add a check per row to every ingested batch.
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False, null=True,
-                            db_constraint=False)
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="+", db_index=False, null=True, db_constraint=False
+    )
     step = models.PositiveIntegerField(default=0)
     split = models.CharField(max_length=8, choices=Split.choices, default=Split.TRAIN)
     status = models.CharField(max_length=10, choices=TrajectoryStatus.choices, default=TrajectoryStatus.OK)
@@ -174,8 +204,9 @@ class CriterionScore(models.Model):
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="criterion_scores")
     # No database constraint: the trajectory's own foreign key already ties the row to a real run, and a
     # constraint would add a check per row to every ingested batch.
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False, null=True,
-                            db_constraint=False)
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="+", db_index=False, null=True, db_constraint=False
+    )
     step = models.PositiveIntegerField(default=0)
     split = models.CharField(max_length=8, choices=Split.choices, default=Split.TRAIN)
     status = models.CharField(max_length=10, choices=TrajectoryStatus.choices, default=TrajectoryStatus.OK)
@@ -194,13 +225,17 @@ class SavedView(models.Model):
     project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="saved_views")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_views")
     name = models.CharField(max_length=100)
-    query = models.CharField(max_length=2000, blank=True, help_text="the explorer's query string, without a cursor")
+    query = models.CharField(
+        max_length=2000, blank=True, help_text="the explorer's query string, without a cursor"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
-        constraints = [models.UniqueConstraint(fields=["project", "user", "name"], name="one_saved_view_name_per_user")]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "user", "name"], name="one_saved_view_name_per_user")
+        ]
 
     def __str__(self) -> str:
         return self.name

@@ -9,38 +9,27 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
-from django.db.models import Avg, Count, F, Max, Min, Q, QuerySet
+from django.db.models import Avg, Count, Max, Min, Q, QuerySet
 
+from trainers import wire
+from trainers.algorithms import GroupStats, group_stats
 from webapp.experiments.models import Run
-from webapp.projects.models import Project
 from webapp.rollouts.models import Split, Trajectory, Turn
 
-# A group whose rewards span less than this gives GRPO no signal: every advantage is (about) zero.
-ZERO_VARIANCE_SPAN = 1e-9
 # The mask bar of one turn never has more segments than this (a long, finely interleaved mask is
 # drawn as equal bins, each dimmed when most of its tokens are masked).
 MAX_MASK_SEGMENTS = 48
 ANSWER_PREVIEW_CHARS = 600
 
-TURN_FIELDS = ("id", "trajectory_id", "index", "role", "text", "tool_name", "tool_args", "tool_result", "reward")
+# A turn's stored fields come from the wire format; the token lists are heavy and read only where shown.
+TOKEN_FIELDS = ("token_ids", "loss_mask")
+TURN_FIELDS = ("id", "trajectory_id", "index", *(c for c in wire.TURN.columns if c not in TOKEN_FIELDS))
 
 
 # --- one trajectory ------------------------------------------------------------------------------------
-
-
-def trajectory_in_project(*, project: Project, trajectory_id: int) -> Trajectory | None:
-    """One trajectory of the project with its run and the run's pinned rubric (None when absent)."""
-    return (
-        Trajectory.objects.filter(run__project=project, pk=trajectory_id)
-        .select_related("run__rubric_version__rubric")
-        .first()
-    )
-
-
-def run_in_project(*, project: Project, run_id: int) -> Run | None:
-    return Run.objects.filter(project=project, pk=run_id).select_related("rubric_version__rubric").first()
 
 
 @dataclass(frozen=True)
@@ -87,12 +76,18 @@ def token_summary(token_ids: list | None, loss_mask: list | None) -> TokenSummar
         bins = [mask[i : i + width] for i in range(0, len(mask), width)]
         runs = [MaskSegment(sum(b) * 2 < len(b), len(b)) for b in bins]
     total = max(len(mask), len(token_ids or []))
-    return TokenSummary(total=total, trained=trained, masked=len(mask) - trained, mask_known=True, segments=tuple(runs))
+    return TokenSummary(
+        total=total, trained=trained, masked=len(mask) - trained, mask_known=True, segments=tuple(runs)
+    )
 
 
 def _decorate(turn: Turn) -> Turn:
     """Attach what the templates show and do not compute: pretty tool arguments and the token summary."""
-    turn.tool_args_json = json.dumps(turn.tool_args, indent=2, sort_keys=True, ensure_ascii=False) if turn.tool_args is not None else ""
+    turn.tool_args_json = (
+        json.dumps(turn.tool_args, indent=2, sort_keys=True, ensure_ascii=False)
+        if turn.tool_args is not None
+        else ""
+    )
     turn.tokens = token_summary(turn.token_ids, turn.loss_mask) if "token_ids" in turn.__dict__ else None
     return turn
 
@@ -102,7 +97,7 @@ def turns_window(*, trajectory: Trajectory, start: int, limit: int) -> tuple[lis
     rows = list(
         Turn.objects.filter(trajectory=trajectory, index__gte=start)
         .order_by("index")
-        .only(*TURN_FIELDS, "token_ids", "loss_mask")[: limit + 1]
+        .only(*TURN_FIELDS, *TOKEN_FIELDS)[: limit + 1]
     )
     more = len(rows) > limit
     return [_decorate(turn) for turn in rows[:limit]], more
@@ -118,45 +113,25 @@ def trajectory_export(trajectory: Trajectory) -> dict[str, Any]:
     run = trajectory.run
     rubric = run.rubric_version
     turns = list(
-        Turn.objects.filter(trajectory=trajectory)
-        .order_by("index")
-        .values("index", "role", "text", "tool_name", "tool_args", "tool_result", "reward", "token_ids", "loss_mask")
+        Turn.objects.filter(trajectory=trajectory).order_by("index").values("index", *wire.TURN.columns)
     )
     return {
         "id": trajectory.pk,
-        "run": {"id": run.pk, "name": run.name, "rubric": {"name": rubric.rubric.name, "version": rubric.number} if rubric else None},
+        "run": {
+            "id": run.pk,
+            "name": run.name,
+            "rubric": {"name": rubric.rubric.name, "version": rubric.number} if rubric else None,
+        },
         "step": trajectory.step,
-        "split": trajectory.split,
-        "group_index": trajectory.group_index,
-        "sample_index": trajectory.sample_index,
-        "task_id": trajectory.task_id,
-        "seed": trajectory.seed,
-        "prompt": trajectory.prompt,
-        "reward": trajectory.reward,
-        "components": trajectory.components,
-        "advantage": trajectory.advantage,
-        "status": trajectory.status,
+        **{column: getattr(trajectory, column) for column in wire.TRAJECTORY.columns},
         "num_turns": trajectory.num_turns,
         "num_tool_calls": trajectory.num_tool_calls,
-        "prompt_tokens": trajectory.prompt_tokens,
-        "completion_tokens": trajectory.completion_tokens,
-        "policy_version": trajectory.policy_version,
-        "rubric_version": trajectory.rubric_version,
-        "env_state": trajectory.env_state,
         "created_at": trajectory.created_at.isoformat(),
         "turns": turns,
     }
 
 
 # --- groups ----------------------------------------------------------------------------------------------
-
-
-def _sample_std(values: list[float]) -> float:
-    """Unbiased sample std, as the trainers' advantage estimators use; 0 for fewer than two values."""
-    if len(values) < 2:
-        return 0.0
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def competition_ranks(rewards: list[float]) -> list[int]:
@@ -182,17 +157,21 @@ class Group:
     def rewards(self) -> list[float]:
         return [member.reward for member in self.members]
 
+    @cached_property
+    def stats(self) -> GroupStats:
+        return group_stats(self.rewards, self.split)
+
     @property
     def mean(self) -> float:
-        return sum(self.rewards) / len(self.rewards) if self.members else 0.0
+        return self.stats.mean
 
     @property
     def std(self) -> float:
-        return _sample_std(self.rewards)
+        return self.stats.std
 
     @property
     def span(self) -> float:
-        return max(self.rewards) - min(self.rewards) if self.members else 0.0
+        return self.stats.high - self.stats.low
 
     @property
     def worst_rank(self) -> int:
@@ -201,7 +180,7 @@ class Group:
     @property
     def zero_variance(self) -> bool:
         """A training group whose samples all scored the same: it teaches nothing."""
-        return self.split == Split.TRAIN and len(self.members) > 0 and self.span < ZERO_VARIANCE_SPAN
+        return self.stats.zero_variance
 
     @property
     def task_ids(self) -> list[str]:
@@ -243,7 +222,9 @@ def _last_assistant_texts(trajectory_ids: list[int]) -> dict[int, str]:
 
 def group_detail(*, run: Run, step: int, group_index: int, split: str = Split.TRAIN) -> Group | None:
     members = list(
-        Trajectory.objects.filter(run=run, step=step, group_index=group_index, split=split).order_by("sample_index", "id")
+        Trajectory.objects.filter(run=run, step=step, group_index=group_index, split=split).order_by(
+            "sample_index", "id"
+        )
     )
     if not members:
         return None
@@ -269,7 +250,11 @@ def group_neighbours(*, run: Run, step: int, group_index: int, split: str) -> tu
         .order_by("-step", "-group_index")
         .first()
     )
-    after = same.filter(Q(step__gt=step) | Q(step=step, group_index__gt=group_index)).order_by("step", "group_index").first()
+    after = (
+        same.filter(Q(step__gt=step) | Q(step=step, group_index__gt=group_index))
+        .order_by("step", "group_index")
+        .first()
+    )
     return before, after
 
 
@@ -279,36 +264,46 @@ class GroupPage:
     next_before: int | None  # pass as ?before= for older steps; None on the last page
 
 
-def group_summaries(*, run: Run, split: str | None = None, before_step: int | None = None, steps_per_page: int = 20) -> GroupPage:
+def group_summaries(
+    *, run: Run, split: str | None = None, before_step: int | None = None, steps_per_page: int = 20
+) -> GroupPage:
     """One row per group (step, split, group) with its size, reward mean / std / range and task, newest
     steps first; keyset-paginated by step so a run of 100k steps pages as fast as one of ten."""
     trajectories = Trajectory.objects.filter(run=run)
     if split:
         trajectories = trajectories.filter(split=split)
     steps_query = trajectories if before_step is None else trajectories.filter(step__lt=before_step)
-    steps = list(steps_query.values_list("step", flat=True).distinct().order_by("-step")[: steps_per_page + 1])
+    steps = list(
+        steps_query.values_list("step", flat=True).distinct().order_by("-step")[: steps_per_page + 1]
+    )
     next_before = steps[steps_per_page - 1] if len(steps) > steps_per_page else None
     steps = steps[:steps_per_page]
-    rows = list(
+    members: dict[tuple[int, str, int], list[tuple[float, str]]] = {}
+    for step, split_, group, reward, task in (
         trajectories.filter(step__in=steps)
-        .values("step", "split", "group_index")
-        .annotate(
-            n=Count("id"),
-            mean=Avg("reward"),
-            mean_square=Avg(F("reward") * F("reward")),
-            low=Min("reward"),
-            high=Max("reward"),
-            task=Min("task_id"),
-            tasks=Count("task_id", distinct=True),
-        )
         .order_by("-step", "split", "group_index")
-    )
-    for row in rows:
-        # Sample std from the moments (SQLite's STDDEV_SAMP fails on a group of one): n/(n-1)·(E[x²]−E[x]²).
-        n, spread = row["n"], row["high"] - row["low"]
-        variance = (row.pop("mean_square") - row["mean"] ** 2) * n / (n - 1) if n > 1 else 0.0
-        row["std"] = 0.0 if spread < ZERO_VARIANCE_SPAN else math.sqrt(max(variance, 0.0))
-        row["zero_variance"] = row["split"] == Split.TRAIN and spread < ZERO_VARIANCE_SPAN
+        .values_list("step", "split", "group_index", "reward", "task_id")
+    ):
+        members.setdefault((step, split_, group), []).append((reward, task))
+    rows = []
+    for (step, split_, group), samples in members.items():
+        stats = group_stats([reward for reward, _ in samples], split_)
+        tasks = sorted({task for _, task in samples})
+        rows.append(
+            {
+                "step": step,
+                "split": split_,
+                "group_index": group,
+                "n": stats.size,
+                "mean": stats.mean,
+                "std": stats.std,
+                "low": stats.low,
+                "high": stats.high,
+                "zero_variance": stats.zero_variance,
+                "task": tasks[0],
+                "tasks": len(tasks),
+            }
+        )
     return GroupPage(rows=rows, next_before=next_before)
 
 
@@ -345,7 +340,12 @@ def rewards_at_ends(*, run: Run, split: str, rows: list[dict]) -> None:
 
 
 def split_steps(*, run: Run, split: str) -> list[int]:
-    return list(Trajectory.objects.filter(run=run, split=split).values_list("step", flat=True).distinct().order_by("step"))
+    return list(
+        Trajectory.objects.filter(run=run, split=split)
+        .values_list("step", flat=True)
+        .distinct()
+        .order_by("step")
+    )
 
 
 def _first_sample(trajectories: QuerySet[Trajectory]) -> Trajectory | None:
@@ -382,4 +382,3 @@ def task_in_runs(*, run_x: Run, run_y: Run, task_id: str) -> tuple[Trajectory, T
     a = latest_of_task(run=run_x, task_id=task_id)
     b = latest_of_task(run=run_y, task_id=task_id)
     return (a, b) if a and b else None
-

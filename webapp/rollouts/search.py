@@ -53,6 +53,8 @@ def tsvector_sql(expression: str) -> str:
 def tsquery_sql(expression: str) -> str:
     """SQL for the query of a user's search text (Postgres)."""
     return f"websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', translate({expression}, '<', ' '))"
+
+
 _MARKERS = re.compile(f"[{MATCH_START}{MATCH_END}\ue002\x00]")
 
 
@@ -98,7 +100,7 @@ def _write_documents(rows: Sequence[SearchRow]) -> None:
         if is_postgres():
             types = ("bigint", "bigint", "integer", "text", "text", "float8", "text")
             for start in range(0, len(rows), 5000):
-                chunk = rows[start:start + 5000]
+                chunk = rows[start : start + 5000]
                 arrays = ", ".join(f"%s::{t}[]" for t in types)
                 cursor.execute(
                     f"INSERT INTO {table} ({columns}) "
@@ -113,7 +115,7 @@ def _write_documents(rows: Sequence[SearchRow]) -> None:
             # would keep the old text.
             ids = [row[0] for row in rows]
             for start in range(0, len(ids), 500):
-                chunk = ids[start:start + 500]
+                chunk = ids[start : start + 500]
                 cursor.execute(
                     f"DELETE FROM {table} WHERE trajectory_id IN ({', '.join(['%s'] * len(chunk))})", chunk
                 )
@@ -156,14 +158,21 @@ def _score_rows(trajectory: Trajectory | dict[str, Any]) -> list[ScoreRow]:
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and value == value
+        and abs(value) != float("inf")
+    )
 
 
 def index_new_trajectories(trajectories: Sequence[Trajectory], items: Sequence[dict[str, Any]]) -> None:
     """Ingestion's hook: the search documents and criterion scores of trajectories just inserted (with
     their ids), from the validated event items they were built from. Two statements per batch."""
-    documents = [_search_row(t, document_text(t.prompt, item.get("turns", [])))
-                 for t, item in zip(trajectories, items, strict=True)]
+    documents = [
+        _search_row(t, document_text(t.prompt, item.get("turns", [])))
+        for t, item in zip(trajectories, items, strict=True)
+    ]
     scores = [row for t in trajectories for row in _score_rows(t)]
     _write_documents(documents)
     _write_scores(scores)
@@ -177,8 +186,11 @@ def reindex_trajectories(trajectories: QuerySet[Trajectory] | None = None, *, ba
     done = 0
     last = 0
     while True:
-        chunk = list(queryset.filter(pk__gt=last).values(
-            "pk", "run_id", "step", "split", "status", "reward", "prompt", "components")[:batch_size])
+        chunk = list(
+            queryset.filter(pk__gt=last).values(
+                "pk", "run_id", "step", "split", "status", "reward", "prompt", "components"
+            )[:batch_size]
+        )
         if not chunk:
             return done
         ids = [row["pk"] for row in chunk]
@@ -190,7 +202,9 @@ def reindex_trajectories(trajectories: QuerySet[Trajectory] | None = None, *, ba
         ):
             turns.setdefault(turn["trajectory_id"], []).append(turn)
         CriterionScore.objects.filter(trajectory_id__in=ids).delete()
-        _write_documents([_search_row(row, document_text(row["prompt"], turns.get(row["pk"], []))) for row in chunk])
+        _write_documents(
+            [_search_row(row, document_text(row["prompt"], turns.get(row["pk"], []))) for row in chunk]
+        )
         _write_scores([score for row in chunk for score in _score_rows(row)])
         done += len(chunk)
         last = ids[-1]
@@ -269,14 +283,18 @@ def filter_matching(trajectories: QuerySet, text: str, *, id_field: str = "pk") 
         condition = f"document @@ {tsquery_sql('%s')}"
         if trajectories.model is TrajectorySearch:
             return trajectories.filter(RawSQL(f'"{table}".{condition}', [text], output_field=BooleanField()))
-        return trajectories.filter(**{within: RawSQL(f"SELECT trajectory_id FROM {table} WHERE {condition}", [text])})
+        return trajectories.filter(
+            **{within: RawSQL(f"SELECT trajectory_id FROM {table} WHERE {condition}", [text])}
+        )
     query = fts5_query(text)
     if query.include:
         trajectories = trajectories.filter(
             **{within: RawSQL(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s", [query.include])}
         )
     if query.exclude:
-        trajectories = trajectories.filter(**{within: RawSQL(f"SELECT trajectory_id FROM {table}", [])}).exclude(
+        trajectories = trajectories.filter(
+            **{within: RawSQL(f"SELECT trajectory_id FROM {table}", [])}
+        ).exclude(
             **{within: RawSQL(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s", [query.exclude])}
         )
     if not (query.include or query.exclude):
@@ -284,8 +302,9 @@ def filter_matching(trajectories: QuerySet, text: str, *, id_field: str = "pk") 
     return trajectories
 
 
-def criterion_conditions(*, name: str, value: str = "raw", minimum: float | None = None,
-                         maximum: float | None = None) -> dict[str, Any]:
+def criterion_conditions(
+    *, name: str, value: str = "raw", minimum: float | None = None, maximum: float | None = None
+) -> dict[str, Any]:
     """Filter arguments on CriterionScore: criterion `name` with its raw (or weighted) value in range."""
     if value not in ("raw", "weighted"):
         raise ValueError(f"value must be 'raw' or 'weighted', not {value!r}")
@@ -300,8 +319,9 @@ def criterion_conditions(*, name: str, value: str = "raw", minimum: float | None
 MAX_DISTINCT_VALUES = 20
 
 
-def criterion_reward_range(*, name: str, value: str = "raw", minimum: float | None = None,
-                           maximum: float | None = None) -> tuple[float, float] | None:
+def criterion_reward_range(
+    *, name: str, value: str = "raw", minimum: float | None = None, maximum: float | None = None
+) -> tuple[float, float] | None:
     """The lowest and highest reward among trajectories whose criterion `name` lies in the range, read
     from the (name, value, reward) index one distinct value at a time — or None when the range holds
     more than MAX_DISTINCT_VALUES distinct values (a continuous criterion), or nothing.
@@ -358,8 +378,10 @@ def snippets(trajectory_ids: Sequence[int], text: str) -> dict[int, list[Segment
         return {}
     with connection.cursor() as cursor:
         if is_postgres():
-            options = (f"StartSel={MATCH_START}, StopSel={MATCH_END}, MaxWords=28, MinWords=10, ShortWord=2, "
-                       "MaxFragments=2, FragmentDelimiter=\" … \"")
+            options = (
+                f"StartSel={MATCH_START}, StopSel={MATCH_END}, MaxWords=28, MinWords=10, ShortWord=2, "
+                'MaxFragments=2, FragmentDelimiter=" … "'
+            )
             cursor.execute(
                 f"""
                 WITH docs AS (
@@ -371,7 +393,7 @@ def snippets(trajectory_ids: Sequence[int], text: str) -> dict[int, list[Segment
                     WHERE t.id = ANY(%s)
                     GROUP BY t.id, t.prompt
                 )
-                SELECT id, ts_headline('{TEXT_SEARCH_CONFIG}', doc, {tsquery_sql('%s')}, %s)
+                SELECT id, ts_headline('{TEXT_SEARCH_CONFIG}', doc, {tsquery_sql("%s")}, %s)
                 FROM docs
                 """,
                 # "<" becomes TAG_OPEN (so no tag is dropped), the markers and stray TAG_OPENs go.
@@ -389,4 +411,3 @@ def snippets(trajectory_ids: Sequence[int], text: str) -> dict[int, list[Segment
                 [MATCH_START, MATCH_END, query.include, *trajectory_ids],
             )
         return {row[0]: _segments(row[1] or "") for row in cursor.fetchall()}
-

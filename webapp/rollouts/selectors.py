@@ -1,17 +1,14 @@
 """Reads of a run's rollouts, metrics and checkpoints. Callers have already checked access to the run.
 
-Long curves are downsampled in the database (bucket means over equal step ranges) so a 100k-step
-series never crosses the wire point by point.
+Metric curves are read through `webapp.rollouts.metrics` (the one downsampling).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from django.db.models import Avg, Count, F, Max, Min, Prefetch, QuerySet
+from django.db.models import Prefetch, QuerySet
 
 from webapp.experiments.models import Checkpoint, Run
-from webapp.rollouts.models import MetricPoint, Trajectory, Turn
+from webapp.rollouts.models import Trajectory, Turn
 
 
 def trajectory_list(
@@ -60,70 +57,6 @@ def checkpoint_list(*, run: Run, include_deleted: bool = True) -> QuerySet[Check
     return checkpoints.order_by("step")
 
 
-def metric_keys(*, run: Run) -> list[str]:
-    return list(MetricPoint.objects.filter(run=run).values_list("key", flat=True).distinct().order_by("key"))
-
-
-@dataclass
-class MetricSeries:
-    """One metric's curve. When downsampled, each point is the mean of a bucket of steps (`step` is the
-    bucket's last step) and `min` / `max` give the bucket's envelope; otherwise they equal `values`."""
-
-    key: str
-    steps: list[int] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
-    min: list[float] = field(default_factory=list)
-    max: list[float] = field(default_factory=list)
-    total_points: int = 0
-    downsampled: bool = False
-
-
-def metric_series(*, run: Run, keys: list[str] | None = None, max_points: int = 2000) -> dict[str, MetricSeries]:
-    """Per-key series of `run` ({key: MetricSeries}); all keys when `keys` is None.
-
-    A series longer than `max_points` is cut into at most `max_points` buckets of equal step width.
-    """
-    if max_points < 1:
-        raise ValueError("max_points must be at least 1")
-    points = MetricPoint.objects.filter(run=run)
-    if keys is not None:
-        points = points.filter(key__in=keys)
-    stats = {
-        row["key"]: row
-        for row in points.values("key").annotate(n=Count("id"), first=Min("step"), last=Max("step")).order_by()
-    }
-    series: dict[str, MetricSeries] = {}
-    for key in sorted(stats) if keys is None else [k for k in keys if k in stats]:
-        row = stats[key]
-        one = MetricSeries(key=key, total_points=row["n"])
-        if row["n"] <= max_points:
-            for step, value in points.filter(key=key).order_by("step", "id").values_list("step", "value"):
-                one.steps.append(step)
-                one.values.append(value)
-            one.min, one.max = list(one.values), list(one.values)
-        else:
-            span = row["last"] - row["first"] + 1
-            width = -(-span // max_points)  # ceiling division: at most max_points buckets
-            one.downsampled = True
-            # Integer column minus and divided by integers is integer division on SQLite and Postgres
-            # alike: that is what puts each point into its bucket.
-            buckets = (
-                points.filter(key=key)
-                .annotate(bucket=(F("step") - row["first"]) / width)
-                .values("bucket")
-                .annotate(step=Max("step"), mean=Avg("value"), low=Min("value"), high=Max("value"))
-                .order_by("bucket")
-            )
-            for bucket in buckets:
-                one.steps.append(bucket["step"])
-                one.values.append(bucket["mean"])
-                one.min.append(bucket["low"])
-                one.max.append(bucket["high"])
-        series[key] = one
-    return series
-
-
-
 def lineage_trajectories(*, run: Run) -> QuerySet[Trajectory]:
     """A run's trajectories as its lineage saw them: for a resumed run, the parent's (recursively)
     up to the checkpoint it resumed from, then its own. Steps the parent trained after that
@@ -138,3 +71,8 @@ def lineage_trajectories(*, run: Run) -> QuerySet[Trajectory]:
         parent = Run.objects.select_related("parent_checkpoint").get(pk=child.parent_id)
         child = parent
     return Trajectory.objects.filter(condition).order_by("step", "split", "group_index", "sample_index")
+
+
+def trajectory_queryset() -> QuerySet[Trajectory]:
+    """Trajectories with the run and project the access helper and the review services read."""
+    return Trajectory.objects.select_related("run__project")

@@ -7,7 +7,11 @@ from webapp.rollouts import views_trajectories as views
 urlpatterns = [
     path("runs/<int:run_id>/groups/", views.group_list, name="group_list"),
     path("runs/<int:run_id>/groups/<int:step>/<int:group>/", views.group_detail, name="group_detail"),
-    path("runs/<int:run_id>/groups/<int:step>/<int:group>/best-vs-worst/", views.diff_best_worst, name="diff_best_worst"),
+    path(
+        "runs/<int:run_id>/groups/<int:step>/<int:group>/best-vs-worst/",
+        views.diff_best_worst,
+        name="diff_best_worst",
+    ),
     path("runs/<int:run_id>/tasks/", views.task_list, name="task_list"),
     path("runs/<int:run_id>/tasks/diff/", views.diff_task_steps, name="diff_task_steps"),
     path("trajectories/<int:trajectory_id>/", views.trajectory_detail, name="trajectory_detail"),

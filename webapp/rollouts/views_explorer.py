@@ -13,18 +13,11 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import serializers
-from rest_framework.exceptions import ValidationError
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from webapp.projects.access import NotFound, ProjectAccess, access_project
+from webapp.projects.access import Capability, NotFound, ProjectAccess, access_project
 from webapp.projects.views import project_context
 from webapp.rollouts import explorer
-from webapp.rollouts.explorer import ExplorerForm, ExplorerPage, InvalidCursor
+from webapp.rollouts.explorer import ExplorerForm, InvalidCursor
 
 
 def _results(request: HttpRequest, access: ProjectAccess, form: ExplorerForm) -> dict:
@@ -52,7 +45,7 @@ def _results(request: HttpRequest, access: ProjectAccess, form: ExplorerForm) ->
 @login_required
 @require_GET
 def explorer_view(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     form = ExplorerForm(request.GET, project=access.project)
     results = _results(request, access, form)
     context = project_context(access, **results)
@@ -61,7 +54,9 @@ def explorer_view(request: HttpRequest, slug: str) -> HttpResponse:
         response = render(request, "rollouts/explorer_results.html", context)
         # The address bar follows the filters, without the empty fields a form submits.
         cursor = request.GET.get("cursor", "")
-        query = "&".join(part for part in (results["query"], urlencode({"cursor": cursor}) if cursor else "") if part)
+        query = "&".join(
+            part for part in (results["query"], urlencode({"cursor": cursor}) if cursor else "") if part
+        )
         response["HX-Push-Url"] = f"{request.path}?{query}" if query else request.path
         return response
     context.update(
@@ -75,7 +70,7 @@ def explorer_view(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def saved_view_save(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     name = request.POST.get("name", "").strip()
     query = request.POST.get("query", "")
     if not name:
@@ -92,7 +87,7 @@ def saved_view_save(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def saved_view_delete(request: HttpRequest, slug: str, view_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     if not explorer.saved_view_delete(project=access.project, user=request.user, view_id=view_id):
         raise NotFound("No such saved view.")  # someone else's views do not exist, as far as you can tell
     messages.success(request, "Deleted the saved view.")
@@ -104,89 +99,3 @@ def _query_dict(query: str) -> QueryDict:
 
 
 # --- JSON API -----------------------------------------------------------------------------------------
-
-_FILTER_PARAMETERS = [
-    OpenApiParameter("run", OpenApiTypes.INT, many=True, description="run ids (repeat the parameter); all runs when absent"),
-    OpenApiParameter("split", OpenApiTypes.STR, enum=["train", "eval"]),
-    OpenApiParameter("step_min", OpenApiTypes.INT), OpenApiParameter("step_max", OpenApiTypes.INT),
-    OpenApiParameter("reward_min", OpenApiTypes.NUMBER), OpenApiParameter("reward_max", OpenApiTypes.NUMBER),
-    OpenApiParameter("criterion", OpenApiTypes.STR, description="a rubric component's name"),
-    OpenApiParameter("criterion_value", OpenApiTypes.STR, enum=["raw", "weighted"]),
-    OpenApiParameter("criterion_min", OpenApiTypes.NUMBER), OpenApiParameter("criterion_max", OpenApiTypes.NUMBER),
-    OpenApiParameter("status", OpenApiTypes.STR, many=True, enum=["ok", "truncated", "error"]),
-    OpenApiParameter("tag", OpenApiTypes.STR, description="a tag's name"),
-    OpenApiParameter("annotation", OpenApiTypes.STR, enum=[state for state, _ in explorer.ANNOTATION_STATES]),
-    OpenApiParameter("q", OpenApiTypes.STR, description='full text: words, "phrases", or, -exclusions'),
-    OpenApiParameter("sort", OpenApiTypes.STR, enum=list(explorer.SORTS)),
-    OpenApiParameter("page_size", OpenApiTypes.INT, enum=list(explorer.PAGE_SIZES)),
-    OpenApiParameter("cursor", OpenApiTypes.STR, description="`next` or `previous` of an earlier page"),
-]
-
-_ROW_FIELDS = {
-    "id": serializers.IntegerField(),
-    "run": inline_serializer("ExplorerRun", {"id": serializers.IntegerField(), "name": serializers.CharField()}),
-    "step": serializers.IntegerField(), "split": serializers.CharField(),
-    "group_index": serializers.IntegerField(), "sample_index": serializers.IntegerField(),
-    "task_id": serializers.CharField(), "reward": serializers.FloatField(),
-    "advantage": serializers.FloatField(allow_null=True), "status": serializers.CharField(),
-    "num_turns": serializers.IntegerField(), "num_tool_calls": serializers.IntegerField(),
-    "components": serializers.ListField(child=serializers.DictField()),
-    "tags": serializers.ListField(child=serializers.CharField()),
-    "snippet": serializers.ListField(
-        child=inline_serializer("SnippetSegment", {"text": serializers.CharField(), "match": serializers.BooleanField()}),
-        help_text="for a text query: an excerpt as segments; `match` marks what the query found",
-    ),
-    "links": inline_serializer("ExplorerLinks", {
-        "trajectory": serializers.CharField(), "group": serializers.CharField(), "run": serializers.CharField()}),
-}
-_PAGE = inline_serializer("ExplorerPage", {
-    "results": inline_serializer("ExplorerTrajectory", _ROW_FIELDS, many=True),
-    "next": serializers.CharField(allow_null=True, help_text="URL of the next page"),
-    "previous": serializers.CharField(allow_null=True, help_text="URL of the previous page"),
-    "notice": serializers.CharField(),
-})
-
-
-def _row_json(row: explorer.ExplorerRow, links: dict[str, str]) -> dict:
-    t = row.trajectory
-    return {
-        "id": t.pk,
-        "run": {"id": t.run_id, "name": t.run.name},
-        "step": t.step, "split": t.split, "group_index": t.group_index, "sample_index": t.sample_index,
-        "task_id": t.task_id, "reward": t.reward, "advantage": t.advantage, "status": t.status,
-        "num_turns": t.num_turns, "num_tool_calls": t.num_tool_calls, "components": t.components,
-        "tags": [tag.name for tag in row.tags],
-        "snippet": [{"text": text, "match": match} for text, match in row.snippet],
-        "links": links,
-    }
-
-
-class ProjectTrajectoryExplorerView(APIView):
-    """The explorer as JSON: the page's filters as query parameters, keyset pages via `cursor`."""
-
-    @extend_schema(parameters=_FILTER_PARAMETERS, responses={200: _PAGE},
-                   summary="Find a project's trajectories (the explorer's filters, keyset pagination)")
-    def get(self, request: Request, slug: str) -> Response:
-        access = access_project(request.user, slug, "read")
-        form = ExplorerForm(request.query_params, project=access.project)
-        if not form.is_valid():
-            raise ValidationError({key: [str(m) for m in errors] for key, errors in form.errors.items()})
-        try:
-            page: ExplorerPage = explorer.explorer_page(
-                project=access.project, filters=form.filters(), cursor=request.query_params.get("cursor") or None
-            )
-        except InvalidCursor as error:
-            raise ValidationError({"cursor": [str(error)]}) from error
-        links = explorer.row_links(slug)
-        base = request.build_absolute_uri(request.path)
-        query = explorer.filter_query_string(request.query_params)
-
-        def page_url(cursor: str | None) -> str | None:
-            return None if cursor is None else f"{base}?{query}{'&' if query else ''}cursor={cursor}"
-
-        return Response({
-            "results": [_row_json(row, links(row.trajectory)) for row in page.rows],
-            "next": page_url(page.next_cursor),
-            "previous": page_url(page.previous_cursor),
-            "notice": page.notice,
-        })

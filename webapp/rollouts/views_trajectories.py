@@ -19,12 +19,19 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from webapp.projects.access import NotFound, access_project
+from webapp.experiments.models import Run
+from webapp.projects.access import (
+    Capability,
+    NotFound,
+    access_project,
+    access_run,
+    access_trajectory,
+)
 from webapp.projects.views import project_context
 from webapp.rollouts import reading
 from webapp.rollouts.diff import compare_turns, components_diff, json_diff
 from webapp.rollouts.diff_render import rows_html
-from webapp.rollouts.models import Split
+from webapp.rollouts.models import Split, Trajectory
 
 # The first response carries this many turns; the rest arrive in chunks as the reader scrolls.
 FIRST_TURNS = 30
@@ -36,7 +43,9 @@ class BadParameter(ValueError):
     pass
 
 
-def _int_param(request: HttpRequest, name: str, *, required: bool = True, default: int | None = None) -> int | None:
+def _int_param(
+    request: HttpRequest, name: str, *, required: bool = True, default: int | None = None
+) -> int | None:
     raw = request.GET.get(name, "").strip()
     if not raw:
         if required:
@@ -61,10 +70,7 @@ def _bad_request(error: BadParameter) -> HttpResponse:
 
 
 def _run_or_404(access, run_id: int):
-    run = reading.run_in_project(project=access.project, run_id=run_id)
-    if run is None:
-        raise NotFound("No such run.")
-    return run
+    return access_run(access, run_id, queryset=Run.objects.select_related("rubric_version__rubric"))
 
 
 def _diff_redirect(slug: str, pair) -> HttpResponse:
@@ -79,7 +85,7 @@ def _diff_redirect(slug: str, pair) -> HttpResponse:
 @require_GET
 def group_list(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     """A run's groups, newest steps first, with reward spread and the zero-variance flag."""
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     run = _run_or_404(access, run_id)
     split = _split_param(request, default=None)
     try:
@@ -97,7 +103,7 @@ def group_list(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def group_detail(request: HttpRequest, slug: str, run_id: int, step: int, group: int) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     run = _run_or_404(access, run_id)
     split = _split_param(request)
     found = reading.group_detail(run=run, step=step, group_index=group, split=split)
@@ -115,7 +121,7 @@ def group_detail(request: HttpRequest, slug: str, run_id: int, step: int, group:
 @require_GET
 def diff_best_worst(request: HttpRequest, slug: str, run_id: int, step: int, group: int) -> HttpResponse:
     """Entry point: the best against the worst sample of one group."""
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     run = _run_or_404(access, run_id)
     split = _split_param(request)
     found = reading.group_detail(run=run, step=step, group_index=group, split=split)
@@ -136,19 +142,29 @@ def diff_best_worst(request: HttpRequest, slug: str, run_id: int, step: int, gro
 def task_list(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     """The tasks a run saw repeatedly (the fixed evaluation set by default), with entry points to diffs
     of one task across steps and across runs."""
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     run = _run_or_404(access, run_id)
     split = _split_param(request, default=Split.EVAL)
-    page = Paginator(reading.task_summaries(run=run, split=split), TASKS_PER_PAGE).get_page(request.GET.get("page"))
+    page = Paginator(reading.task_summaries(run=run, split=split), TASKS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
     rows = list(page.object_list)
     reading.rewards_at_ends(run=run, split=split, rows=rows)
-    other_runs = [r for r in access.project.runs.only("id", "name").order_by("-created_at")[:100] if r.pk != run.pk]
+    other_runs = [
+        r for r in access.project.runs.only("id", "name").order_by("-created_at")[:100] if r.pk != run.pk
+    ]
     return render(
         request,
         "rollouts/task_list.html",
         project_context(
-            access, run=run, split=split, page=page, rows=rows, steps=reading.split_steps(run=run, split=split),
-            other_runs=other_runs, splits=Split.choices,
+            access,
+            run=run,
+            split=split,
+            page=page,
+            rows=rows,
+            steps=reading.split_steps(run=run, split=split),
+            other_runs=other_runs,
+            splits=Split.choices,
         ),
     )
 
@@ -157,7 +173,7 @@ def task_list(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
 @require_GET
 def diff_task_steps(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     """Entry point: one task at step A against step B of the same run (?task=…&a=…&b=…&split=eval)."""
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     run = _run_or_404(access, run_id)
     task_id = request.GET.get("task", "")
     try:
@@ -165,7 +181,9 @@ def diff_task_steps(request: HttpRequest, slug: str, run_id: int) -> HttpRespons
         step_b = _int_param(request, "b", required=False)
     except BadParameter as error:
         return _bad_request(error)
-    pair = reading.task_at_steps(run=run, task_id=task_id, split=_split_param(request, Split.EVAL), step_a=step_a, step_b=step_b)
+    pair = reading.task_at_steps(
+        run=run, task_id=task_id, split=_split_param(request, Split.EVAL), step_a=step_a, step_b=step_b
+    )
     if pair is None:
         raise NotFound("This run has no such task at those steps.")
     return _diff_redirect(slug, pair)
@@ -175,7 +193,7 @@ def diff_task_steps(request: HttpRequest, slug: str, run_id: int) -> HttpRespons
 @require_GET
 def diff_task_runs(request: HttpRequest, slug: str) -> HttpResponse:
     """Entry point: run X against run Y on one task, the latest step of each (evaluation set preferred)."""
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     try:
         x, y = _int_param(request, "x"), _int_param(request, "y")
     except BadParameter as error:
@@ -191,24 +209,23 @@ def diff_task_runs(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _trajectory_or_404(access, trajectory_id: int):
-    trajectory = reading.trajectory_in_project(project=access.project, trajectory_id=trajectory_id)
-    if trajectory is None:
-        raise NotFound("No such trajectory.")
-    return trajectory
+    return access_trajectory(
+        access, trajectory_id, queryset=Trajectory.objects.select_related("run__rubric_version__rubric")
+    )
 
 
 @login_required
 @require_GET
 def trajectory_detail(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     trajectory = _trajectory_or_404(access, trajectory_id)
     turns, more = reading.turns_window(trajectory=trajectory, start=0, limit=FIRST_TURNS)
     env_state_json = (
-        json.dumps(trajectory.env_state, indent=2, sort_keys=True, ensure_ascii=False) if trajectory.env_state is not None else ""
+        json.dumps(trajectory.env_state, indent=2, sort_keys=True, ensure_ascii=False)
+        if trajectory.env_state is not None
+        else ""
     )
-    components = [c for c in trajectory.components or [] if isinstance(c, dict)]
-    weighted = [c.get("weighted") for c in components if isinstance(c.get("weighted"), int | float)]
-    components_total = sum(weighted)
+    breakdown = trajectory.reward_breakdown()
     return render(
         request,
         "rollouts/trajectory.html",
@@ -220,10 +237,7 @@ def trajectory_detail(request: HttpRequest, slug: str, trajectory_id: int) -> Ht
             next_start=FIRST_TURNS if more else None,
             chunk=TURNS_PER_CHUNK,
             env_state_json=env_state_json,
-            components=components,
-            components_total=components_total,
-            # Users were burned by totals that ignored the weights: say so when they disagree.
-            total_differs=bool(weighted) and abs(components_total - trajectory.reward) > 1e-6,
+            breakdown=breakdown,
         ),
     )
 
@@ -232,7 +246,7 @@ def trajectory_detail(request: HttpRequest, slug: str, trajectory_id: int) -> Ht
 @require_GET
 def trajectory_turns(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
     """htmx partial: the next chunk of turns from ?start=, ending with the trigger for the one after."""
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     trajectory = _trajectory_or_404(access, trajectory_id)
     try:
         start = _int_param(request, "start")
@@ -243,7 +257,9 @@ def trajectory_turns(request: HttpRequest, slug: str, trajectory_id: int) -> Htt
     return render(
         request,
         "rollouts/_turns_chunk.html",
-        project_context(access, trajectory=trajectory, turns=turns, next_start=next_start, chunk=TURNS_PER_CHUNK),
+        project_context(
+            access, trajectory=trajectory, turns=turns, next_start=next_start, chunk=TURNS_PER_CHUNK
+        ),
     )
 
 
@@ -251,9 +267,11 @@ def trajectory_turns(request: HttpRequest, slug: str, trajectory_id: int) -> Htt
 @require_GET
 def trajectory_json(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
     """The whole trajectory with its turns as a JSON file (an attachment, never rendered as a page)."""
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     trajectory = _trajectory_or_404(access, trajectory_id)
-    response = JsonResponse(reading.trajectory_export(trajectory), json_dumps_params={"ensure_ascii": False, "indent": 1})
+    response = JsonResponse(
+        reading.trajectory_export(trajectory), json_dumps_params={"ensure_ascii": False, "indent": 1}
+    )
     response["Content-Disposition"] = f'attachment; filename="trajectory-{trajectory.pk}.json"'
     response["X-Content-Type-Options"] = "nosniff"
     return response
@@ -266,7 +284,7 @@ def trajectory_json(request: HttpRequest, slug: str, trajectory_id: int) -> Http
 @require_GET
 def diff(request: HttpRequest, slug: str) -> HttpResponse:
     """Two trajectories side by side (?a=…&b=…), aligned turn by turn."""
-    access = access_project(request.user, slug, "read")
+    access = access_project(request.user, slug, Capability.READ)
     try:
         a_id, b_id = _int_param(request, "a"), _int_param(request, "b")
     except BadParameter as error:

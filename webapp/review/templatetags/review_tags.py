@@ -14,12 +14,19 @@ register = template.Library()
 def unread_badge(context) -> dict:
     request = context.get("request")
     user = getattr(request, "user", None)
-    return {"unread": selectors.unread_notification_count(user), "signed_in": bool(user and user.is_authenticated)}
+    return {
+        "unread": selectors.unread_notification_count(user),
+        "signed_in": bool(user and user.is_authenticated),
+    }
 
 
 @register.inclusion_tag("review/_activity_list.html")
 def recent_activity(project, limit: int = 10) -> dict:
-    return {"project": project, "activities": selectors.recent_activity(project=project, limit=limit), "compact": True}
+    return {
+        "project": project,
+        "activities": selectors.recent_activity(project=project, limit=limit),
+        "compact": True,
+    }
 
 
 @register.inclusion_tag("review/_collaboration.html", takes_context=True)

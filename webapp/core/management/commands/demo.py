@@ -39,16 +39,46 @@ class Command(BaseCommand):
         children = [
             # Trains runs, one at a time.
             subprocess.Popen(
-                [python, "-m", "celery", "-A", "workers", "worker", "-Q", "cpu", "--pool", "solo",
-                 "--loglevel", "INFO", "-n", "demo-cpu@%h"],
+                [
+                    python,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "workers",
+                    "worker",
+                    "-Q",
+                    "cpu",
+                    "--pool",
+                    "solo",
+                    "--loglevel",
+                    "INFO",
+                    "-n",
+                    "demo-cpu@%h",
+                ],
                 env=env,
             ),
             # Small periodic jobs (marking runs whose worker died as LOST) with the beat scheduler
             # embedded: never stuck behind a training run.
             subprocess.Popen(
-                [python, "-m", "celery", "-A", "workers", "worker", "-Q", "control", "--pool", "solo", "-B",
-                 "--schedule", str(settings.VAR_DIR / "celerybeat-schedule"), "--loglevel", "WARNING",
-                 "-n", "demo-control@%h"],
+                [
+                    python,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "workers",
+                    "worker",
+                    "-Q",
+                    "control",
+                    "--pool",
+                    "solo",
+                    "-B",
+                    "--schedule",
+                    str(settings.VAR_DIR / "celerybeat-schedule"),
+                    "--loglevel",
+                    "WARNING",
+                    "-n",
+                    "demo-control@%h",
+                ],
                 env=env,
             ),
             subprocess.Popen(

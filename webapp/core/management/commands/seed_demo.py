@@ -19,26 +19,87 @@ DEMO_ENVIRONMENT = {
     "name": "Arithmetic with a calculator",
     "kind": "arithmetic_calculator",
     # The tasks bench/learning.py measured on (its default adds products and three operands).
-    "config": {"min_digits": 1, "max_digits": 2, "operations": ["+", "-"], "max_operands": 2, "max_turns": 3,
-               "curriculum": False},
+    "config": {
+        "min_digits": 1,
+        "max_digits": 2,
+        "operations": ["+", "-"],
+        "max_operands": 2,
+        "max_turns": 3,
+        "curriculum": False,
+    },
     "description": "Two-digit sums and differences; the model may call a calculator tool before answering.",
 }
 DEMO_RUBRIC = {
     "name": "Correct and well-formed",
     "description": "Mostly correctness, some credit for one calculator call and a well-formed answer, a "
-                   "penalty for rambling.",
+    "penalty for rambling.",
     "spec": {
         "aggregation": "weighted_sum",
         "criteria": [
             {"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {"extract": "answer_tag"}},
-            {"name": "answer format", "kind": "regex", "weight": 0.1,
-             "params": {"pattern": "<answer>\\s*-?\\d+\\s*</answer>", "must_match": True}},
+            {
+                "name": "answer format",
+                "kind": "regex",
+                "weight": 0.1,
+                "params": {"pattern": "<answer>\\s*-?\\d+\\s*</answer>", "must_match": True},
+            },
             # One calculator call; a malformed attempt still earns half, so a model that has never made
             # a valid call gets a signal it can reach (as in trainers/examples/arithmetic_grpo.yaml).
-            {"name": "tool use", "kind": "tool_calls", "weight": 0.2,
-             "params": {"min_calls": 1, "max_calls": 1, "penalty_per_failed_call": 0.5,
-                        "penalty_per_extra_call": 0.5}},
-            {"name": "overlong", "kind": "overlong_penalty", "weight": 0.2, "params": {"max_len": 160, "buffer": 32}},
+            {
+                "name": "tool use",
+                "kind": "tool_calls",
+                "weight": 0.2,
+                "params": {
+                    "min_calls": 1,
+                    "max_calls": 1,
+                    "penalty_per_failed_call": 0.5,
+                    "penalty_per_extra_call": 0.5,
+                },
+            },
+            {
+                "name": "overlong",
+                "kind": "overlong_penalty",
+                "weight": 0.2,
+                "params": {"max_len": 160, "buffer": 32},
+            },
+        ],
+    },
+}
+# An environment from the ecosystem beside ours: reasoning-gym's procedural tasks, graded by its own
+# score_answer (the `env_reward` criterion). The settings bench/learning.py measured: one-digit sums.
+DEMO_ECOSYSTEM_ENVIRONMENT = {
+    "name": "reasoning-gym: basic arithmetic",
+    "kind": "reasoning_gym",
+    "config": {
+        "dataset": "basic_arithmetic",
+        "dataset_config": {
+            "min_terms": 2,
+            "max_terms": 2,
+            "min_digits": 1,
+            "max_digits": 1,
+            "operators": ["+"],
+            "allow_parentheses": False,
+            "allow_negation": False,
+        },
+        "system_prompt": "Answer with the number only, inside <answer></answer>.",
+        "few_shot": True,
+        "eval_fraction": 0.3,
+    },
+    "description": "One-digit sums from reasoning-gym, scored by its own score_answer.",
+}
+DEMO_ECOSYSTEM_RUBRIC = {
+    "name": "reasoning-gym score and a clean answer",
+    "description": "The generator's own score, and a nudge towards a clean answer tag.",
+    "spec": {
+        "aggregation": "weighted_sum",
+        "criteria": [
+            {"name": "correct", "kind": "env_reward", "weight": 1.0, "params": {}},
+            {
+                "name": "format",
+                "kind": "format",
+                "weight": 0.1,
+                "params": {"checks": ["answer_tag", "nothing_after_answer"]},
+            },
         ],
     },
 }
@@ -47,9 +108,19 @@ DEMO_RUBRIC = {
 DEMO_RUN = {
     "name": "GRPO on arithmetic (demo)",
     "preset": "grpo",
-    "overrides": {"max_steps": 20, "group_size": 8, "prompts_per_step": 2, "max_new_tokens": 48, "max_turns": 3,
-                  "learning_rate": 2e-5, "max_grad_norm": 1.0, "generation_dtype": "bfloat16",
-                  "checkpoint_every": 10, "eval_every": 5, "eval_tasks": 16},
+    "overrides": {
+        "max_steps": 20,
+        "group_size": 8,
+        "prompts_per_step": 2,
+        "max_new_tokens": 48,
+        "max_turns": 3,
+        "learning_rate": 2e-5,
+        "max_grad_norm": 1.0,
+        "generation_dtype": "bfloat16",
+        "checkpoint_every": 10,
+        "eval_every": 5,
+        "eval_tasks": 16,
+    },
 }
 
 
@@ -62,12 +133,16 @@ class Command(BaseCommand):
     @transaction.atomic
     def handle(self, *args, launch: bool = False, **options):
         User = get_user_model()
-        user, created = User.objects.get_or_create(username=DEMO_USERNAME, defaults={"email": "demo@example.com"})
+        user, created = User.objects.get_or_create(
+            username=DEMO_USERNAME, defaults={"email": "demo@example.com"}
+        )
         if created:
             user.set_password(DEMO_PASSWORD)
             user.save()
         project = Project.objects.filter(slug=DEMO_PROJECT_SLUG).first() or project_create(
-            name="Demo: arithmetic agents", slug=DEMO_PROJECT_SLUG, owner=user,
+            name="Demo: arithmetic agents",
+            slug=DEMO_PROJECT_SLUG,
+            owner=user,
             description="A tool-using arithmetic agent trained with GRPO on the bundled SmolLM2-135M.",
         )
         environment = Environment.objects.filter(project=project, name=DEMO_ENVIRONMENT["name"]).first()
@@ -76,6 +151,19 @@ class Command(BaseCommand):
         rubric = Rubric.objects.filter(project=project, name=DEMO_RUBRIC["name"]).first()
         if rubric is None:
             rubric = rubric_create(project=project, user=user, **DEMO_RUBRIC)
+        if not Environment.objects.filter(project=project, name=DEMO_ECOSYSTEM_ENVIRONMENT["name"]).exists():
+            environment_create(project=project, user=user, **DEMO_ECOSYSTEM_ENVIRONMENT)
+        if not Rubric.objects.filter(project=project, name=DEMO_ECOSYSTEM_RUBRIC["name"]).exists():
+            rubric_create(project=project, user=user, **DEMO_ECOSYSTEM_RUBRIC)
         if launch or not Run.objects.filter(project=project).exists():
-            run_create(project=project, environment=environment, rubric=rubric, user=user, dispatch=launch, **DEMO_RUN)
-        self.stdout.write(f"demo project ready: /p/{project.slug}/  (login: {DEMO_USERNAME} / {DEMO_PASSWORD})")
+            run_create(
+                project=project,
+                environment=environment,
+                rubric=rubric,
+                user=user,
+                dispatch=launch,
+                **DEMO_RUN,
+            )
+        self.stdout.write(
+            f"demo project ready: /p/{project.slug}/  (login: {DEMO_USERNAME} / {DEMO_PASSWORD})"
+        )

@@ -1,0 +1,346 @@
+"""The run page is always true: along every path a run's status can take, the page a user keeps open —
+moved only by the websocket — shows what a fresh load of it shows, part by part (status badges, the
+actions offered, the cancel-requested badges, the error banner, the timestamps and worker, the checkpoints
+table, progress and the trainer's current phase). Each state is compared with a reload rendered by the
+server alone (JavaScript off) and with a reload whose script has applied its snapshot.
+
+Real headless Chromium against a real daphne, the real channel layer and the real ingestion API; the
+worker's claim, the cancel button and the LOST reaper go through the services the product uses."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+
+import pytest
+import requests
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from tests.browser.conftest import elsewhere, sign_in
+
+PASSWORD = "correct-horse-battery"
+
+# What the page shows, read from the marks the template and run_live.js share (elements inside a hidden
+# ancestor count as absent).
+PAGE_STATE = """() => {
+  const shown = (node) => Boolean(node) && !node.closest('[hidden]');
+  const words = (node) => node.textContent.replace(/\\s+/g, ' ').trim();
+  const all = (selector) => Array.from(document.querySelectorAll(selector));
+  const texts = (selector) => all(selector).map((node) => shown(node) ? words(node) : null);
+  const phase = document.querySelector('[data-live-phase]');
+  const bar = document.querySelector('[data-live-phase-progress]');
+  const errorPanel = document.querySelector('[data-run-error-panel]');
+  return {
+    status: texts('[data-run-status], [data-live-status]'),
+    cancelRequested: all('[data-run-cancel-requested], [data-live-cancel]').map(shown),
+    actions: all('[data-run-action]').filter(shown).map((node) => node.dataset.runAction),
+    error: shown(errorPanel) ? words(document.querySelector('[data-run-error]')) : null,
+    started: texts('[data-run-started_at]'),
+    finished: texts('[data-run-finished_at]'),
+    heartbeat: texts('[data-run-heartbeat_at]'),
+    worker: texts('[data-run-worker]'),
+    checkpoints: all('[data-run-checkpoints] tbody tr').map((row) => Array.from(row.cells).map(words).join(' | ')),
+    step: texts('[data-live-step]'),
+    best: texts('[data-live-best]'),
+    progress: document.querySelector('[data-live-progress]').getAttribute('aria-valuenow'),
+    phase: shown(phase) ? {text: words(document.querySelector('[data-live-phase-text]')), bar: shown(bar),
+                           done: bar.getAttribute('aria-valuenow'), total: bar.getAttribute('aria-valuemax')} : null,
+  };
+}"""
+
+
+@pytest.fixture
+def queued_run(transactional_db):
+    from webapp.experiments.services import environment_create, rubric_create, run_create
+    from webapp.projects.services import project_create
+
+    alice = get_user_model().objects.create_user("alice", "alice@example.com", PASSWORD)
+    project = project_create(name="Agents", owner=alice)
+    environment = environment_create(
+        project=project, name="arith", kind="arithmetic_calculator", config={}, user=alice
+    )
+    rubric = rubric_create(
+        project=project,
+        name="r",
+        user=alice,
+        spec={
+            "aggregation": "weighted_sum",
+            "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}],
+        },
+    )
+    run, token = run_create(
+        project=project,
+        name="watched run",
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={"max_steps": 4},
+        user=alice,
+        dispatch=False,
+    )
+    return project, run, token
+
+
+class Trainer:
+    """Reports like a trainer: numbered event batches through the ingestion API."""
+
+    def __init__(self, server: str, run, token: str) -> None:
+        self.url = f"{server}/api/runs/{run.pk}/events"
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        self.seq = 0
+
+    def report(self, *events: dict) -> None:
+        numbered = []
+        for event in events:
+            self.seq += 1
+            numbered.append({"seq": self.seq, "time": time.time(), **event})
+        response = requests.post(
+            self.url, data=json.dumps({"events": numbered}), headers=self.headers, timeout=10
+        )
+        assert response.status_code == 200, response.text
+
+
+class Watch:
+    """Alice's open run page, and fresh loads of it to compare with."""
+
+    def __init__(self, browser, server: str, project, run) -> None:
+        self.browser, self.server, self.run = browser, server, run
+        self.url = f"{server}/p/{project.slug}/runs/{run.pk}/"
+        self.context = browser.new_context(viewport={"width": 1360, "height": 900})
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(20_000)
+        sign_in(self.page, server, "alice", PASSWORD)
+        self.page.goto(self.url)
+        self.page.wait_for_function("window.websocketConnected === true")
+
+    def state(self) -> dict:
+        return self.page.evaluate(PAGE_STATE)
+
+    def reloaded(self, *, javascript: bool) -> dict:
+        context = self.browser.new_context(java_script_enabled=javascript)
+        try:
+            page = context.new_page()
+            page.set_default_timeout(20_000)
+            sign_in(page, self.server, "alice", PASSWORD)
+            page.goto(self.url)
+            if javascript:
+                page.wait_for_function("window.liveSnapshotsReceived >= 1")
+            return page.evaluate(PAGE_STATE)
+        finally:
+            context.close()
+
+    def wait_for(self, expression: str, timeout: float = 20_000) -> None:
+        self.page.wait_for_function(expression, timeout=timeout)
+
+    def wait_for_status(self, label: str) -> None:
+        self.wait_for(f"document.querySelector('[data-live-status]').textContent === {json.dumps(label)}")
+
+    def settle(self) -> None:
+        """Wait until the page shows the run's latest heartbeat: every message of the last change is in."""
+        self.run.refresh_from_db()
+        expected = self.run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S") if self.run.heartbeat_at else "—"
+        self.wait_for(
+            f"document.querySelector('[data-run-heartbeat_at]').textContent === {json.dumps(expected)}"
+        )
+
+    def agrees_with_a_reload(self) -> dict:
+        self.settle()
+        live = self.state()
+        assert live == self.reloaded(javascript=False), "the live page differs from the server's rendering"
+        assert live == self.reloaded(javascript=True), "the live page differs from a reload's"
+        return live
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture
+def watch(queued_run, server, browser):
+    from django.db import connections
+
+    project, run, _token = queued_run
+    watching = Watch(browser, server, project, run)
+    yield watching
+    watching.close()
+    connections.close_all()
+
+
+def claim(run, worker: str = "gpu-box-1") -> None:
+    """What a worker does when it takes the run from the queue (workers/execution.py)."""
+    from webapp.experiments.services import run_transition
+
+    assert elsewhere(lambda: run_transition(run.pk, "STARTING", worker=worker, heartbeat_at=timezone.now()))
+
+
+def cancel_from_another_tab(browser, server: str, url: str) -> None:
+    """Someone presses Cancel on the run page: the page asks first, then posts."""
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        sign_in(page, server, "alice", PASSWORD)
+        page.goto(url)
+        page.click("[data-run-action=cancel] button")
+        page.locator("[data-cancel-dialog]").wait_for(state="visible")
+        page.click("[data-cancel-dialog-confirm]")
+        page.wait_for_load_state()
+    finally:
+        context.close()
+
+
+def test_queued_then_running_then_succeeded(queued_run, server, watch):
+    project, run, token = queued_run
+    trainer = Trainer(server, run, token)
+    queued = watch.agrees_with_a_reload()
+    assert queued["status"] == ["Queued", "Queued"] and queued["actions"] == ["cancel"]
+    assert queued["phase"] is None and queued["checkpoints"] == ["No checkpoints yet."]
+
+    claim(run)
+    watch.wait_for_status("Starting")
+    assert watch.agrees_with_a_reload()["worker"] == ["on gpu-box-1"]
+
+    # The trainer starts and says what it does: the page shows the phase within 2 s of its start.
+    trainer.report({"type": "status", "status": "RUNNING"})
+    started = time.monotonic()
+    trainer.report(
+        {
+            "type": "phase",
+            "phase": "generating",
+            "step": 1,
+            "done": 0,
+            "total": 4,
+            "message": "4 groups of 8",
+            "elapsed_s": 0,
+        }
+    )
+    watch.wait_for("!document.querySelector('[data-live-phase]').hidden", timeout=2_000)
+    assert time.monotonic() - started < 2
+    running = watch.agrees_with_a_reload()
+    assert running["phase"] == {
+        "text": "Generating · step 1 · 4 groups of 8",
+        "bar": True,
+        "done": "0",
+        "total": "4",
+    }
+    assert running["started"] != ["—"] and running["finished"] == ["—"]
+
+    trainer.report(
+        {
+            "type": "phase",
+            "phase": "generating",
+            "step": 1,
+            "done": 3,
+            "total": 4,
+            "message": "turn 2: 3 of 4 groups done",
+            "elapsed_s": 1.5,
+        }
+    )
+    watch.wait_for(
+        "document.querySelector('[data-live-phase-progress]').getAttribute('aria-valuenow') === '3'"
+    )
+    watch.agrees_with_a_reload()
+
+    trainer.report(
+        {"type": "metrics", "step": 1, "values": {"reward/mean": 0.25, "accuracy": 0.5}},
+        {"type": "checkpoint", "step": 1, "path": "/runs/ckpt/step-1", "metrics": {"reward/mean": 0.25}},
+        {"type": "phase", "phase": "checkpointing", "step": 1},
+    )
+    watch.wait_for("document.querySelectorAll('[data-checkpoint-step]').length === 1")
+    middle = watch.agrees_with_a_reload()
+    assert middle["step"] == ["step 1 of 4"] and middle["best"] == ["0.2500"]
+    assert middle["checkpoints"][0].startswith("1 | full | /runs/ckpt/step-1 | reward/mean=0.25 | ")
+    assert middle["phase"]["text"] == "Checkpointing · step 1" and middle["phase"]["bar"] is False
+
+    trainer.report({"type": "status", "status": "SUCCEEDED", "message": "finished 4 steps"})
+    watch.wait_for_status("Succeeded")
+    done = watch.agrees_with_a_reload()
+    assert done["phase"] is None and done["finished"] != ["—"]
+    assert done["actions"] == ["resume", "fork"]  # finished with a checkpoint: it can be continued
+
+
+def test_queued_then_cancelled(queued_run, server, browser, watch):
+    project, run, _token = queued_run
+    # The button asks first; "Keep running" keeps it.
+    watch.page.click("[data-run-action=cancel] button")
+    watch.page.locator("[data-cancel-dialog]").wait_for(state="visible")
+    watch.page.click("[data-cancel-dialog-keep]")
+    watch.page.locator("[data-cancel-dialog]").wait_for(state="hidden")
+    run.refresh_from_db()
+    assert run.status == "QUEUED"
+
+    cancel_from_another_tab(browser, server, watch.url)
+    watch.wait_for_status("Cancelled")
+    cancelled = watch.agrees_with_a_reload()
+    assert cancelled["actions"] == [] and cancelled["cancelRequested"] == [False, False]
+    assert cancelled["finished"] != ["—"] and cancelled["started"] == ["—"]
+
+
+def test_running_then_cancelled(queued_run, server, browser, watch):
+    project, run, token = queued_run
+    trainer = Trainer(server, run, token)
+    claim(run)
+    trainer.report(
+        {"type": "status", "status": "RUNNING"},
+        {"type": "phase", "phase": "updating", "step": 2, "message": "16 samples"},
+    )
+    watch.wait_for_status("Running")
+
+    cancel_from_another_tab(browser, server, watch.url)
+    watch.wait_for("!document.querySelector('[data-run-cancel-requested]').hidden")
+    asked = watch.agrees_with_a_reload()
+    assert asked["cancelRequested"] == [True, True] and asked["actions"] == ["cancel"]
+
+    # The trainer hears it in its next reply, saves a checkpoint and stops.
+    trainer.report(
+        {"type": "checkpoint", "step": 2, "path": "/runs/ckpt/step-2", "metrics": {}},
+        {"type": "status", "status": "CANCELLED", "message": "cancelled after step 2"},
+    )
+    watch.wait_for_status("Cancelled")
+    cancelled = watch.agrees_with_a_reload()
+    assert cancelled["cancelRequested"] == [False, False] and cancelled["phase"] is None
+    assert cancelled["actions"] == ["resume", "fork"]
+
+
+def test_running_then_failed(queued_run, server, watch):
+    project, run, token = queued_run
+    trainer = Trainer(server, run, token)
+    claim(run)
+    trainer.report({"type": "status", "status": "RUNNING"}, {"type": "phase", "phase": "scoring", "step": 1})
+    watch.wait_for_status("Running")
+    watch.agrees_with_a_reload()
+
+    trainer.report(
+        {
+            "type": "status",
+            "status": "FAILED",
+            "message": "RuntimeError: CUDA out of memory <b>x</b>",
+            "traceback": "Traceback (most recent call last): …",
+        }
+    )
+    watch.wait_for_status("Failed")
+    failed = watch.agrees_with_a_reload()
+    assert failed["error"] == "RuntimeError: CUDA out of memory <b>x</b>"
+    assert failed["actions"] == [] and failed["phase"] is None  # no checkpoint: nothing to resume
+
+
+def test_running_then_lost(queued_run, server, watch):
+    from webapp.experiments.models import Run
+    from webapp.fleet.services import reap_lost_runs
+
+    project, run, token = queued_run
+    trainer = Trainer(server, run, token)
+    claim(run)
+    trainer.report(
+        {"type": "status", "status": "RUNNING"},
+        {"type": "checkpoint", "step": 1, "path": "/runs/ckpt/step-1", "metrics": {"reward/mean": 0.5}},
+    )
+    watch.wait_for("document.querySelectorAll('[data-checkpoint-step]').length === 1")
+    watch.agrees_with_a_reload()
+
+    # The worker goes silent: the reaper marks the run LOST.
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    assert elsewhere(lambda: reap_lost_runs(timeout_s=45)) == [run.pk]
+    watch.wait_for_status("Lost")
+    lost = watch.agrees_with_a_reload()
+    assert "stopped reporting" in lost["error"] and lost["actions"] == ["resume", "fork"]

@@ -1,0 +1,80 @@
+"""Resume and fork from the run page: new runs linked to their parent and checkpoint."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.webapp.html_forms import form_data
+from webapp.experiments.models import Checkpoint, Run
+
+
+@pytest.fixture
+def stopped_run(run):
+    Run.objects.filter(pk=run.pk).update(status="LOST", current_step=7)
+    Checkpoint.objects.create(run=run, step=5, path="/ckpt/5")
+    Checkpoint.objects.create(run=run, step=7, path="/ckpt/7")
+    return Run.objects.get(pk=run.pk)
+
+
+def test_resume_continues_from_the_latest_checkpoint_with_the_same_config(
+    client_for, stopped_run, django_capture_on_commit_callbacks
+):
+    page = client_for("bob").get(f"/p/{stopped_run.project.slug}/runs/{stopped_run.pk}/").content.decode()
+    assert "Resume" in page and "Fork…" in page
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client_for("bob").post(f"/p/{stopped_run.project.slug}/runs/{stopped_run.pk}/resume/")
+    resumed = Run.objects.get(parent=stopped_run)
+    assert response.status_code == 302 and response["Location"].endswith(f"/runs/{resumed.pk}/")
+    assert resumed.lineage == "resume" and resumed.parent_checkpoint.step == 7
+    assert resumed.environment_version == stopped_run.environment_version
+    assert {k: v for k, v in resumed.resolved_config.items()} == stopped_run.resolved_config
+
+
+def test_resume_from_a_chosen_checkpoint(client_for, stopped_run, django_capture_on_commit_callbacks):
+    early = Checkpoint.objects.get(run=stopped_run, step=5)
+    with django_capture_on_commit_callbacks(execute=False):
+        client_for("bob").post(
+            f"/p/{stopped_run.project.slug}/runs/{stopped_run.pk}/resume/", {"checkpoint": early.pk}
+        )
+    assert Run.objects.get(parent=stopped_run).parent_checkpoint == early
+
+
+def test_an_active_run_cannot_be_resumed_and_nothing_is_written(client_for, run):
+    Checkpoint.objects.create(run=run, step=1, path="/ckpt/1")
+    response = client_for("bob").post(f"/p/{run.project.slug}/runs/{run.pk}/resume/", follow=True)
+    assert "still active" in response.content.decode()
+    assert Run.objects.count() == 1
+
+
+def test_fork_changes_knobs_and_keeps_the_pinned_versions(
+    client_for, stopped_run, django_capture_on_commit_callbacks
+):
+    url = f"/p/{stopped_run.project.slug}/runs/{stopped_run.pk}/fork/"
+    page = client_for("bob").get(url)
+    data = form_data(page.content.decode(), "fork-form")
+    data["knob-learning_rate"] = "0.0005"
+    data["name"] = "higher lr"
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client_for("bob").post(url, data)
+    fork = Run.objects.get(parent=stopped_run)
+    assert response.status_code == 302
+    assert fork.lineage == "fork" and fork.name == "higher lr" and fork.parent_checkpoint.step == 7
+    assert fork.resolved_config["learning_rate"] == 0.0005
+    assert fork.rubric_version == stopped_run.rubric_version
+
+
+def test_fork_shows_knob_errors_and_writes_nothing(client_for, stopped_run):
+    url = f"/p/{stopped_run.project.slug}/runs/{stopped_run.pk}/fork/"
+    data = form_data(client_for("bob").get(url).content.decode(), "fork-form")
+    data["knob-group_size"] = "0"
+    response = client_for("bob").post(url, data)
+    assert response.status_code == 200 and "errorlist" in response.content.decode()
+    assert Run.objects.count() == 1
+
+
+@pytest.mark.parametrize("who, status", [("eve", 404), ("dave", 403), ("carol", 403)])
+def test_only_launch_capable_members_resume_or_fork(client_for, stopped_run, who, status):
+    base = f"/p/{stopped_run.project.slug}/runs/{stopped_run.pk}"
+    assert client_for(who).post(f"{base}/resume/").status_code == status
+    assert client_for(who).get(f"{base}/fork/").status_code == status
+    assert Run.objects.count() == 1

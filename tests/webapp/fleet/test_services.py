@@ -1,0 +1,179 @@
+"""Worker heartbeats, the Workers page and the LOST-run reaper."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from webapp.experiments.models import Run
+from webapp.fleet.services import reap_lost_runs, worker_report
+
+
+def test_a_run_without_heartbeat_turns_lost_and_a_fresh_one_does_not(
+    run, project, environment, rubric, users
+):
+    from webapp.experiments.services import run_create
+
+    fresh, _ = run_create(
+        project=project,
+        name="fresh",
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={},
+        user=users["bob"],
+        dispatch=False,
+    )
+    long_ago = timezone.now() - timedelta(seconds=300)
+    Run.objects.filter(pk=run.pk).update(status="RUNNING", heartbeat_at=long_ago)
+    Run.objects.filter(pk=fresh.pk).update(status="RUNNING", heartbeat_at=timezone.now())
+
+    assert reap_lost_runs(timeout_s=45) == [run.pk]
+    run.refresh_from_db()
+    fresh.refresh_from_db()
+    assert run.status == "LOST" and "stopped reporting" in run.error_message and run.finished_at
+    assert fresh.status == "RUNNING"
+    assert reap_lost_runs(timeout_s=45) == []  # a final status never changes again
+
+
+def lose(run: Run) -> None:
+    Run.objects.filter(pk=run.pk).update(
+        status="RUNNING", heartbeat_at=timezone.now() - timedelta(seconds=300)
+    )
+
+
+def test_a_lost_run_that_asked_for_it_resumes_itself_a_limited_number_of_times_in_a_row(
+    project, environment, rubric, users, django_capture_on_commit_callbacks, monkeypatch
+):
+    from webapp.core.dispatch import celery_app
+    from webapp.experiments.models import Checkpoint
+    from webapp.experiments.services import run_create
+
+    sent = []
+    monkeypatch.setattr(
+        celery_app, "send_task", lambda name, args, queue: sent.append(args[0]) or type("R", (), {"id": "t"})
+    )
+    run, _ = run_create(
+        project=project,
+        name="long",
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={"auto_resume": 2},
+        user=users["bob"],
+        dispatch=False,
+    )
+    chain = [run]
+    for attempt in (1, 2):
+        Checkpoint.objects.create(run=chain[-1], step=10 * attempt, path=f"/ckpt/{attempt}")
+        lose(chain[-1])
+        with django_capture_on_commit_callbacks(execute=True):
+            assert reap_lost_runs(timeout_s=45) == [chain[-1].pk]
+        resumed = Run.objects.get(parent=chain[-1])
+        assert resumed.lineage == "resume" and resumed.parent_checkpoint.step == 10 * attempt
+        assert resumed.auto_resume_count == attempt and resumed.name.endswith(f"auto-resumed @{10 * attempt}")
+        assert sent[-1] == resumed.pk  # queued for a worker, after the commit
+        chain[-1].refresh_from_db()
+        assert (
+            f"Resumed automatically as run #{resumed.pk} (attempt {attempt} of 2)" in chain[-1].error_message
+        )
+        chain.append(resumed)
+
+    Checkpoint.objects.create(run=chain[-1], step=30, path="/ckpt/3")
+    lose(chain[-1])
+    assert reap_lost_runs(timeout_s=45) == [chain[-1].pk]
+    assert not Run.objects.filter(
+        parent=chain[-1]
+    ).exists()  # two in a row was the limit: a person decides now
+
+
+def test_a_lost_run_without_the_knob_or_a_checkpoint_waits_for_a_person(
+    run, project, environment, rubric, users
+):
+    from webapp.experiments.models import Checkpoint
+    from webapp.experiments.services import run_create
+
+    asked, _ = run_create(
+        project=project,
+        name="no checkpoint yet",
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={"auto_resume": 3},
+        user=users["bob"],
+        dispatch=False,
+    )
+    Checkpoint.objects.create(run=run, step=5, path="/ckpt/5")
+    lose(run)
+    lose(asked)
+    assert sorted(reap_lost_runs(timeout_s=45)) == sorted([run.pk, asked.pk])
+    assert Run.objects.filter(parent__in=[run, asked]).count() == 0
+
+
+def test_queued_runs_are_never_reaped(run):
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    assert reap_lost_runs(timeout_s=45) == []
+
+
+def test_the_workers_page_names_a_run_only_to_its_project_members(client_for, run):
+    worker_report(
+        hostname="cpu@box",
+        queues=["cpu"],
+        gpus=[{"index": 0, "name": "H100", "memory_mb": 81559}],
+        cpus=16,
+        ray_address="10.0.0.5:6379",
+        pid=123,
+        current_run_id=run.pk,
+    )
+    page = client_for("dave").get("/workers/").content.decode()
+    assert "cpu@box" in page and "H100" in page and run.name in page and "online" in page
+
+    page = client_for("eve").get("/workers/").content.decode()
+    assert "cpu@box" in page and run.name not in page and "a run of another project" in page
+
+
+def test_the_workers_page_needs_a_sign_in(client):
+    response = client.get("/workers/")
+    assert response.status_code == 302 and "/accounts/login" in response["Location"]
+
+
+def test_the_workers_page_shows_how_busy_each_machine_is_and_the_run_it_serves(client_for, run):
+    Run.objects.filter(pk=run.pk).update(status="RUNNING", current_step=3, max_steps=10)
+    worker_report(
+        hostname="gpu@box",
+        queues=["gpu"],
+        gpus=[{"index": 0, "name": "H100", "memory_mb": 81559}],
+        cpus=16,
+        ray_address="local",
+        pid=7,
+        current_run_id=run.pk,
+        usage={
+            "cpu_percent": 37.4,
+            "memory_used_mb": 3174,
+            "memory_total_mb": 15872,
+            "gpus": [
+                {"index": 0, "utilization_percent": 87.0, "memory_used_mb": 40960, "memory_total_mb": 81559}
+            ],
+        },
+    )
+    worker_report(hostname="cpu@quiet", queues=["cpu"], gpus=[], cpus=2, ray_address="local", pid=8)
+    page = client_for("dave").get("/workers/").content.decode()
+    busy = page.split('data-worker="gpu@box"')[1].split("</tr>")[0]
+    assert "16 cores" in busy and "37 % busy" in busy
+    assert "3.1 / 15.5 GB" in busy
+    assert "H100 · 87 % busy · 40.0 / 79.6 GB" in busy
+    assert (
+        f'href="/p/{run.project.slug}/runs/{run.pk}/"' in busy
+        and "step 3 of 10" in busy
+        and "Running" in busy
+    )
+    quiet = page.split('data-worker="cpu@quiet"')[1].split("</tr>")[0]
+    # Reported no usage: nothing made up.
+    assert (
+        "2 cores" in quiet
+        and "idle" in quiet
+        and "none" in quiet
+        and "busy" not in quiet
+        and "GB" not in quiet
+    )

@@ -1,0 +1,111 @@
+"""DPO JSONL and parquet exports of a preference snapshot: round trips, provenance, what is left out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.webapp.review_factories import make_group
+from webapp.review import exports, services
+
+TRICKY = '<script>alert(1)</script> "quoted" ünïcode\nnew line'
+
+
+@pytest.fixture
+def snapshot(project, users, run):
+    make_group(run, group=0, rewards=[1.0, 0.0])
+    make_group(run, group=1, rewards=[0.0, 1.0], tool=True)
+    make_group(run, group=2, rewards=[0.5, 0.5], prompt=TRICKY)
+    queue = services.queue_create(
+        project=project,
+        user=users["bob"],
+        name="arith prefs",
+        runs=[run],
+        annotators=[users["carol"]],
+        seed=5,
+    )
+    carol = users["carol"]
+    while (assignment := services.next_pair(queue=queue, annotator=carol)) is not None:
+        group = assignment.pair.a.group_index
+        choice = {0: "a", 1: "b", 2: "b"}[group]
+        services.judgement_submit(pair=assignment.pair, annotator=carol, choice=choice)
+    return services.snapshot_create(queue, users["bob"])
+
+
+def test_dpo_jsonl_round_trips_the_snapshot(snapshot):
+    data = exports.dpo_jsonl(snapshot)
+    records = exports.read_dpo_jsonl(data)
+    pairs = services.snapshot_pairs(snapshot)
+    assert len(records) == len(pairs) == 3
+    for record, pair in zip(records, pairs, strict=True):
+        assert {
+            k: record[k] for k in ("prompt", "chosen", "rejected", "chosen_reward", "rejected_reward")
+        } == {k: pair[k] for k in ("prompt", "chosen", "rejected", "chosen_reward", "rejected_reward")}
+        assert record["provenance"] == pair["provenance"]
+        assert record["chosen_reward"] >= record["rejected_reward"]
+    tricky = next(r for r in records if r["prompt"] == TRICKY)
+    assert tricky["provenance"]["votes"]["chosen"] == 1
+    # one object a line, UTF-8 kept as is
+    assert data.count(b"\n") == 3 and "ünïcode".encode() in data
+    assert set(json.loads(data.splitlines()[0])) == {
+        "prompt",
+        "chosen",
+        "rejected",
+        "chosen_reward",
+        "rejected_reward",
+        "provenance",
+    }
+
+
+def test_parquet_round_trips_and_carries_provenance(snapshot):
+    rows, provenance = exports.read_parquet(exports.parquet_bytes(snapshot))
+    pairs = services.snapshot_pairs(snapshot)
+    assert [(r["prompt"], r["chosen"], r["rejected"]) for r in rows] == [
+        (p["prompt"], p["chosen"], p["rejected"]) for p in pairs
+    ]
+    assert [r["pair_id"] for r in rows] == [p["provenance"]["pair_id"] for p in pairs]
+    assert rows[0]["annotators"] == ["carol"] and rows[0]["snapshot_version"] == 1
+    assert provenance["queue"]["name"] == "arith prefs" and provenance["counts"]["included"] == 3
+    assert provenance["annotators"] == ["carol"] and provenance["created_by"] == "bob"
+
+
+def test_parquet_loads_with_hugging_face_datasets(snapshot, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    path = tmp_path / "prefs.parquet"
+    path.write_bytes(exports.parquet_bytes(snapshot))
+    dataset = datasets.Dataset.from_parquet(str(path), cache_dir=str(tmp_path / "cache"))
+    assert dataset.num_rows == 3
+    assert {"prompt", "chosen", "rejected", "chosen_reward", "annotators"} <= set(dataset.column_names)
+    assert sorted(dataset["chosen_reward"]) == sorted(
+        p["chosen_reward"] for p in services.snapshot_pairs(snapshot)
+    )
+
+
+def test_ties_and_both_bad_are_left_out_of_the_exports(project, users, run):
+    make_group(run, group=0, rewards=[1.0, 0.0])
+    make_group(run, group=1, rewards=[1.0, 0.0])
+    make_group(run, group=2, rewards=[1.0, 0.0])
+    queue = services.queue_create(
+        project=project, user=users["bob"], name="q", runs=[run], annotators=[users["carol"]]
+    )
+    choices = iter(["tie", "both_bad", "a"])
+    while (assignment := services.next_pair(queue=queue, annotator=users["carol"])) is not None:
+        services.judgement_submit(pair=assignment.pair, annotator=users["carol"], choice=next(choices))
+    snapshot = services.snapshot_create(queue, users["bob"])
+    assert len(exports.read_dpo_jsonl(exports.dpo_jsonl(snapshot))) == 1
+    assert len(exports.read_parquet(exports.parquet_bytes(snapshot))[0]) == 1
+    counts = snapshot.provenance["counts"]
+    assert (counts["excluded_tie"], counts["excluded_both_bad"], counts["included"]) == (1, 1, 1)
+
+
+def test_an_empty_snapshot_exports_empty_files(project, users, run):
+    make_group(run)
+    queue = services.queue_create(
+        project=project, user=users["bob"], name="q", runs=[run], annotators=[users["carol"]]
+    )
+    snapshot = services.snapshot_create(queue, users["bob"])
+    assert exports.dpo_jsonl(snapshot) == b""
+    rows, provenance = exports.read_parquet(exports.parquet_bytes(snapshot))
+    assert rows == [] and provenance["counts"]["included"] == 0
+    assert exports.export_basename(snapshot) == "q-v1"

@@ -1,0 +1,316 @@
+"""Reward-model and lineage pages: who may see and do what, what the pages show, and that text from
+users and models stays inert in every one of them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.urls import reverse
+
+from tests.webapp.html_forms import form_data
+from tests.webapp.rewards_factories import annotated_snapshot, direct_snapshot, preference_texts
+from webapp.experiments.models import Checkpoint, RubricVersion
+from webapp.experiments.services import run_create
+from webapp.projects.models import ROLE_CAPABILITIES
+from webapp.rewards import services
+from webapp.rewards.models import RewardModel
+
+PEOPLE = [None, "alice", "bob", "carol", "dave", "eve"]
+ROLE_OF = {"alice": "owner", "bob": "researcher", "carol": "annotator", "dave": "viewer"}
+HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>[x](javascript:alert(3))"
+
+
+@dataclass(frozen=True)
+class Page:
+    label: str
+    method: str
+    needs: str
+    route: str
+    args: tuple[str, ...] = ()
+    data: Callable[[dict], dict] = lambda w: {}
+    ok: int = 200
+
+    def url(self, world: dict) -> str:
+        return reverse(self.route, args=[world["project"].slug, *[world[name].pk for name in self.args]])
+
+
+PAGES = [
+    Page("model list", "get", "read", "rewards:reward_model_list"),
+    Page("train form", "get", "launch", "rewards:reward_model_create"),
+    Page(
+        "train",
+        "post",
+        "launch",
+        "rewards:reward_model_create",
+        data=lambda w: {
+            "snapshot": w["snapshot"].pk,
+            "name": "new",
+            "head": "linear",
+            "epochs": 50,
+            "held_out_fraction": 0.2,
+            "seed": 0,
+            "queue": "cpu",
+        },
+        ok=302,
+    ),
+    Page("model detail", "get", "read", "rewards:reward_model_detail", ("reward_model",)),
+    Page("model status", "get", "read", "rewards:reward_model_status", ("reward_model",)),
+    Page(
+        "add to rubric",
+        "post",
+        "launch",
+        "rewards:reward_model_register",
+        ("reward_model",),
+        data=lambda w: {"rubric": w["rubric"].pk, "weight": 0.5},
+        ok=302,
+    ),
+    Page("train again", "post", "launch", "rewards:reward_model_retrain", ("reward_model",), ok=302),
+    Page("lineage", "get", "read", "rewards:lineage_index"),
+    Page("model lineage", "get", "read", "rewards:lineage_detail", ("reward_model",)),
+]
+
+
+def ready(reward_model: RewardModel, path: str = "/srv/reward_models/rm") -> RewardModel:
+    services.reward_model_claim(reward_model.pk, worker="w1")
+    services.reward_model_finish(
+        reward_model.pk,
+        path=path,
+        metrics={"held_out_accuracy": 0.875, "n_eval": 8, "train_accuracy": 1.0, "n_train": 32},
+        curve=[
+            {"epoch": 1.0, "train_accuracy": 0.6, "eval_accuracy": 0.5},
+            {"epoch": 2.0, "train_accuracy": 1.0, "eval_accuracy": 0.875},
+        ],
+    )
+    return RewardModel.objects.get(pk=reward_model.pk)
+
+
+@pytest.fixture
+def world(project, rubric, run, users):
+    snapshot = direct_snapshot(project=project, rows=preference_texts(6), user=users["bob"])
+    reward_model = ready(
+        services.reward_model_train(snapshot=snapshot, user=users["bob"], name="style", dispatch=False)
+    )
+    return {
+        "project": project,
+        "rubric": rubric,
+        "run": run,
+        "snapshot": snapshot,
+        "reward_model": reward_model,
+    }
+
+
+def stored() -> dict[str, Any]:
+    return {
+        "reward models": sorted(RewardModel.objects.values_list("pk", "status")),
+        "rubric versions": RubricVersion.objects.count(),
+    }
+
+
+def expected_status(page: Page, person: str | None) -> int | str:
+    if person is None:
+        return "sign-in redirect"
+    if person not in ROLE_OF:
+        return 404
+    return page.ok if page.needs in ROLE_CAPABILITIES[ROLE_OF[person]] else 403
+
+
+@pytest.mark.parametrize("person", PEOPLE, ids=lambda p: p or "anonymous")
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.label.replace(" ", "-"))
+def test_each_person_sees_and_does_only_what_their_role_allows(
+    client, users, world, page, person, django_capture_on_commit_callbacks
+):
+    if person is not None:
+        client.force_login(users[person])
+    before = stored()
+    with django_capture_on_commit_callbacks(execute=False):  # queue nothing on the broker
+        response = getattr(client, page.method)(page.url(world), page.data(world))
+    expected = expected_status(page, person)
+    if expected == "sign-in redirect":
+        assert response.status_code == 302 and response.url.startswith(reverse("accounts:login"))
+    else:
+        assert response.status_code == expected, response.content[:500]
+    if expected != page.ok:
+        assert stored() == before
+
+
+def test_the_table_covers_every_page_of_the_app():
+    from webapp.rewards import urls
+
+    assert {page.route for page in PAGES} == {
+        f"{urls.app_name}:{pattern.name}" for pattern in urls.urlpatterns
+    }
+
+
+def test_a_researcher_trains_from_a_snapshot_through_the_form(
+    client_for, world, django_capture_on_commit_callbacks
+):
+    client = client_for("bob")
+    url = reverse("rewards:reward_model_create", args=[world["project"].slug])
+    page = client.get(url + f"?snapshot={world['snapshot'].pk}").content.decode()
+    data = form_data(page, "train-form")
+    assert data["snapshot"] == [str(world["snapshot"].pk)] and "6 pairs" in page
+    data.update(name="tone", head="mlp", epochs="40")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client.post(url, data)
+    created = RewardModel.objects.get(name="tone")
+    assert response.status_code == 302 and response.url.endswith(f"/reward-models/{created.pk}/")
+    assert len(callbacks) == 1 and created.params["head"] == "mlp" and created.params["epochs"] == 40
+    detail = client.get(response.url).content.decode()
+    assert "Queued" in detail and 'hx-trigger="every 3s"' in detail and "Add to rubric" not in detail
+
+
+def test_form_errors_are_shown_next_to_their_fields(client_for, world):
+    url = reverse("rewards:reward_model_create", args=[world["project"].slug])
+    data = form_data(client_for("bob").get(url).content.decode(), "train-form")
+    data.update(name="x", held_out_fraction="0.9")
+    response = client_for("bob").post(url, data)
+    assert (
+        response.status_code == 400 and "0.9 is greater than the maximum of 0.5" in response.content.decode()
+    )
+    assert not RewardModel.objects.filter(name="x").exists()
+
+
+def test_a_ready_model_shows_its_accuracy_and_is_added_to_a_rubric(client_for, world):
+    client = client_for("bob")
+    reward_model = world["reward_model"]
+    url = reverse("rewards:reward_model_detail", args=[world["project"].slug, reward_model.pk])
+    page = client.get(url).content.decode()
+    assert "88%" in page and "of 8" in page and "<polyline" in page and "every 3s" not in page
+    data = form_data(page, "register-form")
+    data.update(rubric=str(world["rubric"].pk), weight="0.25")
+    response = client.post(url + "register/", data)
+    assert response.status_code == 302
+    latest = world["rubric"].versions.order_by("-number").first()
+    assert latest.number == 2 and latest.spec["criteria"][-1]["kind"] == "learned_reward"
+    assert "correctness v2" in client.get(url).content.decode()
+    again = client.post(url + "register/", data)
+    assert again.status_code == 400 and "already scores with style v1" in again.content.decode()
+
+
+def test_the_status_fragment_reloads_the_page_once_training_ends(client_for, world):
+    url = reverse("rewards:reward_model_status", args=[world["project"].slug, world["reward_model"].pk])
+    response = client_for("dave").get(url, headers={"HX-Request": "true"})
+    assert response["HX-Refresh"] == "true" and "Ready" in response.content.decode()
+
+
+def test_viewers_and_annotators_see_no_training_or_registration_controls(client_for, world):
+    for person in ("carol", "dave"):
+        client = client_for(person)
+        listing = client.get(
+            reverse("rewards:reward_model_list", args=[world["project"].slug])
+        ).content.decode()
+        detail = client.get(
+            reverse("rewards:reward_model_detail", args=[world["project"].slug, world["reward_model"].pk])
+        ).content.decode()
+        assert "Train from a snapshot" not in listing and "style v1" in listing
+        assert "register-form" not in detail and "Train again" not in detail
+
+
+def test_the_lineage_links_queue_snapshot_model_rubric_runs_and_checkpoints(
+    client_for, project, environment, rubric, run, users
+):
+    snapshot = annotated_snapshot(
+        project=project,
+        run=run,
+        researcher=users["bob"],
+        annotator=users["carol"],
+        rows=preference_texts(4),
+        queue_name="tone queue",
+    )
+    reward_model = ready(
+        services.reward_model_train(snapshot=snapshot, user=users["bob"], name="tone", dispatch=False)
+    )
+    version = services.reward_model_register(
+        reward_model=reward_model, rubric=rubric, weight=1.0, user=users["bob"]
+    )
+    downstream, _ = run_create(
+        project=project,
+        name="closing the loop",
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={},
+        user=users["bob"],
+        dispatch=False,
+    )
+    for step in (2, 4):
+        Checkpoint.objects.create(run=downstream, step=step, path=f"/ckpt/{step}")
+
+    page = (
+        client_for("bob")
+        .get(reverse("rewards:lineage_detail", args=[project.slug, reward_model.pk]))
+        .content.decode()
+    )
+    slug = project.slug
+    for link in (
+        f"/p/{slug}/runs/{run.pk}/",
+        f"/p/{slug}/review/queues/{snapshot.queue_id}/",
+        f"/p/{slug}/review/queues/{snapshot.queue_id}/#datasets",
+        f"/p/{slug}/reward-models/{reward_model.pk}/",
+        f"/p/{slug}/rubrics/{rubric.pk}/#v{version.number}",
+        f"/p/{slug}/runs/{downstream.pk}/",
+    ):
+        assert f'href="{link}"' in page, link
+    assert "tone queue" in page and "4 pairs" in page and "step 2" in page and "step 4" in page
+    boxes = page[page.index('class="lineage"') :]
+    assert (
+        boxes.index("tone queue")
+        < boxes.index("tone v1")
+        < boxes.index("correctness v2")
+        < boxes.index("closing the loop")
+    )
+    assert f"/runs/{run.pk}/" not in boxes.split("Runs</h3>")[1]  # the first run pinned v1: upstream only
+
+    index = client_for("dave").get(reverse("rewards:lineage_index", args=[slug])).content.decode()
+    assert "closing the loop" in index and "tone queue" not in index  # viewers do not see preference queues
+    assert "a queue you are not assigned to" in index
+
+
+def test_text_from_users_and_models_renders_inert_in_every_page(
+    client_for, project, environment, rubric, users
+):
+    snapshot = direct_snapshot(
+        project=project, rows=[(HOSTILE, HOSTILE + " good", HOSTILE)] * 4, user=users["bob"]
+    )
+    failed = services.reward_model_train(snapshot=snapshot, user=users["bob"], name=HOSTILE, dispatch=False)
+    services.reward_model_claim(failed.pk, worker=HOSTILE)
+    services.reward_model_fail(failed.pk, error=HOSTILE)
+    reward_model = ready(
+        services.reward_model_train(snapshot=snapshot, user=users["bob"], name=HOSTILE, dispatch=False),
+        path="/srv/" + HOSTILE,
+    )
+    rubric.name = HOSTILE
+    rubric.save()
+    services.reward_model_register(reward_model=reward_model, rubric=rubric, weight=1.0, user=users["bob"])
+    downstream, _ = run_create(
+        project=project,
+        name=HOSTILE,
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={},
+        user=users["bob"],
+        dispatch=False,
+    )
+    Checkpoint.objects.create(run=downstream, step=1, path="/ckpt/" + HOSTILE)
+
+    slug = project.slug
+    urls = [
+        reverse("rewards:reward_model_list", args=[slug]),
+        reverse("rewards:reward_model_create", args=[slug]),
+        reverse("rewards:lineage_index", args=[slug]),
+    ]
+    for model in (failed, reward_model):
+        urls += [
+            reverse("rewards:reward_model_detail", args=[slug, model.pk]),
+            reverse("rewards:reward_model_status", args=[slug, model.pk]),
+            reverse("rewards:lineage_detail", args=[slug, model.pk]),
+        ]
+    for url in urls:
+        page = client_for("bob").get(url).content.decode()
+        assert "<script>alert" not in page and "<img src=x" not in page, url
+        assert 'href="javascript' not in page, url
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page or url.endswith("/new/"), url

@@ -1,0 +1,204 @@
+"""Run event ingestion through the real HTTP endpoint."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from webapp.experiments.models import Checkpoint, Run
+from webapp.rollouts.apis import IN_FLIGHT
+from webapp.rollouts.models import MetricPoint, RunEvent, Trajectory, Turn
+
+
+@pytest.fixture
+def reporting_run(project, environment, rubric, users):
+    from webapp.experiments.services import run_create
+
+    run, token = run_create(
+        project=project,
+        name="reported",
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={},
+        user=users["bob"],
+        dispatch=False,
+    )
+    return run, token
+
+
+def trajectory(group=0, sample=0, reward=1.0, text="<answer>4</answer>"):
+    return {
+        "group": group,
+        "sample": sample,
+        "task_id": f"t{group}",
+        "seed": 7,
+        "split": "train",
+        "prompt": "What is 2 + 2?",
+        "reward": reward,
+        "advantage": 0.5,
+        "status": "ok",
+        "components": [
+            {"name": "correct", "kind": "numeric_match", "raw": reward, "weight": 1.0, "weighted": reward}
+        ],
+        "turns": [
+            {"role": "user", "text": "What is 2 + 2?"},
+            {"role": "assistant", "text": text, "token_ids": [1, 2, 3], "loss_mask": [1, 1, 1]},
+        ],
+    }
+
+
+def batch():
+    return {
+        "events": [
+            {"seq": 1, "type": "status", "status": "RUNNING"},
+            {"seq": 2, "type": "metrics", "step": 1, "values": {"reward/mean": 0.5, "kl": 0.01}},
+            {
+                "seq": 3,
+                "type": "trajectories",
+                "step": 1,
+                "items": [trajectory(0, 0, 1.0), trajectory(0, 1, 0.0)],
+            },
+            {
+                "seq": 4,
+                "type": "checkpoint",
+                "step": 1,
+                "path": "/tmp/ckpt-1",
+                "metrics": {"reward/mean": 0.5},
+            },
+            {"seq": 5, "type": "log", "level": "info", "message": "step 1 done"},
+        ]
+    }
+
+
+def post(client, run, token, body, **extra):
+    data = body if isinstance(body, (str, bytes)) else json.dumps(body)
+    return client.post(
+        f"/api/runs/{run.pk}/events",
+        data=data,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+        **extra,
+    )
+
+
+def counts():
+    return (
+        RunEvent.objects.count(),
+        MetricPoint.objects.count(),
+        Trajectory.objects.count(),
+        Turn.objects.count(),
+        Checkpoint.objects.count(),
+    )
+
+
+def test_it_stores_a_batch_and_updates_the_run(client, reporting_run):
+    run, token = reporting_run
+    Run.objects.filter(pk=run.pk).update(status="STARTING")
+    response = post(client, run, token, batch())
+    assert response.status_code == 200, response.content
+    assert response.json() == {"accepted": 5, "duplicates": 0, "last_seq": 5, "control": {"cancel": False}}
+    assert counts() == (5, 2, 2, 4, 1)
+    run.refresh_from_db()
+    assert run.status == "RUNNING" and run.current_step == 1 and run.best_reward == 0.5 and run.last_seq == 5
+    turn = Turn.objects.get(trajectory__sample_index=0, index=1)
+    assert turn.loss_mask == [1, 1, 1] and turn.text == "<answer>4</answer>"
+
+
+def test_the_same_batch_posted_three_times_is_stored_once(client, reporting_run):
+    run, token = reporting_run
+    replies = [post(client, run, token, batch()).json() for _ in range(3)]
+    assert [r["accepted"] for r in replies] == [5, 0, 0]
+    assert [r["duplicates"] for r in replies] == [0, 5, 5]
+    assert counts() == (5, 2, 2, 4, 1)
+
+
+def test_malformed_json_is_a_clear_400_and_writes_nothing(client, reporting_run):
+    run, token = reporting_run
+    response = post(client, run, token, '{"events": [')
+    assert response.status_code == 400
+    assert response.json()["error"] == "malformed_json"
+    assert counts() == (0, 0, 0, 0, 0)
+
+
+def test_one_invalid_event_rejects_the_whole_batch_with_field_paths(client, reporting_run):
+    run, token = reporting_run
+    body = batch()
+    body["events"][2]["items"][1]["turns"][0]["role"] = "robot"
+    body["events"][1]["values"]["kl"] = "high"
+    del body["events"][3]["path"]
+    response = post(client, run, token, body)
+    assert response.status_code == 400
+    fields = response.json()["fields"]
+    assert "events.2.items.1.turns.0.role" in fields
+    assert fields["events.1.values.kl"] == ["Must be a finite number or null."]
+    assert fields["events.3.path"] == ["This field is required."]
+    assert counts() == (0, 0, 0, 0, 0)
+
+
+def test_an_oversized_batch_gets_413(client, reporting_run, settings):
+    run, token = reporting_run
+    settings.INGEST_MAX_BATCH_BYTES = 1000
+    body = {"events": [{"seq": 1, "type": "log", "message": "x" * 2000}]}
+    response = post(client, run, token, body)
+    assert response.status_code == 413 and response.json()["error"] == "batch_too_large"
+    assert counts() == (0, 0, 0, 0, 0)
+
+
+def test_a_wrong_token_or_unknown_run_gets_401(client, reporting_run):
+    run, token = reporting_run
+    assert post(client, run, "rsr_wrong", batch()).status_code == 401
+    assert (
+        client.post(
+            "/api/runs/999999/events",
+            data="{}",
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        ).status_code
+        == 401
+    )
+    assert counts() == (0, 0, 0, 0, 0)
+
+
+def test_under_overload_it_answers_429_with_retry_after(client, reporting_run):
+    run, token = reporting_run
+    saved = IN_FLIGHT.count
+    IN_FLIGHT.count = IN_FLIGHT.limit
+    try:
+        response = post(client, run, token, batch())
+    finally:
+        IN_FLIGHT.count = saved
+    assert response.status_code == 429 and response["Retry-After"] == "1"
+    assert counts() == (0, 0, 0, 0, 0)
+
+
+def test_the_reply_carries_a_cancel_request(client, reporting_run):
+    run, token = reporting_run
+    Run.objects.filter(pk=run.pk).update(status="RUNNING", cancel_requested=True)
+    reply = post(client, run, token, {"events": [{"seq": 1, "type": "heartbeat"}]}).json()
+    assert reply["control"] == {"cancel": True}
+
+
+def test_a_failed_status_keeps_the_error_and_traceback(client, reporting_run):
+    run, token = reporting_run
+    Run.objects.filter(pk=run.pk).update(status="RUNNING")
+    post(
+        client,
+        run,
+        token,
+        {
+            "events": [
+                {
+                    "seq": 1,
+                    "type": "status",
+                    "status": "FAILED",
+                    "message": "CUDA out of memory",
+                    "traceback": "Traceback (most recent call last):\n  ...",
+                }
+            ]
+        },
+    )
+    run.refresh_from_db()
+    assert run.status == "FAILED" and run.error_message == "CUDA out of memory"
+    assert run.error_traceback.startswith("Traceback") and run.finished_at is not None

@@ -1,0 +1,18 @@
+"""What a worker reports about its machine for the Workers page, measured for real on this one."""
+
+from __future__ import annotations
+
+import shutil
+
+from workers.node import measure_usage
+
+
+def test_a_worker_measures_its_cpu_and_memory_and_its_gpus_where_nvml_is_present():
+    measure_usage()  # CPU use is measured between two calls
+    usage = measure_usage()
+    assert 0.0 <= usage["cpu_percent"] <= 100.0
+    assert 0 < usage["memory_used_mb"] <= usage["memory_total_mb"]
+    if not shutil.which("nvidia-smi"):
+        assert usage["gpus"] == []  # no NVML here: nothing made up
+    for gpu in usage["gpus"]:
+        assert 0 <= gpu["utilization_percent"] <= 100 and gpu["memory_used_mb"] <= gpu["memory_total_mb"]

@@ -1,0 +1,35 @@
+"""What every app's API module shares: parsing request bodies into documented types, and the error
+responses the OpenAPI document describes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.cache import add_never_cache_headers
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from webapp.api.schema import BAD_REQUEST, FORBIDDEN, NOT_FOUND  # noqa: F401 (re-exported)
+from webapp.projects import selectors
+from webapp.projects.models import Project
+
+VALIDATION_ERROR = BAD_REQUEST
+
+
+def parse(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    """Coerce a request body (or query) to the documented types; errors come back by field name."""
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def project_detail(user, project: Project) -> Project:
+    """The project with the counts and role annotations the project serializers read."""
+    return selectors.project_list_with_role(user).get(pk=project.pk)
+
+
+def secret_response(data: Any, status: int = 201) -> Response:
+    """A reply that carries a token shown once: no cache (a proxy's, the browser's) may keep it."""
+    response = Response(data, status=status)
+    add_never_cache_headers(response)
+    return response

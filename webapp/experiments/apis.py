@@ -1,0 +1,378 @@
+"""The JSON API of experiments: thin views that resolve objects through `webapp.projects.access`, write
+through the services, read through the selectors and shape output with the serializers (docs/api.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from trainers.config import (
+    KNOB_GROUPS,
+    PRESET_TITLES,
+    PRESETS,
+    RUN_CONFIG_SCHEMA,
+    default_run_config,
+    resolve_run_config,
+)
+from trainers.envs.preview import preview_environment
+from trainers.registry import KindSpec, criterion_kinds, environment_kinds
+from webapp.api.base import FORBIDDEN, NOT_FOUND, VALIDATION_ERROR, parse, secret_response
+from webapp.experiments import selectors
+from webapp.experiments import serializers as s
+from webapp.experiments import services as experiment_services
+from webapp.experiments.models import Environment, Rubric, Run
+from webapp.projects.access import (
+    Capability,
+    access_environment,
+    access_project,
+    access_rubric,
+    access_run,
+)
+from webapp.rollouts import selectors as rollout_selectors
+
+# --- environments -------------------------------------------------------------------------------------
+
+
+def _environment(request: Request, slug: str, pk: int, need: Capability) -> Environment:
+    access = access_project(request.user, slug, need)
+    return access_environment(
+        access, pk, queryset=selectors.environments_with_versions(project=access.project)
+    )
+
+
+class EnvironmentPreviewView(APIView):
+    @extend_schema(
+        request=s.EnvironmentPreviewInputSerializer,
+        responses={200: s.EnvironmentPreviewSerializer, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="What the model would see with this environment config (nothing is saved)",
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        access_project(request.user, slug, Capability.LAUNCH)
+        body = parse(s.EnvironmentPreviewInputSerializer, request.data)
+        return Response(preview_environment(body["kind"], body["config"]))
+
+
+class EnvironmentListView(generics.ListAPIView):
+    serializer_class = s.EnvironmentSerializer
+
+    def get_queryset(self):
+        return selectors.environments_with_versions(
+            project=access_project(self.request.user, self.kwargs["slug"], Capability.READ).project
+        )
+
+    @extend_schema(
+        request=s.EnvironmentInputSerializer,
+        responses={201: s.EnvironmentSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Create an environment (version 1)",
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        project = access_project(request.user, slug, Capability.LAUNCH).project
+        data = parse(s.EnvironmentInputSerializer, request.data)
+        environment = experiment_services.environment_create(project=project, user=request.user, **data)
+        return Response(s.EnvironmentSerializer(environment).data, status=201)
+
+
+class EnvironmentDetailView(APIView):
+    @extend_schema(responses={200: s.EnvironmentSerializer, 404: NOT_FOUND})
+    def get(self, request: Request, slug: str, pk: int) -> Response:
+        return Response(s.EnvironmentSerializer(_environment(request, slug, pk, Capability.READ)).data)
+
+    @extend_schema(
+        request=s.EnvironmentUpdateSerializer,
+        responses={200: s.EnvironmentSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Edit an environment; a changed kind or config makes a new version",
+    )
+    def patch(self, request: Request, slug: str, pk: int) -> Response:
+        environment = _environment(request, slug, pk, Capability.LAUNCH)
+        data = parse(s.EnvironmentUpdateSerializer, request.data)
+        latest = environment.versions_desc[0]
+        experiment_services.environment_update(
+            environment=environment,
+            user=request.user,
+            kind=data.get("kind", latest.kind),
+            config=data.get("config", latest.config),
+            name=data.get("name"),
+            description=data.get("description"),
+            note=data["note"],
+        )
+        return Response(s.EnvironmentSerializer(_environment(request, slug, pk, Capability.READ)).data)
+
+
+class EnvironmentVersionListView(generics.ListAPIView):
+    serializer_class = s.EnvironmentVersionSerializer
+
+    def get_queryset(self):
+        environment = _environment(self.request, self.kwargs["slug"], self.kwargs["pk"], Capability.READ)
+        return selectors.environment_versions(environment)
+
+
+# --- rubrics ------------------------------------------------------------------------------------------
+
+_RUBRIC_META_FIELDS = ("name", "description", "note")
+
+
+def _rubric(request: Request, slug: str, pk: int, need: Capability) -> Rubric:
+    access = access_project(request.user, slug, need)
+    return access_rubric(access, pk, queryset=selectors.rubrics_with_versions(project=access.project))
+
+
+def _rubric_spec(body: dict[str, Any]) -> dict[str, Any]:
+    """The rubric spec is the body less its name, description and note: every other key goes to the
+    rubric service, which owns what a valid spec is (and rejects keys it does not know)."""
+    return {key: value for key, value in body.items() if key not in _RUBRIC_META_FIELDS}
+
+
+class RubricListView(generics.ListAPIView):
+    serializer_class = s.RubricSerializer
+
+    def get_queryset(self):
+        return selectors.rubrics_with_versions(
+            project=access_project(self.request.user, self.kwargs["slug"], Capability.READ).project
+        )
+
+    @extend_schema(
+        request=s.RubricInputSerializer,
+        responses={201: s.RubricSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Create a rubric (version 1)",
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        project = access_project(request.user, slug, Capability.LAUNCH).project
+        data = parse(s.RubricInputSerializer, request.data)
+        rubric = experiment_services.rubric_create(
+            project=project,
+            user=request.user,
+            name=data["name"],
+            description=data["description"],
+            spec=_rubric_spec(request.data),
+        )
+        return Response(s.RubricSerializer(rubric).data, status=201)
+
+
+class RubricDetailView(APIView):
+    @extend_schema(responses={200: s.RubricSerializer, 404: NOT_FOUND})
+    def get(self, request: Request, slug: str, pk: int) -> Response:
+        return Response(s.RubricSerializer(_rubric(request, slug, pk, Capability.READ)).data)
+
+    @extend_schema(
+        request=s.RubricUpdateSerializer,
+        responses={200: s.RubricSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Edit a rubric; a changed spec makes a new version",
+    )
+    def patch(self, request: Request, slug: str, pk: int) -> Response:
+        rubric = _rubric(request, slug, pk, Capability.LAUNCH)
+        data = parse(s.RubricUpdateSerializer, request.data)
+        # Keys left out keep the latest version's values.
+        spec = {**rubric.versions_desc[0].spec, **_rubric_spec(request.data)}
+        experiment_services.rubric_update(
+            rubric=rubric,
+            user=request.user,
+            spec=spec,
+            name=data.get("name"),
+            description=data.get("description"),
+            note=data["note"],
+        )
+        return Response(s.RubricSerializer(_rubric(request, slug, pk, Capability.READ)).data)
+
+
+class RubricVersionListView(generics.ListAPIView):
+    serializer_class = s.RubricVersionSerializer
+
+    def get_queryset(self):
+        rubric = _rubric(self.request, self.kwargs["slug"], self.kwargs["pk"], Capability.READ)
+        return selectors.rubric_versions(rubric)
+
+
+# --- runs ---------------------------------------------------------------------------------------------
+
+
+def _run(request: Request, pk: int, need: str = Capability.READ) -> Run:
+    return access_run(request.user, pk, need, queryset=selectors.run_queryset())
+
+
+def _knob_errors_as_overrides(exc: ValidationError) -> ValidationError:
+    """The run service reports knob errors at `config.<knob>` (paths in the resolved config); in this
+    API the knobs arrive in the body's `overrides`, so the paths should point there."""
+    if not hasattr(exc, "error_dict"):
+        return exc
+    renamed: dict[str, list[str]] = {}
+    for path, errors in exc.message_dict.items():
+        if path == "config" or path.startswith("config."):
+            path = "overrides" + path[len("config") :]
+        renamed.setdefault(path, []).extend(errors)
+    return ValidationError(renamed)
+
+
+class ProjectRunListView(generics.ListAPIView):
+    serializer_class = s.RunSerializer
+
+    def get_queryset(self):
+        project = access_project(self.request.user, self.kwargs["slug"], Capability.READ).project
+        query = parse(s.RunFilterSerializer, self.request.query_params)
+        return selectors.run_list(project=project, status=query.get("status"))
+
+    @extend_schema(parameters=[s.RunFilterSerializer])
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        request=s.RunInputSerializer,
+        responses={201: s.RunCreatedSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Create and queue a run; the reply carries its ingestion token, once",
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        project = access_project(request.user, slug, Capability.LAUNCH).project
+        data = parse(s.RunInputSerializer, request.data)
+        environment = Environment.objects.filter(project=project, pk=data.pop("environment")).first()
+        rubric = Rubric.objects.filter(project=project, pk=data.pop("rubric")).first()
+        errors = {}
+        if environment is None:
+            errors["environment"] = ["No such environment in this project."]
+        if rubric is None:
+            errors["rubric"] = ["No such rubric in this project."]
+        if errors:
+            raise ValidationError(errors)
+        try:
+            run, token = experiment_services.run_create(
+                project=project, environment=environment, rubric=rubric, user=request.user, **data
+            )
+        except ValidationError as exc:
+            raise _knob_errors_as_overrides(exc) from None
+        run = selectors.run_queryset().get(pk=run.pk)
+        return secret_response(s.RunCreatedSerializer(run, context={"ingest_token": token}).data)
+
+
+class RunDetailView(APIView):
+    @extend_schema(responses={200: s.RunDetailSerializer, 404: NOT_FOUND})
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(s.RunDetailSerializer(_run(request, pk)).data)
+
+
+class RunCancelView(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: s.RunCancelSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Cancel a run: a queued run at once, a running one at the trainer's next report",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        run = _run(request, pk, Capability.LAUNCH)
+        result = experiment_services.run_request_cancel(run=run)
+        run = selectors.run_queryset().get(pk=run.pk)
+        return Response({"result": result, "run": s.RunDetailSerializer(run).data})
+
+
+def _checkpoint(run: Run, checkpoint_id: int | None):
+    if checkpoint_id is None:
+        return None
+    checkpoint = run.checkpoints.filter(pk=checkpoint_id, deleted=False).first()
+    if checkpoint is None:
+        raise ValidationError({"checkpoint": ["No such kept checkpoint of this run."]})
+    return checkpoint
+
+
+class RunResumeView(APIView):
+    @extend_schema(
+        request=s.RunContinueInputSerializer,
+        responses={201: s.RunCreatedSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Resume a stopped run from a checkpoint as a new linked run (same config)",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        run = _run(request, pk, Capability.LAUNCH)
+        data = parse(
+            s.RunContinueInputSerializer, request.data if request.body else {}
+        )  # the body is optional
+        resumed, token = experiment_services.run_resume(
+            run=run, user=request.user, checkpoint=_checkpoint(run, data.get("checkpoint"))
+        )
+        resumed = selectors.run_queryset().get(pk=resumed.pk)
+        return secret_response(s.RunCreatedSerializer(resumed, context={"ingest_token": token}).data)
+
+
+class RunForkView(APIView):
+    @extend_schema(
+        request=s.RunForkInputSerializer,
+        responses={201: s.RunCreatedSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Fork a stopped run from a checkpoint with other knobs, as a new linked run",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        run = _run(request, pk, Capability.LAUNCH)
+        data = parse(s.RunForkInputSerializer, request.data)
+        try:
+            fork, token = experiment_services.run_fork(
+                run=run,
+                user=request.user,
+                checkpoint=_checkpoint(run, data.get("checkpoint")),
+                name=data.get("name", ""),
+                overrides=data.get("overrides", run.overrides),
+            )
+        except ValidationError as exc:
+            raise _knob_errors_as_overrides(exc) from None
+        fork = selectors.run_queryset().get(pk=fork.pk)
+        return secret_response(s.RunCreatedSerializer(fork, context={"ingest_token": token}).data)
+
+
+class RunCheckpointListView(generics.ListAPIView):
+    serializer_class = s.CheckpointSerializer
+
+    def get_queryset(self):
+        return rollout_selectors.checkpoint_list(run=_run(self.request, self.kwargs["pk"]))
+
+
+# --- registries ---------------------------------------------------------------------------------------
+
+
+def _kinds(kinds: dict[str, KindSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": k.name,
+            "title": k.title,
+            "description": k.description,
+            "config_schema": k.config_schema,
+            "needs_model": k.needs_model,
+        }
+        for k in sorted(kinds.values(), key=lambda k: k.name)
+    ]
+
+
+class EnvironmentKindListView(APIView):
+    @extend_schema(
+        responses=s.KindSerializer(many=True), summary="Registered environment kinds and their config schemas"
+    )
+    def get(self, request: Request) -> Response:
+        return Response(s.KindSerializer(_kinds(environment_kinds()), many=True).data)
+
+
+class CriterionKindListView(APIView):
+    @extend_schema(
+        responses=s.KindSerializer(many=True),
+        summary="Registered rubric criterion kinds and their params schemas",
+    )
+    def get(self, request: Request) -> Response:
+        return Response(s.KindSerializer(_kinds(criterion_kinds()), many=True).data)
+
+
+class PresetListView(APIView):
+    @extend_schema(
+        responses=s.PresetsSerializer, summary="Algorithm presets, the run config schema and defaults"
+    )
+    def get(self, request: Request) -> Response:
+        body = {
+            "presets": [
+                {
+                    "name": name,
+                    "title": PRESET_TITLES.get(name, name),
+                    "knobs": knobs,
+                    "resolved": resolve_run_config(name, {}),
+                }
+                for name, knobs in PRESETS.items()
+            ],
+            "schema": RUN_CONFIG_SCHEMA,
+            "groups": KNOB_GROUPS,
+            "defaults": default_run_config(),
+        }
+        return Response(s.PresetsSerializer(body).data)

@@ -1,0 +1,79 @@
+"""API serializers: output shapes, and input shapes that only coerce types (the services hold the rules)."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from rest_framework import serializers
+
+from webapp.api import fields
+from webapp.api.serializers import username_field
+from webapp.projects.models import Membership, Project, Role
+
+# --- projects and members ---------------------------------------------------------------------------
+
+
+class ProjectSerializer(serializers.ModelSerializer):
+    created_by = username_field()
+    role = serializers.CharField(
+        source="my_role", read_only=True, allow_null=True, default=None, help_text="your role in this project"
+    )
+    run_count = serializers.IntegerField(read_only=True, default=0)
+    active_run_count = serializers.IntegerField(read_only=True, default=0)
+    best_reward = serializers.FloatField(read_only=True, allow_null=True, default=None)
+
+    class Meta:
+        model = Project
+        fields = [
+            "id",
+            "name",
+            "slug",
+            "description",
+            "created_by",
+            "created_at",
+            "role",
+            "run_count",
+            "active_run_count",
+            "best_reward",
+        ]
+
+
+class ProjectDetailSerializer(ProjectSerializer):
+    capabilities = serializers.SerializerMethodField(
+        help_text="what your role allows: read, annotate, launch, manage"
+    )
+
+    class Meta(ProjectSerializer.Meta):
+        fields = [*ProjectSerializer.Meta.fields, "capabilities"]
+
+    def get_capabilities(self, project: Project) -> list[str]:
+        role = getattr(project, "my_role", None)
+        return sorted(Membership(role=role).capabilities()) if role else []
+
+
+class ProjectInputSerializer(serializers.Serializer):
+    name = fields.name(Project)
+    description = fields.description()
+    slug = serializers.CharField(
+        allow_blank=True,
+        default="",
+        max_length=fields.column_length(Project, "slug"),
+        help_text="slugified; derived from the name when empty; made unique with a -2, -3… suffix",
+    )
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    user_id = serializers.IntegerField(read_only=True)
+    username = serializers.CharField(source="user.username", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "user_id", "username", "role", "created_at"]
+
+
+class MemberInputSerializer(serializers.Serializer):
+    username = fields.name(get_user_model(), "username", help_text="an existing user")
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+class MemberUpdateSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=Role.choices)

@@ -1,0 +1,189 @@
+"""The JSON API of review: thin views that resolve objects through `webapp.projects.access`, write
+through the services, read through the selectors and shape output with the serializers (docs/api.md)."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import generics, status
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from webapp.api.base import FORBIDDEN, NOT_FOUND, VALIDATION_ERROR, parse
+from webapp.projects.access import (
+    Capability,
+    NotFound,
+    ProjectAccess,
+    access_project,
+    access_project_by_id,
+    access_queue,
+    access_snapshot,
+    access_trajectory,
+)
+from webapp.review import agreement, exports, selectors
+from webapp.review import serializers as s
+from webapp.review import services as review_services
+from webapp.review.models import PreferenceQueue
+from webapp.rollouts import selectors as rollout_selectors
+from webapp.rollouts.models import Trajectory
+
+# --- review: comments and tags on a trajectory ----------------------------------------------------------
+
+
+def _trajectory(request: Request, pk: int, need: str) -> Trajectory:
+    return access_trajectory(request.user, pk, need, queryset=rollout_selectors.trajectory_queryset())
+
+
+class TrajectoryCommentListView(generics.ListAPIView):
+    serializer_class = s.CommentSerializer
+
+    def get_queryset(self):
+        return selectors.comment_list(_trajectory(self.request, self.kwargs["pk"], Capability.READ))
+
+    @extend_schema(
+        request=s.CommentInputSerializer,
+        responses={201: s.CommentSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Comment on a trajectory, or on one of its turns; @username notifies that member",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        trajectory = _trajectory(request, pk, Capability.ANNOTATE)
+        data = parse(s.CommentInputSerializer, request.data)
+        comment = review_services.comment_create(
+            trajectory=trajectory, author=request.user, body=data["body"], turn_index=data.get("turn_index")
+        )
+        return Response(s.CommentSerializer(comment).data, status=201)
+
+
+class TrajectoryTagListView(generics.ListAPIView):
+    serializer_class = s.TrajectoryTagSerializer
+
+    def get_queryset(self):
+        return selectors.trajectory_tag_list(_trajectory(self.request, self.kwargs["pk"], Capability.READ))
+
+    @extend_schema(
+        request=s.TagInputSerializer,
+        responses={201: s.TrajectoryTagSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Tag a trajectory (the project's tag of that name is created on first use)",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        trajectory = _trajectory(request, pk, Capability.ANNOTATE)
+        data = parse(s.TagInputSerializer, request.data)
+        link = review_services.tag_add(trajectory=trajectory, user=request.user, name=data["name"])
+        return Response(s.TrajectoryTagSerializer(link).data, status=201)
+
+
+class TrajectoryTagDetailView(APIView):
+    @extend_schema(
+        responses={204: None, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Remove a tag from a trajectory (the name is matched ignoring case)",
+    )
+    def delete(self, request: Request, pk: int, name: str) -> Response:
+        trajectory = _trajectory(request, pk, Capability.ANNOTATE)
+        link = selectors.trajectory_tag_named(trajectory, name)
+        if link is None:
+            raise NotFound("This trajectory has no such tag.")
+        review_services.tag_remove(trajectory=trajectory, user=request.user, tag=link.tag)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- review: preference queues and their datasets ---------------------------------------------------------
+
+
+def _queue(request: Request, pk: int, need: Capability) -> tuple[ProjectAccess, PreferenceQueue]:
+    queue = access_queue(request.user, pk, need, queryset=selectors.preference_queue_queryset())
+    return access_project_by_id(request.user, queue.project_id, need), queue
+
+
+class PreferenceQueueListView(generics.ListAPIView):
+    serializer_class = s.PreferenceQueueSerializer
+
+    def get_queryset(self):
+        access = access_project(self.request.user, self.kwargs["slug"], Capability.ANNOTATE)
+        return selectors.queue_list(access=access)
+
+
+class PreferenceQueueDetailView(APIView):
+    @extend_schema(
+        responses={200: s.PreferenceQueueDetailSerializer, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="A preference queue with its progress; agreement for researchers and owners",
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        access, queue = _queue(request, pk, Capability.ANNOTATE)
+        summary = None
+        if access.can(
+            Capability.LAUNCH
+        ):  # as on the queue page: annotators see progress, not each other's votes
+            summary = agreement.summarize(
+                selectors.queue_judgements(queue),
+                overlap=queue.overlap,
+                judge_scores=selectors.judge_components(queue),
+            )
+        context = {
+            "progress": selectors.queue_progress(queue),
+            "agreement": summary,
+            "may_annotate": queue.annotatable_by(access.membership),
+        }
+        return Response(s.PreferenceQueueDetailSerializer(queue, context=context).data)
+
+
+class PreferenceSnapshotListView(generics.ListAPIView):
+    serializer_class = s.PreferenceSnapshotSerializer
+
+    def get_queryset(self):
+        _access, queue = _queue(self.request, self.kwargs["pk"], Capability.LAUNCH)
+        return selectors.snapshot_list(queue)
+
+    @extend_schema(
+        request=s.SnapshotInputSerializer,
+        responses={
+            201: s.PreferenceSnapshotSerializer,
+            400: VALIDATION_ERROR,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+        },
+        summary="Freeze the queue's judgements into the next version of its preference dataset",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        _access, queue = _queue(request, pk, Capability.LAUNCH)
+        data = parse(s.SnapshotInputSerializer, request.data if request.body else {})  # the body is optional
+        snapshot = review_services.snapshot_create(queue, request.user, complete_only=data["complete_only"])
+        snapshot = selectors.snapshot_list(queue).get(pk=snapshot.pk)
+        return Response(s.PreferenceSnapshotSerializer(snapshot).data, status=201)
+
+
+class _FileFormatQuery(BaseContentNegotiation):
+    """`?format=` on the export names the file's format, not a DRF renderer (its URL_FORMAT_OVERRIDE),
+    and an `Accept` header does not matter: errors are JSON, a download is the file."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0]
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class PreferenceSnapshotExportView(APIView):
+    content_negotiation_class = _FileFormatQuery
+
+    @extend_schema(
+        parameters=[s.SnapshotExportQuerySerializer],
+        responses={
+            (200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="the dataset file"),
+            (200, "application/vnd.apache.parquet"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="the dataset file"
+            ),
+            400: VALIDATION_ERROR,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+        },
+        summary="Download a preference dataset as DPO JSON lines or parquet",
+    )
+    def get(self, request: Request, pk: int) -> HttpResponse:
+        snapshot = access_snapshot(
+            request.user, pk, Capability.LAUNCH, queryset=selectors.preference_snapshot_queryset()
+        )
+        query = parse(s.SnapshotExportQuerySerializer, request.query_params)
+        return exports.download_response(snapshot, query["format"])

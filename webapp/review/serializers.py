@@ -1,0 +1,230 @@
+"""API serializers: output shapes, and input shapes that only coerce types (the services hold the rules)."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from webapp.api import fields
+from webapp.api.serializers import username_field
+from webapp.review.exports import EXPORT_FILES
+from webapp.review.models import Comment, PreferenceQueue, PreferenceSnapshot, TrajectoryTag
+from webapp.review.services.collaboration import MAX_COMMENT, MAX_TAG
+
+# --- review: comments, tags, preference queues and datasets -------------------------------------------
+
+EXPORT_FORMATS = tuple(EXPORT_FILES)
+
+
+class CommentSerializer(serializers.ModelSerializer):
+    author = username_field("author.username")
+    deleted = serializers.BooleanField(
+        source="is_deleted",
+        read_only=True,
+        help_text="deleted comments keep their place; their body is empty",
+    )
+
+    class Meta:
+        model = Comment
+        fields = ["id", "trajectory", "turn_index", "author", "body", "created_at", "edited_at", "deleted"]
+
+
+class CommentInputSerializer(serializers.Serializer):
+    body = serializers.CharField(
+        max_length=MAX_COMMENT, help_text="plain text; @username notifies that member"
+    )
+    turn_index = fields.count(
+        required=False, allow_null=True, help_text="comment on one turn of the trajectory"
+    )
+
+
+class TrajectoryTagSerializer(serializers.ModelSerializer):
+    name = serializers.CharField(source="tag.name", read_only=True)
+    color = serializers.CharField(source="tag.color", read_only=True)
+    added_by = username_field("added_by.username")
+
+    class Meta:
+        model = TrajectoryTag
+        fields = ["name", "color", "added_by", "added_at"]
+
+
+class TagInputSerializer(serializers.Serializer):
+    name = serializers.CharField(
+        max_length=MAX_TAG, help_text="the project's tag of this name (any case) is reused"
+    )
+
+
+class AnnotatorProgressSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    judged = serializers.IntegerField()
+    available = serializers.IntegerField(help_text="pairs still open to this annotator")
+    last_at = serializers.DateTimeField(allow_null=True)
+
+
+class QueueProgressSerializer(serializers.Serializer):
+    total_pairs = serializers.IntegerField()
+    done_pairs = serializers.IntegerField(help_text="pairs with all `overlap` judgements")
+    judgements = serializers.IntegerField()
+    wanted = serializers.IntegerField(help_text="total_pairs × overlap")
+    percent = serializers.IntegerField()
+    annotators = AnnotatorProgressSerializer(many=True)
+    choices = serializers.DictField(
+        child=serializers.IntegerField(),
+        allow_null=True,
+        help_text="judgements per canonical choice (a, b, tie, both_bad); null unless you may launch",
+    )
+
+
+class PairwiseAgreementSerializer(serializers.Serializer):
+    first = serializers.CharField()
+    second = serializers.CharField()
+    items = serializers.IntegerField(help_text="pairs both judged")
+    percent = serializers.FloatField(allow_null=True, help_text="0…1")
+    kappa = serializers.FloatField(allow_null=True, help_text="Cohen's kappa; null when undefined")
+
+
+class JudgeAgreementSerializer(serializers.Serializer):
+    criterion = serializers.CharField()
+    items = serializers.IntegerField()
+    percent = serializers.FloatField(allow_null=True)
+    kappa = serializers.FloatField(allow_null=True)
+
+
+class AgreementSerializer(serializers.Serializer):
+    raters = serializers.ListField(child=serializers.CharField())
+    pairs = PairwiseAgreementSerializer(many=True, help_text="every two raters")
+    cohen = PairwiseAgreementSerializer(allow_null=True, help_text="when exactly two people judged")
+    fleiss = serializers.FloatField(
+        allow_null=True, help_text="Fleiss' kappa over the pairs with all judgements"
+    )
+    fleiss_items = serializers.IntegerField()
+    fleiss_raters = serializers.IntegerField()
+    judge = JudgeAgreementSerializer(allow_null=True, help_text="human majority vs the LLM judge component")
+
+
+class PreferenceQueueSerializer(serializers.ModelSerializer):
+    created_by = username_field()
+    total_pairs = serializers.IntegerField(read_only=True)
+    done_pairs = serializers.IntegerField(read_only=True, help_text="pairs with all `overlap` judgements")
+
+    class Meta:
+        model = PreferenceQueue
+        fields = [
+            "id",
+            "name",
+            "source",
+            "pairing",
+            "overlap",
+            "rationale_required",
+            "created_by",
+            "created_at",
+            "total_pairs",
+            "done_pairs",
+        ]
+
+
+class PreferenceQueueDetailSerializer(serializers.ModelSerializer):
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    created_by = username_field()
+    runs = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+    annotators = serializers.SlugRelatedField(slug_field="username", many=True, read_only=True)
+    may_annotate = serializers.SerializerMethodField()
+    progress = serializers.SerializerMethodField()
+    agreement = serializers.SerializerMethodField(
+        help_text="null unless you may launch (researchers, owners)"
+    )
+
+    class Meta:
+        model = PreferenceQueue
+        fields = [
+            "id",
+            "project",
+            "name",
+            "instructions",
+            "source",
+            "pairing",
+            "distinct_rewards",
+            "build_params",
+            "runs",
+            "annotators",
+            "overlap",
+            "rationale_required",
+            "lock_seconds",
+            "created_by",
+            "created_at",
+            "may_annotate",
+            "progress",
+            "agreement",
+        ]
+
+    def get_may_annotate(self, queue: PreferenceQueue) -> bool:
+        return self.context["may_annotate"]
+
+    @extend_schema_field(QueueProgressSerializer)
+    def get_progress(self, queue: PreferenceQueue) -> dict:
+        progress = self.context["progress"]
+        body = {
+            **vars(progress),
+            "percent": progress.percent,
+            "annotators": [vars(row) for row in progress.annotators],
+        }
+        if self.context["agreement"] is None:
+            body["choices"] = None  # annotators do not see how the others voted
+        return QueueProgressSerializer(body).data
+
+    @extend_schema_field(AgreementSerializer(allow_null=True))
+    def get_agreement(self, queue: PreferenceQueue) -> dict | None:
+        summary = self.context["agreement"]
+        if summary is None:
+            return None
+        return AgreementSerializer(
+            {
+                "raters": summary.raters,
+                # The summary keeps each cell under both (x, y) and (y, x): list every two raters once.
+                "pairs": [
+                    vars(cell) for (first, second), cell in sorted(summary.cells.items()) if first < second
+                ],
+                "cohen": vars(summary.cohen) if summary.cohen else None,
+                "fleiss": summary.fleiss,
+                "fleiss_items": summary.fleiss_items,
+                "fleiss_raters": summary.fleiss_raters,
+                "judge": vars(summary.judge) if summary.judge else None,
+            }
+        ).data
+
+
+class ExportUrlsSerializer(serializers.Serializer):
+    dpo = serializers.CharField()
+    parquet = serializers.CharField()
+
+
+class PreferenceSnapshotSerializer(serializers.ModelSerializer):
+    created_by = username_field()
+    rows = serializers.IntegerField(read_only=True, help_text="preference pairs in the dataset")
+    exports = serializers.SerializerMethodField(help_text="download paths")
+
+    class Meta:
+        model = PreferenceSnapshot
+        fields = ["id", "queue", "version", "rows", "provenance", "created_by", "created_at", "exports"]
+
+    @extend_schema_field(ExportUrlsSerializer)
+    def get_exports(self, snapshot: PreferenceSnapshot) -> dict[str, str]:
+        url = reverse("api:preference-snapshot-export", args=[snapshot.pk])
+        return {fmt: f"{url}?format={fmt}" for fmt in EXPORT_FORMATS}
+
+
+class SnapshotInputSerializer(serializers.Serializer):
+    complete_only = serializers.BooleanField(
+        default=False, help_text="leave out pairs that do not have all their judgements yet"
+    )
+
+
+class SnapshotExportQuerySerializer(serializers.Serializer):
+    format = serializers.ChoiceField(
+        choices=EXPORT_FORMATS,
+        default="dpo",
+        help_text="dpo: JSON lines {prompt, chosen, rejected, chosen_reward, rejected_reward, provenance}; "
+        "parquet: the same rows, provenance flattened into columns",
+        error_messages={"invalid_choice": f'Unknown format "{{input}}": one of {", ".join(EXPORT_FORMATS)}.'},
+    )

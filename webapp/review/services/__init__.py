@@ -1,0 +1,75 @@
+"""Writes for review, by domain: comments, tags, flags, mentions, the activity log, preference queues, judgements and
+dataset snapshots. Views call these after `webapp.projects.access` has checked the caller's role; the
+rules that depend on who owns what (only the author edits a comment, only assigned annotators judge)
+are checked here. Every write is atomic and records who did it in the project's Activity log.
+"""
+
+from webapp.review.services.activity import log_activity
+from webapp.review.services.collaboration import (
+    MAX_COMMENT,
+    MAX_TAG,
+    MENTION,
+    comment_create,
+    comment_delete,
+    comment_edit,
+    flag_raise,
+    flag_resolve,
+    mentioned_usernames,
+    notifications_mark_read,
+    tag_add,
+    tag_remove,
+)
+from webapp.review.services.queues import (
+    DEFAULT_LOCK_SECONDS,
+    MAX_OVERLAP,
+    MAX_QUEUE_PAIRS,
+    VALID_PAIRINGS,
+    Assignment,
+    assignment_for,
+    choice_from_side,
+    judgement_submit,
+    left_is_a_for,
+    next_pair,
+    queue_assign,
+    queue_create,
+    side_of_choice,
+)
+from webapp.review.services.snapshots import (
+    MAJORITY_RULE,
+    majority,
+    snapshot_create,
+    snapshot_pairs,
+)
+
+__all__ = [
+    "Assignment",
+    "DEFAULT_LOCK_SECONDS",
+    "MAJORITY_RULE",
+    "MAX_COMMENT",
+    "MAX_OVERLAP",
+    "MAX_QUEUE_PAIRS",
+    "MAX_TAG",
+    "MENTION",
+    "VALID_PAIRINGS",
+    "assignment_for",
+    "choice_from_side",
+    "comment_create",
+    "comment_delete",
+    "comment_edit",
+    "flag_raise",
+    "flag_resolve",
+    "judgement_submit",
+    "left_is_a_for",
+    "log_activity",
+    "majority",
+    "mentioned_usernames",
+    "next_pair",
+    "notifications_mark_read",
+    "queue_assign",
+    "queue_create",
+    "side_of_choice",
+    "snapshot_create",
+    "snapshot_pairs",
+    "tag_add",
+    "tag_remove",
+]

@@ -1,0 +1,192 @@
+"""Writes for preference datasets: freezing a queue's judgements into a versioned snapshot."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max, Prefetch
+from django.utils import timezone
+
+from trainers.texts import trajectory_text
+from webapp.experiments.models import Run
+from webapp.review.models import (
+    ActivityVerb,
+    Choice,
+    Judgement,
+    PreferencePair,
+    PreferenceQueue,
+    PreferenceSnapshot,
+    SnapshotPair,
+)
+from webapp.review.services.activity import log_activity
+from webapp.rollouts.models import Trajectory, Turn
+
+# --- dataset snapshots ---------------------------------------------------------------------------------
+
+MAJORITY_RULE = (
+    "majority: a pair enters the dataset when more than half of its judgements pick the same "
+    "side; pairs whose judgements end in tie, both bad or a split vote are left out"
+)
+
+
+def majority(choices: Sequence[str]) -> str | None:
+    """The canonical side ("a" / "b") more than half of `choices` picked, else None."""
+    votes = Counter(choices)
+    for side in (Choice.A, Choice.B):
+        if votes[side] * 2 > len(choices):
+            return side
+    return None
+
+
+def _exclusion_reason(choices: Sequence[str]) -> str:
+    votes = Counter(choices)
+    if votes[Choice.TIE] * 2 > len(choices):
+        return "tie"
+    if votes[Choice.BOTH_BAD] * 2 > len(choices):
+        return "both_bad"
+    return "no_majority"
+
+
+def snapshot_create(queue: PreferenceQueue, user, *, complete_only: bool = False) -> PreferenceSnapshot:
+    """Freeze the queue's current judgements into the next version of its preference dataset.
+
+    Each judged pair with a majority (see MAJORITY_RULE) becomes one row: the prompt, the chosen and the
+    rejected response (text and chat messages), their rewards and the row's provenance. With
+    `complete_only`, pairs that have fewer than `overlap` judgements wait for the next snapshot.
+    """
+    with transaction.atomic():
+        queue = PreferenceQueue.objects.select_for_update().get(pk=queue.pk)
+        version = (queue.snapshots.aggregate(top=Max("version"))["top"] or 0) + 1
+        votes: dict[int, list[tuple[str, str]]] = defaultdict(list)
+        for pair_id, choice, username in (
+            Judgement.objects.filter(pair__queue=queue)
+            .order_by("pair_id", "created_at", "id")
+            .values_list("pair_id", "choice", "annotator__username")
+        ):
+            votes[pair_id].append((choice, username))
+        pairs = list(PreferencePair.objects.filter(queue=queue, pk__in=list(votes)).order_by("position"))
+        counts = Counter(
+            pairs_in_queue=queue.pairs.count(),
+            judged_pairs=len(pairs),
+            judgements=sum(len(v) for v in votes.values()),
+        )
+        winners: list[tuple[PreferencePair, str]] = []
+        for pair in pairs:
+            choices = [choice for choice, _ in votes[pair.pk]]
+            if complete_only and len(choices) < queue.overlap:
+                counts["excluded_incomplete"] += 1
+                continue
+            side = majority(choices)
+            if side is None:
+                counts[f"excluded_{_exclusion_reason(choices)}"] += 1
+                continue
+            winners.append((pair, side))
+        counts["included"] = len(winners)
+
+        trajectory_ids = {pair.a_id for pair, _ in winners} | {pair.b_id for pair, _ in winners}
+        trajectories = (
+            Trajectory.objects.filter(pk__in=trajectory_ids)
+            .select_related("run")
+            .prefetch_related(Prefetch("turns", queryset=Turn.objects.order_by("index")))
+            .in_bulk()
+        )
+        rows = []
+        for index, (pair, side) in enumerate(winners):
+            chosen = trajectories[pair.a_id if side == Choice.A else pair.b_id]
+            rejected = trajectories[pair.b_id if side == Choice.A else pair.a_id]
+            chosen_text = trajectory_text(chosen.prompt, chosen.turns.all())
+            rejected_text = trajectory_text(rejected.prompt, rejected.turns.all())
+            choices = [choice for choice, _ in votes[pair.pk]]
+            rows.append(
+                SnapshotPair(
+                    index=index,
+                    prompt=pair.prompt or chosen_text.prompt,
+                    chosen=chosen_text.response,
+                    rejected=rejected_text.response,
+                    prompt_messages=chosen_text.prompt_messages,
+                    chosen_messages=chosen_text.response_messages,
+                    rejected_messages=rejected_text.response_messages,
+                    chosen_reward=chosen.reward,
+                    rejected_reward=rejected.reward,
+                    provenance={
+                        "pair_id": pair.pk,
+                        "task_id": chosen.task_id,
+                        "seed": chosen.seed,
+                        "chosen_trajectory": chosen.pk,
+                        "rejected_trajectory": rejected.pk,
+                        "chosen_run": chosen.run_id,
+                        "rejected_run": rejected.run_id,
+                        "chosen_step": chosen.step,
+                        "rejected_step": rejected.step,
+                        "votes": {
+                            "chosen": choices.count(side),
+                            "rejected": choices.count(Choice.B if side == Choice.A else Choice.A),
+                            "tie": choices.count(Choice.TIE),
+                            "both_bad": choices.count(Choice.BOTH_BAD),
+                        },
+                        "annotators": sorted({username for _, username in votes[pair.pk]}),
+                    },
+                )
+            )
+        run_ids = sorted({t.run_id for t in trajectories.values()})
+        runs = dict(Run.objects.filter(pk__in=run_ids).values_list("id", "name"))
+        snapshot = PreferenceSnapshot.objects.create(
+            project=queue.project,
+            queue=queue,
+            version=version,
+            created_by=user,
+            provenance={
+                "queue": {
+                    "id": queue.pk,
+                    "name": queue.name,
+                    "source": queue.source,
+                    "pairing": queue.pairing,
+                    "overlap": queue.overlap,
+                    "build": queue.build_params,
+                },
+                "version": version,
+                "annotators": sorted({username for v in votes.values() for _, username in v}),
+                "runs": [{"id": run_id, "name": runs.get(run_id, "")} for run_id in run_ids],
+                "steps": sorted({t.step for t in trajectories.values()}),
+                "rule": MAJORITY_RULE,
+                "complete_only": complete_only,
+                "counts": dict(counts),
+                "created_by": getattr(user, "username", None),
+                "created_at": timezone.now().isoformat(),
+            },
+        )
+        for row in rows:
+            row.snapshot = snapshot
+        SnapshotPair.objects.bulk_create(rows, batch_size=500)
+        log_activity(
+            queue.project, user, ActivityVerb.SNAPSHOT_CREATED, queue=queue, version=version, pairs=len(rows)
+        )
+    return snapshot
+
+
+def snapshot_pairs(snapshot: PreferenceSnapshot) -> list[dict[str, Any]]:
+    """The snapshot's rows as plain dicts, in order: prompt, chosen, rejected (strings), chosen_reward,
+    rejected_reward, prompt_messages / chosen_messages / rejected_messages ([{role, content}]) and
+    provenance (the row's, plus the snapshot's queue id and version)."""
+    dataset = {
+        "queue_id": snapshot.queue_id,
+        "snapshot_id": snapshot.pk,
+        "snapshot_version": snapshot.version,
+    }
+    return [
+        {
+            "prompt": row.prompt,
+            "chosen": row.chosen,
+            "rejected": row.rejected,
+            "chosen_reward": row.chosen_reward,
+            "rejected_reward": row.rejected_reward,
+            "prompt_messages": row.prompt_messages,
+            "chosen_messages": row.chosen_messages,
+            "rejected_messages": row.rejected_messages,
+            "provenance": {**dataset, **row.provenance},
+        }
+        for row in snapshot.pairs.order_by("index")
+    ]

@@ -1,0 +1,484 @@
+"""The rollouts JSON API: what trainers report (`POST /api/runs/<id>/events`, authenticated by the run's
+own token; `POST /api/projects/<slug>/external-runs/` to register an external run), and what scripts read
+back (trajectories, groups, metrics, the explorer). Thin views: access through `webapp.projects.access`,
+writes in the services, reads in the selectors (docs/api.md)."""
+
+from __future__ import annotations
+
+import hmac
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
+from rest_framework import exceptions, generics, serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from trainers import wire
+from webapp.accounts.models import hash_token
+from webapp.api.base import BAD_REQUEST, NOT_FOUND, parse, secret_response
+from webapp.api.errors import flatten_errors
+from webapp.api.parsers import NUL_ESCAPE, SURROGATE_ESCAPE, UNSTORABLE, load_json
+from webapp.api.schema import form_parameters
+from webapp.api.serializers import BodyTooLargeSerializer, ErrorSerializer
+from webapp.experiments.models import Environment, Rubric, Run
+from webapp.projects.access import (
+    Capability,
+    NotFound,
+    access_project,
+    access_run,
+)
+from webapp.rollouts import explorer, metrics, reading
+from webapp.rollouts import selectors as rollout_selectors
+from webapp.rollouts import serializers as s
+from webapp.rollouts.explorer import ExplorerForm, ExplorerPage, InvalidCursor
+from webapp.rollouts.external import external_run_create
+from webapp.rollouts.ingest import BatchConflict, BatchInvalid, ingest_batch
+
+
+class RunTrajectoryListView(generics.ListAPIView):
+    serializer_class = s.TrajectorySerializer
+
+    def get_queryset(self):
+        run = access_run(self.request.user, self.kwargs["pk"])
+        query = parse(s.TrajectoryFilterSerializer, self.request.query_params)
+        return rollout_selectors.trajectory_list(
+            run=run,
+            step=query.get("step"),
+            split=query.get("split"),
+            min_reward=query.get("min_reward"),
+            max_reward=query.get("max_reward"),
+            group_index=query.get("group"),
+            task_id=query.get("task_id"),
+            status=query.get("status"),
+        )
+
+    @extend_schema(parameters=[s.TrajectoryFilterSerializer])
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+class RunTrajectoryDetailView(APIView):
+    @extend_schema(
+        parameters=[s.TrajectoryDetailQuerySerializer],
+        responses={200: s.TrajectoryDetailSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, pk: int, trajectory_id: int) -> Response:
+        run = access_run(request.user, pk)
+        query = parse(s.TrajectoryDetailQuerySerializer, request.query_params)
+        trajectory = rollout_selectors.trajectory_get(run=run, trajectory_id=trajectory_id)
+        if trajectory is None:
+            raise NotFound("No such trajectory in this run.")
+        return Response(s.TrajectoryDetailSerializer(trajectory, context=query).data)
+
+
+class RunGroupListView(APIView):
+    @extend_schema(
+        parameters=[s.GroupQuerySerializer],
+        responses={200: s.GroupPageSerializer, 404: NOT_FOUND},
+        summary="GRPO groups of a run, newest steps first, with their reward statistics",
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        run = access_run(request.user, pk)
+        query = parse(s.GroupQuerySerializer, request.query_params)
+        page = reading.group_summaries(run=run, split=query.get("split"), before_step=query.get("before"))
+        return Response(s.GroupPageSerializer(page).data)
+
+
+class RunMetricsView(APIView):
+    @extend_schema(
+        parameters=[s.MetricsQuerySerializer],
+        responses={200: s.MetricsSerializer, 404: NOT_FOUND},
+        summary="Per-key metric series, downsampled on the server when long",
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        run = access_run(request.user, pk)
+        query = parse(s.MetricsQuerySerializer, request.query_params)
+        keys = [k.strip() for k in query["keys"].split(",") if k.strip()] if "keys" in query else None
+        available = metrics.metric_keys(run)
+        keys = [key for key in keys if key in available] if keys is not None else available
+        series = metrics.metric_series(run, keys, max_points=query["max_points"])
+        body = {
+            "run": run.pk,
+            "keys": available,
+            "series": {
+                key: {
+                    "key": key,
+                    "steps": one.x,
+                    "values": one.y,
+                    "total_points": one.total,
+                    "downsampled": one.downsampled,
+                }
+                for key, one in series.items()
+            },
+        }
+        return Response(s.MetricsSerializer(body).data)
+
+
+# --- ingestion ----------------------------------------------------------------------------------------
+
+
+class _InFlight:
+    """Counts ingestion requests being processed in this process; past the limit we answer 429 so
+    trainers back off instead of piling up behind the database."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def enter(self) -> bool:
+        with self.lock:
+            if self.count >= self.limit:
+                return False
+            self.count += 1
+            return True
+
+    def leave(self) -> None:
+        with self.lock:
+            self.count -= 1
+
+
+IN_FLIGHT = _InFlight(getattr(settings, "INGEST_MAX_CONCURRENT", 8))
+
+
+def _error(status: int, error: str, detail: str, **extra) -> Response:
+    return Response({"error": error, "detail": detail, **extra}, status=status)
+
+
+def _bearer(request: Request) -> str:
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    return header[7:].strip() if header.startswith("Bearer ") else ""
+
+
+def _storable(value: Any) -> Any:
+    """The payload with NUL characters and lone surrogates replaced by U+FFFD."""
+    if isinstance(value, str):
+        return UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_storable(v) for v in value]
+    if isinstance(value, dict):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    return value
+
+
+def _is_json(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+def _error_response(description: str, serializer=ErrorSerializer) -> OpenApiResponse:
+    return OpenApiResponse(serializer, description=description)
+
+
+class RunEventsView(APIView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        summary="Report a batch of run events (trainer → dashboard)",
+        description="See docs/api.md, 'Run event ingestion'. Authenticated with the run's ingestion token "
+        "(`Authorization: Bearer rsr_…`). Idempotent on (run, seq). The request schema is the wire format "
+        "(`trainers/wire.py`), the one ingestion checks every batch against.",
+        auth=[{"runToken": []}],
+        request={"application/json": wire.json_schema()},
+        responses={
+            200: inline_serializer(
+                "EventBatchReply",
+                {
+                    "accepted": serializers.IntegerField(),
+                    "duplicates": serializers.IntegerField(),
+                    "last_seq": serializers.IntegerField(),
+                    "control": inline_serializer("EventBatchControl", {"cancel": serializers.BooleanField()}),
+                },
+            ),
+            400: BAD_REQUEST,
+            401: _error_response("unknown run or invalid run token (`unauthorized`)"),
+            409: _error_response(
+                "a trajectory's (step, split, group, sample) is already stored for this run (`conflict`)"
+            ),
+            413: _error_response(
+                "more than INGEST_MAX_BATCH_BYTES bytes or INGEST_MAX_EVENTS events (`batch_too_large`)",
+                BodyTooLargeSerializer,
+            ),
+            415: _error_response("the body is not `application/json` (`unsupported_media_type`)"),
+            429: _error_response(
+                "too many batches in flight (`overloaded`); retry after `Retry-After` seconds"
+            ),
+        },
+        examples=[
+            OpenApiExample(
+                "metrics",
+                request_only=True,
+                value={"events": [{"seq": 1, "type": "metrics", "step": 0, "values": {"reward/mean": 0.25}}]},
+            )
+        ],
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        run = Run.objects.filter(pk=run_id).only("pk", "project_id", "ingest_token_hash").first()
+        token = _bearer(request)
+        if (
+            run is None
+            or not token
+            or not run.ingest_token_hash
+            or not hmac.compare_digest(hash_token(token), run.ingest_token_hash)
+        ):
+            # The same answer for "no such run" and "wrong token": a token cannot probe run ids.
+            return _error(401, "unauthorized", "Unknown run or invalid run token.")
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+        if length > settings.INGEST_MAX_BATCH_BYTES:
+            return _error(
+                413,
+                "batch_too_large",
+                f"A batch may be at most {settings.INGEST_MAX_BATCH_BYTES} bytes; send smaller batches.",
+                max_bytes=settings.INGEST_MAX_BATCH_BYTES,
+            )
+        if not _is_json(request.content_type or ""):
+            return _error(
+                415,
+                "unsupported_media_type",
+                f"Send the batch as application/json (got {request.content_type or 'no Content-Type'!r}).",
+            )
+        if not IN_FLIGHT.enter():
+            response = _error(429, "overloaded", "Too many batches in flight; retry after the given delay.")
+            response["Retry-After"] = "1"
+            return response
+        try:
+            body = request.body
+            if len(body) > settings.INGEST_MAX_BATCH_BYTES:
+                return _error(
+                    413,
+                    "batch_too_large",
+                    f"A batch may be at most {settings.INGEST_MAX_BATCH_BYTES} bytes.",
+                    max_bytes=settings.INGEST_MAX_BATCH_BYTES,
+                )
+            try:
+                # Depth is checked field by field by the wire format (with paths); here only a document too
+                # deep for the parser itself is refused.
+                payload = load_json(body, check_depth=False)
+            except exceptions.ParseError as exc:
+                return _error(400, "malformed_json", str(exc.detail))
+            except exceptions.ValidationError as exc:
+                return _error(
+                    400,
+                    "validation_failed",
+                    "The batch is invalid; nothing was stored.",
+                    fields=flatten_errors(exc.detail),
+                )
+            if NUL_ESCAPE.search(body) or SURROGATE_ESCAPE.search(body):
+                # Model output may hold NUL characters or lone surrogates, which Postgres cannot store (and
+                # UTF-8 cannot encode): they would fail the whole batch on every retry. Rare, so only such
+                # bodies pay for the walk.
+                payload = _storable(payload)
+            events = payload.get("events") if isinstance(payload, dict) else None
+            if isinstance(events, list) and len(events) > settings.INGEST_MAX_EVENTS:
+                return _error(
+                    413,
+                    "batch_too_large",
+                    f"A batch may hold at most {settings.INGEST_MAX_EVENTS} events.",
+                    max_events=settings.INGEST_MAX_EVENTS,
+                )
+            try:
+                result = ingest_batch(run=run, payload=payload)
+            except BatchInvalid as exc:
+                return _error(
+                    400,
+                    "validation_failed",
+                    "The batch has invalid events; nothing was stored.",
+                    fields=exc.errors,
+                )
+            except BatchConflict as exc:
+                return _error(409, "conflict", str(exc))
+            return Response(result.reply())
+        finally:
+            IN_FLIGHT.leave()
+
+
+# --- external runs ------------------------------------------------------------------------------------
+
+
+class ExternalRunListView(APIView):
+    @extend_schema(
+        request=s.ExternalRunInputSerializer,
+        responses={201: s.ExternalRunCreatedSerializer},
+        summary="Register an external run (TRL, verl, your script); the reply carries its ingestion token, once",
+        examples=[
+            OpenApiExample(
+                "TRL",
+                request_only=True,
+                value={"name": "grpo-qwen", "algorithm": "trl-grpo", "config": {"beta": 0.0}},
+            )
+        ],
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        project = access_project(request.user, slug, Capability.LAUNCH).project
+        serializer = s.ExternalRunInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        errors: dict[str, list[str]] = {}
+        environment = rubric = None
+        if data.get("environment") is not None:
+            environment = Environment.objects.filter(project=project, pk=data["environment"]).first()
+            if environment is None:
+                errors["environment"] = ["No such environment in this project."]
+        if data.get("rubric") is not None:
+            rubric = Rubric.objects.filter(project=project, pk=data["rubric"]).first()
+            if rubric is None:
+                errors["rubric"] = ["No such rubric in this project."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        run, token = external_run_create(
+            project=project,
+            user=request.user,
+            name=data["name"],
+            config=data.get("config"),
+            algorithm=data["algorithm"],
+            environment=environment,
+            rubric=rubric,
+            max_steps=data["max_steps"],
+        )
+        return secret_response(
+            {
+                "id": run.pk,
+                "project": project.slug,
+                "name": run.name,
+                "status": run.status,
+                "origin": run.origin,
+                "ingest_token": token,
+                "events_url": request.build_absolute_uri(reverse("run_events", args=[run.pk])),
+                "page_url": request.build_absolute_uri(
+                    reverse("experiments:run_detail", kwargs={"slug": project.slug, "run_id": run.pk})
+                ),
+            }
+        )
+
+
+# --- the explorer -------------------------------------------------------------------------------------
+
+
+# The explorer page's form validates these; the schema is derived from it (`form_parameters`).
+_FILTER_PARAMETERS = [
+    *form_parameters(
+        ExplorerForm,
+        {
+            "run": "run ids of this project (repeat the parameter); all runs when absent",
+            "criterion": "a rubric component's name",
+            "tag": "a tag's name",
+            "q": 'full text: words, "phrases", or, -exclusions',
+        },
+    ),
+    OpenApiParameter("cursor", OpenApiTypes.STR, description="`next` or `previous` of an earlier page"),
+]
+
+_ROW_FIELDS = {
+    "id": serializers.IntegerField(),
+    "run": inline_serializer(
+        "ExplorerRun", {"id": serializers.IntegerField(), "name": serializers.CharField()}
+    ),
+    "step": serializers.IntegerField(),
+    "split": serializers.CharField(),
+    "group_index": serializers.IntegerField(),
+    "sample_index": serializers.IntegerField(),
+    "task_id": serializers.CharField(),
+    "reward": serializers.FloatField(),
+    "advantage": serializers.FloatField(allow_null=True),
+    "status": serializers.CharField(),
+    "num_turns": serializers.IntegerField(),
+    "num_tool_calls": serializers.IntegerField(),
+    "components": serializers.ListField(child=serializers.DictField()),
+    "tags": serializers.ListField(child=serializers.CharField()),
+    "snippet": serializers.ListField(
+        child=inline_serializer(
+            "SnippetSegment", {"text": serializers.CharField(), "match": serializers.BooleanField()}
+        ),
+        help_text="for a text query: an excerpt as segments; `match` marks what the query found",
+    ),
+    "links": inline_serializer(
+        "ExplorerLinks",
+        {
+            "trajectory": serializers.CharField(),
+            "group": serializers.CharField(),
+            "run": serializers.CharField(),
+        },
+    ),
+}
+_PAGE = inline_serializer(
+    "ExplorerPage",
+    {
+        "results": inline_serializer("ExplorerTrajectory", _ROW_FIELDS, many=True),
+        "next": serializers.CharField(allow_null=True, help_text="URL of the next page"),
+        "previous": serializers.CharField(allow_null=True, help_text="URL of the previous page"),
+        "notice": serializers.CharField(),
+    },
+)
+
+
+def _row_json(row: explorer.ExplorerRow, links: dict[str, str]) -> dict:
+    t = row.trajectory
+    return {
+        "id": t.pk,
+        "run": {"id": t.run_id, "name": t.run.name},
+        "step": t.step,
+        "split": t.split,
+        "group_index": t.group_index,
+        "sample_index": t.sample_index,
+        "task_id": t.task_id,
+        "reward": t.reward,
+        "advantage": t.advantage,
+        "status": t.status,
+        "num_turns": t.num_turns,
+        "num_tool_calls": t.num_tool_calls,
+        "components": t.components,
+        "tags": [tag.name for tag in row.tags],
+        "snippet": [{"text": text, "match": match} for text, match in row.snippet],
+        "links": links,
+    }
+
+
+class ProjectTrajectoryExplorerView(APIView):
+    """The explorer as JSON: the page's filters as query parameters, keyset pages via `cursor`."""
+
+    @extend_schema(
+        parameters=_FILTER_PARAMETERS,
+        responses={200: _PAGE},
+        summary="Find a project's trajectories (the explorer's filters, keyset pagination)",
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        access = access_project(request.user, slug, Capability.READ)
+        form = ExplorerForm(request.query_params, project=access.project)
+        if not form.is_valid():
+            raise ValidationError({key: [str(m) for m in errors] for key, errors in form.errors.items()})
+        try:
+            page: ExplorerPage = explorer.explorer_page(
+                project=access.project,
+                filters=form.filters(),
+                cursor=request.query_params.get("cursor") or None,
+            )
+        except InvalidCursor as error:
+            raise ValidationError({"cursor": [str(error)]}) from error
+        links = explorer.row_links(slug)
+        base = request.build_absolute_uri(request.path)
+        query = explorer.filter_query_string(request.query_params)
+
+        def page_url(cursor: str | None) -> str | None:
+            return None if cursor is None else f"{base}?{query}{'&' if query else ''}cursor={cursor}"
+
+        return Response(
+            {
+                "results": [_row_json(row, links(row.trajectory)) for row in page.rows],
+                "next": page_url(page.next_cursor),
+                "previous": page_url(page.previous_cursor),
+                "notice": page.notice,
+            }
+        )
