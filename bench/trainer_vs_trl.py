@@ -72,7 +72,9 @@ class BenchEnv:
     def tasks(self, split: str, n: int, seed: int) -> list[Any]:
         from trainers.types import Task
 
-        return [Task(id=f"{split}-{i}", prompt=q, answer=a) for i, (q, a) in enumerate(make_prompts(n, seed + 1))]
+        return [
+            Task(id=f"{split}-{i}", prompt=q, answer=a) for i, (q, a) in enumerate(make_prompts(n, seed + 1))
+        ]
 
     def system_prompt(self) -> str:
         return SYSTEM
@@ -97,9 +99,12 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-6)
-    parser.add_argument("--trl-gradient-checkpointing", action="store_true",
-                        help="keep TRL's default gradient checkpointing (recomputes activations in backward); off "
-                        "by default so both sides do the same arithmetic")
+    parser.add_argument(
+        "--trl-gradient-checkpointing",
+        action="store_true",
+        help="keep TRL's default gradient checkpointing (recomputes activations in backward); off "
+        "by default so both sides do the same arithmetic",
+    )
     args = parser.parse_args()
 
     import torch
@@ -117,34 +122,76 @@ def main() -> None:
     path = model_dir("smollm2-135m")
     tokenizer = load_tokenizer("smollm2-135m")
 
-    ours = Trainer({
-        "model": "smollm2-135m", "device": "cpu", "dtype": "float32", "torch_threads": args.threads,
-        "group_size": args.group, "prompts_per_step": 1, "max_new_tokens": args.tokens, "max_turns": 1,
-        "temperature": 1.0, "learning_rate": args.lr, "max_grad_norm": 1.0, "max_steps": 10_000,
-        "eval_tasks": 0, "checkpoint_every": 0, "seed": 0, "preset": "grpo",
-    }, env_factory=BenchEnv)
+    ours = Trainer(
+        {
+            "model": "smollm2-135m",
+            "device": "cpu",
+            "dtype": "float32",
+            "torch_threads": args.threads,
+            "group_size": args.group,
+            "prompts_per_step": 1,
+            "max_new_tokens": args.tokens,
+            "max_turns": 1,
+            "temperature": 1.0,
+            "learning_rate": args.lr,
+            "max_grad_norm": 1.0,
+            "max_steps": 10_000,
+            "eval_tasks": 0,
+            "checkpoint_every": 0,
+            "seed": 0,
+            "preset": "grpo",
+        },
+        env_factory=BenchEnv,
+    )
     ours.setup()
 
-    dataset = Dataset.from_list([
-        {"prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}], "answer": a}
-        for q, a in make_prompts(args.steps * 4, seed=2)
-    ])
+    dataset = Dataset.from_list(
+        [
+            {"prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}], "answer": a}
+            for q, a in make_prompts(args.steps * 4, seed=2)
+        ]
+    )
 
     def trl_reward(prompts: list[Any], completions: list[Any], answer: list[int], **_: Any) -> list[float]:
-        return [reward_of(c[0]["content"] if isinstance(c, list) else c, a) for c, a in zip(completions, answer, strict=True)]
+        return [
+            reward_of(c[0]["content"] if isinstance(c, list) else c, a)
+            for c, a in zip(completions, answer, strict=True)
+        ]
 
     out_dir = tempfile.mkdtemp(prefix="bench-trl-")
     trl_args = GRPOConfig(
-        output_dir=out_dir, use_cpu=True, per_device_train_batch_size=args.group, num_generations=args.group,
-        gradient_accumulation_steps=1, max_completion_length=args.tokens, learning_rate=args.lr, beta=0.0,
-        loss_type="grpo", scale_rewards="group", temperature=1.0, max_steps=args.steps, logging_steps=1,
-        report_to="none", save_strategy="no", seed=0, bf16=False, max_grad_norm=1.0, dataloader_num_workers=0,
-        lr_scheduler_type="constant", weight_decay=0.0, disable_tqdm=True,
+        output_dir=out_dir,
+        use_cpu=True,
+        per_device_train_batch_size=args.group,
+        num_generations=args.group,
+        gradient_accumulation_steps=1,
+        max_completion_length=args.tokens,
+        learning_rate=args.lr,
+        beta=0.0,
+        loss_type="grpo",
+        scale_rewards="group",
+        temperature=1.0,
+        max_steps=args.steps,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        seed=0,
+        bf16=False,
+        max_grad_norm=1.0,
+        dataloader_num_workers=0,
+        lr_scheduler_type="constant",
+        weight_decay=0.0,
+        disable_tqdm=True,
         gradient_checkpointing=args.trl_gradient_checkpointing,
     )
     trl_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    trl = GRPOTrainer(model=trl_model, reward_funcs=[trl_reward], args=trl_args, train_dataset=dataset,
-                      processing_class=tokenizer)
+    trl = GRPOTrainer(
+        model=trl_model,
+        reward_funcs=[trl_reward],
+        args=trl_args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+    )
 
     phases: dict[str, float] = {}
 
@@ -155,6 +202,7 @@ def main() -> None:
                 return fn(*a, **k)
             finally:
                 phases[name] = phases.get(name, 0.0) + time.perf_counter() - t0
+
         return wrapper
 
     trl._generate = timed("generate", trl._generate)
@@ -178,34 +226,50 @@ def main() -> None:
         def on_step_end(self, *a: Any, **k: Any) -> None:
             total = time.perf_counter() - self.started
             trl_cpu = time.process_time() - self.cpu_started
-            trl_row = {"total": total, "cpu": trl_cpu, "generate": phases.get("generate", 0.0),
-                       "score": phases.get("generate+score", 0.0) - phases.get("generate", 0.0),
-                       "forward": phases.get("forward", 0.0), "optimizer": phases.get("optimizer", 0.0)}
+            trl_row = {
+                "total": total,
+                "cpu": trl_cpu,
+                "generate": phases.get("generate", 0.0),
+                "score": phases.get("generate+score", 0.0) - phases.get("generate", 0.0),
+                "forward": phases.get("forward", 0.0),
+                "optimizer": phases.get("optimizer", 0.0),
+            }
             trl_row["backward"] = total - sum(v for k, v in trl_row.items() if k not in ("total", "cpu"))
             t0, cpu0 = time.perf_counter(), time.process_time()
             metrics = ours.train_step()
             our_total = time.perf_counter() - t0
-            our_row = {"total": our_total, "cpu": time.process_time() - cpu0, "generate": metrics["time/generate"],
-                       "score": metrics["time/score"],
-                       "forward": metrics.get("time/forward", 0.0), "backward": metrics.get("time/backward", 0.0),
-                       "optimizer": metrics.get("time/optimizer", 0.0), "reward": metrics["reward/mean"],
-                       "tokens": metrics["response_length"] * args.group}
+            our_row = {
+                "total": our_total,
+                "cpu": time.process_time() - cpu0,
+                "generate": metrics["time/generate"],
+                "score": metrics["time/score"],
+                "forward": metrics.get("time/forward", 0.0),
+                "backward": metrics.get("time/backward", 0.0),
+                "optimizer": metrics.get("time/optimizer", 0.0),
+                "reward": metrics["reward/mean"],
+                "tokens": metrics["response_length"] * args.group,
+            }
             rows.append({"trl": trl_row, "ours": our_row})
             n = len(rows)
-            print(f"pair {n}: TRL {total:.2f}s  ours {our_total:.2f}s  (ours: gen {our_row['generate']:.2f} "
-                  f"fwd {our_row['forward']:.2f} bwd {our_row['backward']:.2f} opt {our_row['optimizer']:.2f}; "
-                  f"{our_row['tokens']:.0f} tokens)", flush=True)
+            print(
+                f"pair {n}: TRL {total:.2f}s  ours {our_total:.2f}s  (ours: gen {our_row['generate']:.2f} "
+                f"fwd {our_row['forward']:.2f} bwd {our_row['backward']:.2f} opt {our_row['optimizer']:.2f}; "
+                f"{our_row['tokens']:.0f} tokens)",
+                flush=True,
+            )
 
     trl.add_callback(Alternate())
     trl.train()
 
-    measured = rows[args.warmup:] or rows
+    measured = rows[args.warmup :] or rows
     load = os.getloadavg()
     trained = sum(1 for r in measured if r["ours"]["forward"] > 0)
-    print(f"\nmedians over {len(measured)} steps (after {args.warmup} warm-up), {args.threads} threads, "
-          f"group {args.group} × {args.tokens} tokens, fp32, full fine-tuning; load average at the end "
-          f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}; our update ran on {trained} of {len(measured)} steps "
-          f"(steps whose advantages are all 0 skip it)")
+    print(
+        f"\nmedians over {len(measured)} steps (after {args.warmup} warm-up), {args.threads} threads, "
+        f"group {args.group} × {args.tokens} tokens, fp32, full fine-tuning; load average at the end "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}; our update ran on {trained} of {len(measured)} steps "
+        f"(steps whose advantages are all 0 skip it)"
+    )
     print(f"{'phase':<12}{'TRL s':>10}{'ours s':>10}")
     for phase in ("generate", "score", "forward", "backward", "optimizer", "total", "cpu"):
         trl_value = statistics.median(r["trl"][phase] for r in measured)
@@ -216,9 +280,13 @@ def main() -> None:
     trl_cpu = statistics.median(r["trl"]["cpu"] for r in measured)
     our_cpu = statistics.median(r["ours"]["cpu"] for r in measured)
     per_pair = sorted(r["ours"]["total"] / r["trl"]["total"] for r in measured)
-    print(f"CPU time (all threads) ratio ours/TRL = {our_cpu / trl_cpu:.2f}; per-pair wall ratios "
-          f"{', '.join(f'{x:.2f}' for x in per_pair)}")
-    print(f"ratio ours/TRL = {our_total / trl_total:.2f} (ours {our_total:.2f} s/step, TRL {trl_total:.2f} s/step)")
+    print(
+        f"CPU time (all threads) ratio ours/TRL = {our_cpu / trl_cpu:.2f}; per-pair wall ratios "
+        f"{', '.join(f'{x:.2f}' for x in per_pair)}"
+    )
+    print(
+        f"ratio ours/TRL = {our_total / trl_total:.2f} (ours {our_total:.2f} s/step, TRL {trl_total:.2f} s/step)"
+    )
 
 
 if __name__ == "__main__":
