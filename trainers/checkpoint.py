@@ -209,7 +209,7 @@ class CheckpointRegistry:
             "metric": self.metric,
             "mode": self.mode,
             "checkpoints": [e.__dict__ for e in self.entries],
-            "best": self.best().path if self.best() else None,
+            "best": best.path if (best := self.best()) else None,
         }
         tmp = self.root / f".{INDEX}.tmp"
         tmp.write_text(json.dumps(payload, indent=2))

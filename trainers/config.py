@@ -675,7 +675,13 @@ def validate_run_config(config: dict[str, Any]) -> dict[str, list[str]]:
     if config.get("one_step_off_policy") and config.get("num_rollout_workers", 0) < 1:
         add("one_step_off_policy", "One-step off-policy needs at least one rollout worker.")
     batch = config.get("group_size"), config.get("prompts_per_step"), config.get("grad_accum_steps")
-    if all(isinstance(v, int) for v in batch) and batch[0] * batch[1] < batch[2]:
+    group, prompts, accum = batch
+    if (
+        isinstance(group, int)
+        and isinstance(prompts, int)
+        and isinstance(accum, int)
+        and group * prompts < accum
+    ):
         add("grad_accum_steps", "More micro-batches than completions in a step.")
     return errors
 

@@ -41,6 +41,7 @@ class RolloutWorker:
         self.config = config
         self.index = index
         self.tokenizer = load_tokenizer(config["model"])
+        self.backend: Any  # the generation backend; the transformers one also exposes `.model`
         if config["backend"] == "vllm":
             self.backend = make_backend(
                 "vllm", model_name=config["model"], tokenizer=self.tokenizer, seed=config["seed"]
@@ -139,7 +140,7 @@ class RayRollouts:
         workers = config["num_rollout_workers"]
         self.started_ray = init_ray(num_cpus=workers)
         remote = ray.remote(num_cpus=1)(RolloutWorker)
-        self.actors = [remote.remote(config, i, 1) for i in range(workers)]
+        self.actors: list[Any] = [remote.remote(config, i, 1) for i in range(workers)]
         self._pending_updates: list[Any] = []
         ray.get([a.info.remote() for a in self.actors])  # surface load errors here, not mid-step
         if initial_state is not None and initial_version > 0:

@@ -175,7 +175,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
     from transformers import AutoModelForCausalLM
 
     device = resolve_device(device)
-    model = AutoModelForCausalLM.from_pretrained(model_dir(name), dtype=resolve_dtype(dtype, device))
+    model: Any = AutoModelForCausalLM.from_pretrained(model_dir(name), dtype=resolve_dtype(dtype, device))
     return model.to(device)
 
 
@@ -192,7 +192,7 @@ def apply_lora(model: Any, lora: Mapping[str, Any]) -> Any:
     targets = list(lora.get("target_modules") or ["q_proj", "k_proj", "v_proj", "o_proj"])
     config = LoraConfig(
         r=int(lora.get("r", 16)),
-        lora_alpha=float(lora.get("alpha", 32)),
+        lora_alpha=float(lora.get("alpha", 32)),  # type: ignore[arg-type]  # peft takes any number
         lora_dropout=float(lora.get("dropout", 0.0)),
         target_modules="all-linear" if targets == ["all-linear"] else targets,
         task_type="CAUSAL_LM",

@@ -139,7 +139,8 @@ class HttpSink:
     # --- the sink's thread ----------------------------------------------------------------------
 
     def _take_batch(self) -> list[tuple[dict[str, Any], bytes]]:
-        batch, size = [], 0
+        batch: list[tuple[dict[str, Any], bytes]] = []
+        size = 0
         while self._queue and len(batch) < self._max_batch_events:
             event, encoded = self._queue[0]
             if batch and size + len(encoded) > self._max_batch_bytes:
@@ -176,6 +177,8 @@ class HttpSink:
         while pending:
             part = pending.pop(0)
             body = b'{"events":[' + b",".join(encoded for _, encoded in part) + b"]}"
+            response: requests.Response | None
+            error: requests.RequestException | None
             try:
                 response = self._session.post(
                     self.endpoint, data=body, headers=self._headers, timeout=self._timeout_s
@@ -185,7 +188,7 @@ class HttpSink:
             else:
                 error = None
             status = response.status_code if response is not None else None
-            if status == 200:
+            if response is not None and status == 200:
                 reply = response.json()
                 self._control = reply.get("control", {}) or {}
                 self.stats["sent"] += reply.get("accepted", 0)
@@ -201,7 +204,12 @@ class HttpSink:
                 # The server will never accept this batch (invalid data, bad token): drop it loudly
                 # rather than retrying forever or crashing the training loop.
                 self.stats["rejected"] += len(part)
-                log.error("dashboard rejected %d events (%s): %s", len(part), status, response.text[:2000])
+                log.error(
+                    "dashboard rejected %d events (%s): %s",
+                    len(part),
+                    status,
+                    response.text[:2000] if response is not None else "",
+                )
                 continue
             # Transient: connection error, 5xx, 408, 429. Back off and try the same part again.
             attempt += 1

@@ -304,7 +304,7 @@ def fit_head(
         layers = torch.nn.Linear(dim, 1)
         torch.nn.init.zeros_(layers.weight)
         torch.nn.init.zeros_(layers.bias)
-        net: torch.nn.Module = layers
+        net: Any = layers  # a Linear here, a Sequential below
         optimizer: Any = torch.optim.LBFGS(
             net.parameters(), lr=1.0, max_iter=1, line_search_fn="strong_wolfe"
         )

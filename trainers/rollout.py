@@ -16,7 +16,7 @@ import logging
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from trainers.backends.base import GenerationBackend
 from trainers.toolformats import STUDIO, ToolFormat
@@ -433,7 +433,7 @@ def generate_rollouts(
                 continue
             by_budget.setdefault(budget, []).append(e)
         for budget, batch in sorted(by_budget.items()):
-            seed = None if generation_seed is None else generation_seed + 7919 * turn + budget
+            turn_seed = None if generation_seed is None else generation_seed + 7919 * turn + budget
             completions = backend.generate(
                 [e.rollout.prompt_ids + e.rollout.completion_ids for e in batch],
                 n=1,
@@ -441,7 +441,7 @@ def generate_rollouts(
                 temperature=temperature,
                 top_p=top_p,
                 stop=stop,
-                seed=seed,
+                seed=turn_seed,
             )
             for e, completion in zip(batch, completions, strict=True):
                 _advance(e, completion, chat, turn, max_context_tokens)
@@ -512,7 +512,7 @@ def _advance(e: _Episode, completion: Any, chat: ChatFormat, turn: int, max_cont
         traj.status = "truncated"
         return
     observation = str(getattr(result, "observation", "") or "")
-    role = "tool" if assistant.tool_name else "user"
+    role: Literal["tool", "user"] = "tool" if assistant.tool_name else "user"
     fmt = e.tool_format
     # What the template sees: the sampled message with its tool call, and the result as a tool
     # message tied to the call's id (native formats), or plain text (studio). Only the tokens after

@@ -18,10 +18,15 @@ from typing import Protocol
 
 
 class TurnLike(Protocol):
-    role: str
-    text: str
-    tool_name: str | None
-    tool_result: str | None
+    # Read-only, so that both a stored Turn row (str fields) and a trainer Turn (optional ones) fit.
+    @property
+    def role(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def tool_name(self) -> str | None: ...
+    @property
+    def tool_result(self) -> str | None: ...
 
 
 @dataclass

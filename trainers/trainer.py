@@ -124,7 +124,7 @@ class Trainer:
         )  # not forwarded a second time
         self.emit("log", level=level, message=message)
 
-    def phase(self, name: str, step: int, *, done: int = 0, total: int = 0, message: str = "") -> None:
+    def phase(self, name: str, step: int | None, *, done: int = 0, total: int = 0, message: str = "") -> None:
         """Tell the run page what the trainer is doing now (`trainers.wire.PHASES`). A call with the phase
         and step already under way is a progress update: it keeps the phase's clock running."""
         self.sink.emit(self._phases.event(name, step, done=done, total=total, message=message))
@@ -478,7 +478,7 @@ class Trainer:
             "sampling_rounds": float(rounds),
             "max_turns": float(max_turns),
             "policy_version": float(self.policy_version),
-            "learning_rate": self.scheduler.get_last_lr()[0],
+            "learning_rate": float(self.scheduler.get_last_lr()[0]),
             "step_time": step_time,
             "tokens_per_s": model_tokens / max(timings["generate"], 1e-9),
             **{f"time/{k}": v for k, v in timings.items()},

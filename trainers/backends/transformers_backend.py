@@ -238,10 +238,10 @@ class TransformersBackend(GenerationBackend):
         width = max(len(p) for p in unique_prompts)
         input_ids = torch.full((len(unique_prompts), width), self.pad_id, dtype=torch.long, device=device)
         mask = torch.zeros((len(unique_prompts), width), dtype=torch.long, device=device)
-        for i, ids in enumerate(unique_prompts):
-            if ids:
-                input_ids[i, width - len(ids) :] = torch.tensor(ids, device=device)
-                mask[i, width - len(ids) :] = 1
+        for i, prompt in enumerate(unique_prompts):
+            if prompt:
+                input_ids[i, width - len(prompt) :] = torch.tensor(prompt, device=device)
+                mask[i, width - len(prompt) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = _preallocated_cache(self.model.config, width + max_new_tokens)
         out = self.model(

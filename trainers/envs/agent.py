@@ -236,7 +236,8 @@ class AgentEnv(Environment):
 
     def _run_all(self, episodes: list[_Episode], gateway: Any, *, temperature: float, top_p: float) -> None:
         finished: queue.Queue[_Episode] = queue.Queue()
-        waiting, running = deque(episodes), []
+        waiting = deque(episodes)
+        running: list[Any] = []
         while waiting or running:
             while waiting and (not self.max_parallel or len(running) < self.max_parallel):
                 episode = waiting.popleft()

@@ -180,7 +180,7 @@ class ToolEnvironment(Environment):
         self._reset_counters()
 
     @property
-    def tools(self) -> list[ToolSpec]:  # type: ignore[override]
+    def tools(self) -> list[ToolSpec]:
         """The environment's own tools, then those its MCP servers allow."""
         return [*self._own_tools, *(self.mcp.tools if self.mcp is not None else [])]
 
@@ -238,7 +238,8 @@ class ToolEnvironment(Environment):
             raise RuntimeError("The episode is over (or never started): call reset() first.")
         self.turn += 1
         parsed = self.tool_format.parse(assistant_text, self.tools)
-        reward, info = 0.0, {}
+        reward = 0.0
+        info: dict[str, Any] = {}
         observation: str | None
         if isinstance(parsed, ParseError):
             self.failed_calls += 1

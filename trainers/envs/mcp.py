@@ -164,7 +164,7 @@ class McpHub:
             connection = self.connections.get(key)
             if connection is not None and connection.dead:
                 self.connections.pop(key)
-                self.loop.call_soon_threadsafe(lambda c=connection: asyncio.ensure_future(c.close()))
+                self.loop.call_soon_threadsafe(_close_soon, connection)
                 connection = None
             if connection is None:
                 connection = _Connection(server)
@@ -217,6 +217,11 @@ class McpHub:
 
 _hub: McpHub | None = None
 _hub_lock = threading.Lock()
+
+
+def _close_soon(connection: _Connection) -> None:
+    """On the hub's event loop: close a dead connection without waiting for it."""
+    asyncio.ensure_future(connection.close())
 
 
 def hub() -> McpHub:

@@ -74,7 +74,7 @@ def _signal_handlers_kept() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         # signal.signal() raises off the main thread; the environment's handlers are optional, so skip them.
         original = signal.signal
-        signal.signal = lambda *args, **kwargs: None  # type: ignore[assignment]
+        signal.signal = lambda *args, **kwargs: None
         try:
             yield
         finally:
@@ -107,7 +107,7 @@ def _policy_client() -> Any:
     """A stand-in for verifiers' model client: our trainer's policy writes the assistant messages."""
     import verifiers as vf
 
-    class TrainerPolicyClient(vf.Client):  # type: ignore[misc,name-defined]
+    class TrainerPolicyClient(vf.Client):
         def _refuse(self, *args: Any, **kwargs: Any) -> Any:
             raise RuntimeError(
                 "Rollout Studio's policy generates the assistant turns; the client is not called."
@@ -135,7 +135,7 @@ def message_text(message: Any) -> str:
 
 
 def _role(message: Any) -> str:
-    return message.get("role") if isinstance(message, dict) else message.role
+    return str(message.get("role") if isinstance(message, dict) else message.role)
 
 
 class VerifiersEnvironment(ToolEnvironment):
@@ -162,7 +162,8 @@ class VerifiersEnvironment(ToolEnvironment):
         self.tools = self._tool_specs(self.vf_env.tool_defs or [])
         self.vf_state: Any = None
         self.messages: list[Any] = []
-        self._system, self._examples = "", []
+        self._system = ""
+        self._examples: list[Any] = []
         self._current_text = ""
         self._recorded = False
         self._tool_ran = False

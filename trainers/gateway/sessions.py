@@ -352,9 +352,9 @@ def template_message(message: Message, calls_by_id: dict[str, ToolCall], fmt: To
             text += "".join(fmt.call_text(c) for c in calls)
         return fmt.assistant_message(text, calls)
     if message.role == "tool":
-        call = calls_by_id.get(message.tool_call_id or "")
-        if call is not None:
-            return fmt.tool_message(message.content, call)
+        answered = calls_by_id.get(message.tool_call_id or "")
+        if answered is not None:
+            return fmt.tool_message(message.content, answered)
         # A result for no call the model made (it wrote a malformed one): as an episode renders it.
         rendered = fmt.tool_message(message.content, None)
         if "tool_call_id" in rendered:

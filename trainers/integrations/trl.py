@@ -93,7 +93,7 @@ class RolloutStudioCallback(TrainerCallback):
             name = self._name or args.run_name or Path(args.output_dir or "trainer").name
             config = {**jsonable(args.to_dict()), **jsonable(self._config)}
             self.run = studio.start_run(
-                project=self._project,
+                project=self._project or "",
                 name=name,
                 config=config,
                 algorithm=self._algorithm or _algorithm(args),
@@ -146,7 +146,9 @@ class RolloutStudioCallback(TrainerCallback):
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
         if self.run is None:
             return
-        path = os.path.abspath(os.path.join(args.output_dir, f"{CHECKPOINT_PREFIX}-{state.global_step}"))
+        path = os.path.abspath(
+            os.path.join(args.output_dir or "", f"{CHECKPOINT_PREFIX}-{state.global_step}")
+        )
         model = kwargs.get("model")
         kind = "adapter" if model is not None and getattr(model, "peft_config", None) else "full"
         self.run.log_checkpoint(state.global_step, path, dict(self._latest_metrics), kind=kind)

@@ -477,6 +477,7 @@ class CustomPython(Criterion):
             self._function = resolve_reward_function(self.reference)
         result = self._function(trajectory, **self.args)
         provenance = {"function": self.reference}
+        out: CriterionResult | None
         if isinstance(result, CriterionResult):
             result.provenance = {**provenance, **result.provenance}
             value, out = result.raw, result

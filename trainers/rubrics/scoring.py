@@ -248,11 +248,11 @@ class Rubric:
                 per_criterion.append(None)
                 skipped_reason.append(str(exc))
         normalized: list[list[float] | None] = []
-        for results in per_criterion:
-            if results is None or self.aggregation != "group_normalized_sum":
+        for criterion_results in per_criterion:
+            if criterion_results is None or self.aggregation != "group_normalized_sum":
                 normalized.append(None)
                 continue
-            raws = [r.raw for r in results]
+            raws = [r.raw for r in criterion_results]
             mean = sum(raws) / len(raws)
             std = math.sqrt(sum((x - mean) ** 2 for x in raws) / len(raws))
             normalized.append([0.0 if std < _ZERO_VARIANCE else (x - mean) / std for x in raws])
@@ -261,8 +261,8 @@ class Rubric:
             components = []
             turn_rewards: dict[int, float] = {}
             for c, built in enumerate(self.criteria):
-                results = per_criterion[c]
-                if results is None:
+                scored = per_criterion[c]
+                if scored is None:
                     components.append(
                         ComponentScore(
                             built.name,
@@ -275,8 +275,9 @@ class Rubric:
                         )
                     )
                     continue
-                result = results[j]
-                z = normalized[c][j] if normalized[c] is not None else None
+                result = scored[j]
+                z_scores = normalized[c]
+                z = z_scores[j] if z_scores is not None else None
                 weighted = built.weight * (z if z is not None else result.raw)
                 for turn, value in (result.turn_rewards or {}).items():
                     turn_rewards[turn] = turn_rewards.get(turn, 0.0) + built.weight * value

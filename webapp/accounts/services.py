@@ -14,7 +14,7 @@ def api_token_create(*, user, name: str) -> tuple[ApiToken, str]:
     name = (name or "").strip()
     if not name:
         raise ValidationError({"name": ["Give the token a name, e.g. 'laptop script'."]})
-    longest = ApiToken._meta.get_field("name").max_length
+    longest = ApiToken._meta.get_field("name").max_length or 0
     if len(name) > longest:
         raise ValidationError({"name": [f"At most {longest} characters (this one has {len(name)})."]})
     raw = USER_TOKEN_PREFIX + secrets.token_urlsafe(32)

@@ -20,6 +20,7 @@ class VersionedDefinition(models.Model):
     """
 
     project: models.ForeignKey
+    versions: Any  # the subclass's numbered versions (the related name of its version model)
     name = models.CharField(max_length=120)
     description = models.TextField(blank=True)
     created_by = models.ForeignKey(

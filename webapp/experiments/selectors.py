@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db import models
 from django.db.models import Count, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from trainers.registry import criterion_kinds
@@ -77,9 +78,9 @@ def environment_versions(environment: Environment) -> QuerySet[EnvironmentVersio
     )
 
 
-def _with_versions(queryset: QuerySet, version_model: type) -> QuerySet:
+def _with_versions(queryset: QuerySet, version_model: type[models.Model]) -> QuerySet:
     """Definitions with their versions prefetched newest first (`versions_desc`), for the API."""
-    versions = version_model.objects.select_related("created_by").order_by("-number")
+    versions = version_model._default_manager.select_related("created_by").order_by("-number")
     return (
         queryset.select_related("created_by")
         .prefetch_related(Prefetch("versions", queryset=versions, to_attr="versions_desc"))
@@ -220,7 +221,7 @@ def rubric_preview(spec: dict, trajectory: Trajectory) -> RubricPreview:
         on_workers = (
             result is None or result.skipped or (spec_of_kind is not None and spec_of_kind.needs_model)
         )
-        if on_workers:
+        if result is None or on_workers:
             if criterion["kind"] in CUSTOM_CODE_CRITERIA:
                 why = "runs custom code"
             elif spec_of_kind is not None and spec_of_kind.needs_model:

@@ -7,7 +7,7 @@ agree on what a valid config is. Every write is atomic: a validation error write
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -36,6 +36,8 @@ from webapp.experiments.models import (
 from webapp.live.broadcast import broadcast_on_commit
 from webapp.projects.models import Project
 
+Definition = TypeVar("Definition", bound=VersionedDefinition)
+
 
 def _prefixed(errors: dict[str, list[str]], prefix: str) -> dict[str, list[str]]:
     return {(f"{prefix}.{path}" if path else prefix): messages for path, messages in errors.items()}
@@ -59,32 +61,34 @@ def _check_description(description: str | None) -> None:
 
 
 def _name_taken(model: type[VersionedDefinition], name: str) -> ValidationError:
-    noun = model._meta.verbose_name
+    noun = str(model._meta.verbose_name)
     article = "An" if noun[:1] in "aeiou" else "A"
     return ValidationError({"name": [f"{article} {noun} named {name!r} already exists in this project."]})
 
 
 def _definition_create(
-    model: type[VersionedDefinition],
+    model: type[Definition],
     *,
     project: Project,
     name: str,
     user,
     description: str,
     content: dict[str, Any],
-) -> VersionedDefinition:
+) -> Definition:
     """A new environment or rubric with its version 1 holding `content` (the version's fields)."""
     name = _require_name(name)
     _check_description(description)
-    if model.objects.filter(project=project, name=name).exists():
+    if model._default_manager.filter(project=project, name=name).exists():
         raise _name_taken(model, name)
-    definition = model.objects.create(project=project, name=name, description=description, created_by=user)
+    definition = model._default_manager.create(
+        project=project, name=name, description=description, created_by=user
+    )
     definition.versions.create(number=1, created_by=user, **content)
     return definition
 
 
 def _definition_update(
-    definition: VersionedDefinition,
+    definition: Definition,
     *,
     user,
     content: dict[str, Any],
@@ -98,10 +102,10 @@ def _definition_update(
     """
     model = type(definition)
     _check_description(description)
-    locked = model.objects.select_for_update().get(pk=definition.pk)
+    locked = model._default_manager.select_for_update().get(pk=definition.pk)
     if name is not None:
         name = _require_name(name)
-        if model.objects.filter(project=locked.project, name=name).exclude(pk=locked.pk).exists():
+        if model._default_manager.filter(project=locked.project, name=name).exclude(pk=locked.pk).exists():
             raise _name_taken(model, name)
         locked.name = name
     if description is not None:
@@ -260,6 +264,8 @@ def run_create(
 
     environment_version = environment_version or environment.versions.order_by("-number").first()
     rubric_version = rubric_version or rubric.versions.order_by("-number").first()
+    # Every environment and rubric is created with its version 1, so both exist.
+    assert environment_version is not None and rubric_version is not None
     if environment_version.environment_id != environment.pk or rubric_version.rubric_id != rubric.pk:
         raise ValidationError(
             {"environment": ["The pinned versions must belong to the chosen environment and rubric."]}
@@ -305,6 +311,8 @@ def _resume_point(run: Run, checkpoint: Checkpoint | None) -> Checkpoint:
         raise ValidationError({field: [message]})
     if checkpoint is None:
         checkpoint = run.checkpoints.filter(deleted=False).order_by("-step").first()
+        if checkpoint is None:  # resume_refusal() already says so; kept for a concurrent deletion
+            raise ValidationError({"checkpoint": ["This run has no kept checkpoint to resume from."]})
     elif checkpoint.run_id != run.pk or checkpoint.deleted:
         raise ValidationError({"checkpoint": ["Choose a kept checkpoint of this run."]})
     return checkpoint
@@ -317,6 +325,8 @@ def run_resume(
     exactly the same config: the trainer restores weights, optimizer, RNG and data position, and
     starts at the step after the checkpoint. `automatic`: the reaper resumes a LOST run by itself."""
     checkpoint = _resume_point(run, checkpoint)
+    # resume_refusal() refuses external runs, the only ones without pinned versions.
+    assert run.environment_version is not None and run.rubric_version is not None
     return run_create(
         project=run.project,
         name=f"{run.name} · {'auto-resumed' if automatic else 'resumed'} @{checkpoint.step}",
@@ -347,9 +357,10 @@ def run_auto_resume(*, run_id: int) -> Run | None:
     if run.status != RunStatus.LOST or run.auto_resume_count >= allowed or run.resume_refusal() is not None:
         return None
     resumed, _token = run_resume(run=run, user=run.created_by, automatic=True)
+    step = resumed.parent_checkpoint.step if resumed.parent_checkpoint else 0
     note = (
         f" Resumed automatically as run #{resumed.pk} (attempt {resumed.auto_resume_count} of {allowed}) "
-        f"from step {resumed.parent_checkpoint.step}."
+        f"from step {step}."
     )
     Run.objects.filter(pk=run.pk).update(error_message=run.error_message + note)
     return resumed
@@ -368,6 +379,8 @@ def run_fork(
     `overrides` are the fork's complete overrides of its preset (start from the parent's and change
     some). Its step count starts at the checkpoint's step."""
     checkpoint = _resume_point(run, checkpoint)
+    # resume_refusal() refuses external runs, the only ones without pinned versions.
+    assert run.environment_version is not None and run.rubric_version is not None
     if not isinstance(overrides, dict):
         raise ValidationError({"overrides": ["Must be a JSON object of knob values."]})
     return run_create(

@@ -176,7 +176,7 @@ def bin_trajectories(
     if high is not None:
         rows = rows.filter(**{f"{column}__{'lte' if last_bin else 'lt'}": high})
     return list(
-        rows.order_by("-reward", "step", "group_index", "sample_index").values(
+        rows.order_by("-reward", "step", "group_index", "sample_index").values(  # type: ignore[arg-type]
             "id",
             "step",
             "split",

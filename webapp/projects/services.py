@@ -14,7 +14,7 @@ def project_create(*, name: str, owner, description: str = "", slug: str = "") -
     name = name.strip()
     if not name:
         raise ValidationError({"name": ["A project needs a name."]})
-    longest = Project._meta.get_field("name").max_length
+    longest = Project._meta.get_field("name").max_length or 0
     if len(name) > longest:
         raise ValidationError({"name": [f"At most {longest} characters."]})
     if len(description) > DESCRIPTION_MAX_CHARS:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
@@ -122,12 +123,12 @@ def queue_progress(queue: PreferenceQueue) -> QueueProgress:
         done=Count("id", filter=Q(judgement_count__gte=queue.overlap)),
     )
     judgements = Judgement.objects.filter(pair__queue=queue)
-    per_user = {
-        row["annotator__username"]: row
+    per_user: dict[str, dict[str, Any]] = {
+        row["annotator__username"]: dict(row)
         for row in judgements.values("annotator__username").annotate(n=Count("id"), last=Max("updated_at"))
     }
     open_pairs = totals["total"] - totals["done"]
-    judged_open = defaultdict(int)
+    judged_open: defaultdict[str, int] = defaultdict(int)
     for username in judgements.filter(pair__judgement_count__lt=queue.overlap).values_list(
         "annotator__username", flat=True
     ):

@@ -98,7 +98,9 @@ def lineage(reward_model: RewardModel, *, access: ProjectAccess) -> Lineage:
     queue = snapshot.queue
     hidden = queue is not None and not queue.visible_to(access.membership)
     source_run_ids = [
-        entry.get("id") for entry in snapshot.provenance.get("runs", []) if isinstance(entry, dict)
+        entry["id"]
+        for entry in snapshot.provenance.get("runs", [])
+        if isinstance(entry, dict) and isinstance(entry.get("id"), int)
     ]
     source_runs = list(
         Run.objects.filter(project_id=reward_model.project_id, pk__in=source_run_ids).order_by(

@@ -7,6 +7,7 @@ task cannot train twice and a late failure cannot overwrite a finished model.
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from typing import Any
 
@@ -48,6 +49,10 @@ def _clean_name(name: str) -> str:
     if len(name) > 120:
         raise ValidationError({"name": ["At most 120 characters."]})
     return name
+
+
+def _record_task_id(reward_model_id: int, task_id: str) -> None:
+    RewardModel.objects.filter(pk=reward_model_id).update(task_id=task_id)
 
 
 def reward_model_train(
@@ -99,9 +104,7 @@ def reward_model_train(
                 Task.TRAIN_REWARD_MODEL,
                 args=[reward_model.pk],
                 queue=reward_model.queue,
-                on_sent=lambda task_id, pk=reward_model.pk: RewardModel.objects.filter(pk=pk).update(
-                    task_id=task_id
-                ),
+                on_sent=functools.partial(_record_task_id, reward_model.pk),
             )
         return reward_model
     raise ValidationError(
@@ -223,6 +226,7 @@ def reward_model_register(
     except (TypeError, ValueError):
         raise ValidationError({"weight": ["Enter a number."]}) from None
     latest = rubric.versions.order_by("-number").first()
+    assert latest is not None  # a rubric is created with its version 1
     spec = {**latest.spec, "criteria": [dict(c) for c in latest.spec.get("criteria", [])]}
     if any(criterion_uses(c, reward_model) for c in spec["criteria"]):
         raise ValidationError(

@@ -65,7 +65,7 @@ def lineage_trajectories(*, run: Run) -> QuerySet[Trajectory]:
 
     condition = Q(run=run)
     child = run
-    while child.lineage == "resume" and child.parent_id and child.parent_checkpoint_id:
+    while child.lineage == "resume" and child.parent_id and child.parent_checkpoint is not None:
         condition |= Q(run_id=child.parent_id, step__lte=child.parent_checkpoint.step)
         # Each ancestor contributes only up to where its own child resumed from it.
         parent = Run.objects.select_related("parent_checkpoint").get(pk=child.parent_id)

@@ -54,10 +54,10 @@ def _group_pairs(
     runs: Sequence[Run], *, pairing: str, distinct_rewards: bool, steps: Sequence[int] | None, split: str
 ) -> list[tuple[int, int]]:
     """Pairs of siblings: trajectories of one (run, step, split, group)."""
-    rows = Trajectory.objects.filter(run__in=runs, split=split)
+    selected = Trajectory.objects.filter(run__in=runs, split=split)
     if steps:
-        rows = rows.filter(step__in=list(steps))
-    rows = rows.order_by("run_id", "step", "group_index", "sample_index", "id").values_list(
+        selected = selected.filter(step__in=list(steps))
+    rows = selected.order_by("run_id", "step", "group_index", "sample_index", "id").values_list(
         "id", "run_id", "step", "group_index", "sample_index", "reward"
     )
     pairs: list[tuple[int, int]] = []
@@ -86,10 +86,10 @@ def _checkpoint_pairs(
 ) -> list[tuple[int, int]]:
     """Pairs of the same evaluation task (task id and seed) at different steps: one trajectory per
     (run, step) — the first sample — and then every two of them, or the earliest against the latest."""
-    rows = Trajectory.objects.filter(run__in=runs, split=Split.EVAL)
+    selected = Trajectory.objects.filter(run__in=runs, split=Split.EVAL)
     if steps:
-        rows = rows.filter(step__in=list(steps))
-    rows = rows.order_by("task_id", "seed", "step", "run_id", "sample_index", "id").values_list(
+        selected = selected.filter(step__in=list(steps))
+    rows = selected.order_by("task_id", "seed", "step", "run_id", "sample_index", "id").values_list(
         "task_id", "seed", "id", "run_id", "step", "group_index", "sample_index", "reward"
     )
     pairs: list[tuple[int, int]] = []
@@ -116,7 +116,7 @@ def _checkpoint_pairs(
     return pairs
 
 
-VALID_PAIRINGS = {
+VALID_PAIRINGS: dict[str, tuple[str, ...]] = {
     PairSource.GROUP: (Pairing.ALL, Pairing.BEST_WORST),
     PairSource.CHECKPOINTS: (Pairing.ALL, Pairing.FIRST_LAST),
 }
