@@ -292,6 +292,28 @@ class _Episode:
         return list(getattr(self.env, "tools", None) or [])
 
 
+def _failed_start(
+    env: Any, exc: Exception, task: Any, seed: int, group: int, sample: int, policy_version: int, split: str
+) -> _Episode:
+    """An episode whose environment could not start (reset raised: a dead server, a bad task): an
+    `error` trajectory with the exception's text and no tokens, so it takes no turn and adds no loss,
+    and the rest of the group goes on."""
+    log.warning("environment reset failed: %r", exc)
+    trajectory = Trajectory(task=task, turns=[], status="error")
+    trajectory.info["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    rollout = Rollout(
+        group=group,
+        sample=sample,
+        task=task,
+        seed=int(seed),
+        trajectory=trajectory,
+        prompt_ids=[],
+        policy_version=policy_version,
+        split=split,
+    )
+    return _Episode(env, rollout, 0, done=True)
+
+
 def adopt_tool_format(env: Any, tool_format: ToolFormat) -> ToolFormat:
     """Give `env` the run's tool format; the format the episode is rendered with (studio when the
     environment does not take one)."""
@@ -374,9 +396,13 @@ def generate_rollouts(
         for s, seed in enumerate(group_seeds):
             env, first_env = (first_env, None) if first_env is not None else (make_env(), None)
             tool_format = adopt_tool_format(env, chat.tool_format)
-            user_text = env.reset(task, seed)
-            system_text = env.system_prompt()
-            examples = env.example_messages() if hasattr(env, "example_messages") else []
+            try:
+                user_text = env.reset(task, seed)
+                system_text = env.system_prompt()
+                examples = env.example_messages() if hasattr(env, "example_messages") else []
+            except Exception as exc:  # noqa: BLE001 — a dead remote env fails its episodes, not the run
+                group.append(_failed_start(env, exc, task, seed, first_group + g, s, policy_version, split))
+                continue
             # The few-shot example's tokens ride with the system turn (all masked): the model sees
             # them, but they are not turns of this trajectory, so no rubric counts the example's call.
             system_ids, user_ids = chat.prompt(

@@ -94,3 +94,52 @@ def test_the_trainer_shows_the_environments_worked_example_but_keeps_it_out_of_t
     assert [t.role for t in rollout.trajectory.turns[:2]] == ["system", "user"]
     assert rollout.trajectory.turns[1].text == task.prompt
     assert sum(1 for t in rollout.trajectory.turns if t.role == "assistant") == 1
+
+
+@pytest.mark.slow
+def test_an_environment_that_cannot_start_fails_its_episode_and_the_group_goes_on(smollm):
+    """A dead remote environment (reset raises) becomes an `error` trajectory with the reason, and
+    its siblings roll out as usual; nothing hangs or crashes the step."""
+    from trainers import wire
+    from trainers.backends.transformers_backend import TransformersBackend
+    from trainers.registry import environment_kind
+    from trainers.rollout import generate_rollouts
+
+    model, tokenizer = smollm
+    kind = environment_kind("arithmetic_calculator")
+    task = kind.build({"max_digits": 1}).tasks("eval", 1, seed=0)[0]
+
+    def make_env():
+        env = kind.build({"max_digits": 1})
+        built = len(made)
+        made.append(env)
+        if built == 1:
+
+            def dead(task, seed):
+                raise ConnectionError("environment server at 127.0.0.1:9 refused the connection")
+
+            env.reset = dead
+        return env
+
+    made: list = []
+    [[first, second]] = generate_rollouts(
+        TransformersBackend(model=model, tokenizer=tokenizer),
+        ChatFormat(tokenizer),
+        make_env,
+        [task],
+        [[0, 1]],
+        max_turns=1,
+        max_new_tokens=4,
+        max_context_tokens=1024,
+        temperature=1.0,
+        top_p=1.0,
+        generation_seed=0,
+    )
+    assert second.trajectory.status == "error"
+    assert "refused the connection" in second.trajectory.info["error"]
+    assert second.completion_ids == [] and second.trajectory.turns == []
+    assert first.trajectory.status != "error"
+    assert sum(1 for t in first.trajectory.turns if t.role == "assistant") == 1
+    for rollout in (first, second):
+        rollout.reward = 0.0
+        assert wire.check_item(rollout.to_item()) == {}
