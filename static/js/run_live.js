@@ -743,6 +743,7 @@
     let explorer = root.dataset.explorerUrl + "?run=" + encodeURIComponent(root.dataset.run) + "&split=" + filter.split +
       "&step_min=" + filter.stepMin + "&step_max=" + filter.stepMax;
     if (filter.field === "reward") explorer += "&reward_min=" + rounded(filter.low) + "&reward_max=" + rounded(filter.high);
+    else explorer += "&length_min=" + Math.round(filter.low) + "&length_max=" + (Math.round(filter.high) - (filter.last ? 0 : 1));
     ui.feedFilterExplorer.href = explorer;
     ui.feedFiltered.textContent = "";
     rows.forEach(function (row) {

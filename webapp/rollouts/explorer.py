@@ -52,6 +52,8 @@ FILTER_KEYS = (
     "step_max",
     "reward_min",
     "reward_max",
+    "length_min",
+    "length_max",
     "criterion",
     "criterion_value",
     "criterion_min",
@@ -101,6 +103,8 @@ class ExplorerFilters:
     step_max: int | None = None
     reward_min: float | None = None
     reward_max: float | None = None
+    length_min: int | None = None  # response length (completion tokens), as the run page's histogram bins it
+    length_max: int | None = None
     criterion: str = ""
     criterion_value: str = "raw"
     criterion_min: float | None = None
@@ -138,6 +142,20 @@ class ExplorerForm(forms.Form):
     )
     reward_max = forms.FloatField(
         required=False, label="Reward to", widget=_bound("highest reward", "to", decimal=True)
+    )
+    length_min = forms.IntegerField(
+        min_value=0,
+        max_value=INT32_MAX,
+        required=False,
+        label="Response tokens from",
+        widget=_bound("fewest response tokens", "from"),
+    )
+    length_max = forms.IntegerField(
+        min_value=0,
+        max_value=INT32_MAX,
+        required=False,
+        label="Response tokens to",
+        widget=_bound("most response tokens", "to"),
     )
     criterion = forms.CharField(max_length=200, required=False, label="Criterion")
     criterion_value = forms.ChoiceField(
@@ -189,6 +207,7 @@ class ExplorerForm(forms.Form):
         for low, high in (
             ("step_min", "step_max"),
             ("reward_min", "reward_max"),
+            ("length_min", "length_max"),
             ("criterion_min", "criterion_max"),
         ):
             if (
@@ -232,6 +251,8 @@ class ExplorerForm(forms.Form):
             step_max=data.get("step_max"),
             reward_min=data.get("reward_min"),
             reward_max=data.get("reward_max"),
+            length_min=data.get("length_min"),
+            length_max=data.get("length_max"),
             criterion=data.get("criterion") or "",
             criterion_value=data.get("criterion_value") or "raw",
             criterion_min=data.get("criterion_min"),
@@ -319,6 +340,18 @@ def trajectory_filter(
         trajectories = trajectories.filter(reward__gte=filters.reward_min)
     if filters.reward_max is not None:
         trajectories = trajectories.filter(reward__lte=filters.reward_max)
+    if filters.length_min is not None or filters.length_max is not None:
+        # Lengths live on the trajectory row only: other tables intersect with the runs' rows in range.
+        lengths = {
+            f"completion_tokens__{op}": bound
+            for op, bound in (("gte", filters.length_min), ("lte", filters.length_max))
+            if bound is not None
+        }
+        if model is Trajectory:
+            trajectories = trajectories.filter(**lengths)
+        else:
+            in_range = Trajectory.objects.filter(run_id__in=run_ids, **lengths).values("id")
+            trajectories = trajectories.filter(**{f"{id_field}__in": in_range})
     if filters.statuses and set(filters.statuses) != set(TrajectoryStatus.values):
         trajectories = trajectories.filter(status__in=filters.statuses)
     if filters.criterion:

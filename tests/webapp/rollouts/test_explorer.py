@@ -114,6 +114,21 @@ def test_it_filters_by_run_split_step_and_reward(story, project):
     assert find(project, reward_min=0.2, reward_max=1.0) == ["the", "quick", "out", "will"]
 
 
+def test_it_filters_by_response_length_as_the_run_pages_histogram_links_it(story, project):
+    """A click on a response-length bar opens the explorer with length_min/length_max (completion
+    tokens); the range combines with text search and criterion filters, which read other tables."""
+    lengths = {"the": 12, "quick": 40, "timeout": 41, "calculator": 7, "out": 128, "are": 3, "will": 40}
+    for word, tokens in lengths.items():
+        Trajectory.objects.filter(pk=story["t"][word].pk).update(completion_tokens=tokens)
+    assert find(project, length_min=40, length_max=41) == ["quick", "timeout", "will"]
+    assert find(project, length_max=7) == ["calculator", "are"]
+    assert find(project, length_min=40, text="answer") == ["quick", "will"]
+    assert find(project, length_min=10, criterion="correct", criterion_min=1) == ["will"]
+    assert find(project, length_max=10, criterion="correct", criterion_min=1) == ["calculator"]
+    form = ExplorerForm({"length_min": "50", "length_max": "10"}, project=project)
+    assert not form.is_valid() and "length_max" in form.errors
+
+
 def test_it_filters_by_status(story, project):
     assert find(project, statuses=("error",)) == ["timeout"]
     assert find(project, statuses=("truncated", "error")) == ["timeout", "out"]
