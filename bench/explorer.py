@@ -206,6 +206,7 @@ def seed_trajectories(
         "prompt_tokens",
         "completion_tokens",
         "policy_version",
+        "dropped",
         "created_at",
     ]
     turn_columns = ["trajectory_id", "index", "role", "text", "tool_name", "tool_args", "tool_result"]
@@ -317,6 +318,7 @@ def seed_trajectories(
                     24,
                     rng.randint(10, 120),
                     step,
+                    False,
                     now,
                 )
             )
@@ -504,6 +506,33 @@ def main() -> None:
             "sort": "reward_desc",
         },
         "status error, lowest reward": lambda: {"status": "error", "sort": "reward_asc"},
+        # What a click on the run page's histograms opens: one run, a split, a step range and a bin.
+        "histogram cell: reward bin": lambda: {
+            "run": run_id(),
+            "split": "train",
+            "step_min": (first := pick.randint(0, 95)),
+            "step_max": first + 4,
+            "reward_min": (low := round(pick.uniform(0, 1), 2)),
+            "reward_max": round(low + 0.1, 2),
+        },
+        "histogram cell: length bin": lambda: {
+            "run": run_id(),
+            "split": "train",
+            "step_min": (first := pick.randint(0, 95)),
+            "step_max": first + 4,
+            "length_min": (low := pick.randint(10, 110)),
+            "length_max": low + 9,
+        },
+        "length bin, text search": lambda: {"q": MEDIUM_WORD, "length_min": 100, "length_max": 120},
+        # The run page's histograms themselves (a (url, params) case: the run is in the path).
+        "run histograms: reward per step": lambda: (
+            f"/p/{PROJECT_SLUG}/runs/{run_id()}/histograms.json",
+            {"field": "reward", "split": "train"},
+        ),
+        "run histograms: length per step": lambda: (
+            f"/p/{PROJECT_SLUG}/runs/{run_id()}/histograms.json",
+            {"field": "length", "split": "train"},
+        ),
         "eval split, one run": lambda: {"split": "eval", "run": run_id()},
         "criterion raw (correct = 1)": lambda: {"criterion": "correct", "criterion_min": 1},
         "criterion weighted, rare range": lambda: {
@@ -569,10 +598,13 @@ def main() -> None:
     for i in range(TIMED + 2):
         for name, make in cases.items():
             params = deep_queries[i % len(deep_queries)] if make is None else make()
+            url = urls[name]
+            if isinstance(params, tuple):
+                url, params = params
             connection.queries_log.clear()  # a full log (9,000 queries) would capture nothing
             with CaptureQueriesContext(connection) as queries:
                 started = time.perf_counter()
-                response = client.get(urls[name], params)
+                response = client.get(url, params)
                 elapsed = (time.perf_counter() - started) * 1000
             assert response.status_code == 200, (name, response.status_code, response.content[:300])
             if i >= 2:  # the first two rounds warm the caches
