@@ -160,6 +160,18 @@ class AgentEnv(Environment):
             source=self.path or "tasks",
         )
 
+    # -- the dashboard's Preview: a task and what will run it (the agent itself needs the run's model) --
+
+    def preview_can_reset(self) -> bool:
+        return False
+
+    def preview_health(self) -> str:
+        runner = f"command {' '.join(self.command)!r}" if self.command else f"{self.entry_point} (found)"
+        return (
+            f"Each rollout runs {runner} with an OpenAI client pointed at the run's gateway; the agent "
+            "writes its own prompts and tool calls, so they show in the trajectories, not here."
+        )
+
     def system_prompt(self) -> str:
         raise TypeError("the agent kind writes no prompts: its agent calls the model through the gateway")
 

@@ -17,6 +17,10 @@ SAMPLES = {
     "from_dataset": None,  # needs a file: built in the test below
     "verifiers": {"environment": "vf-word-tools"},
     "openenv": {"server_app": "tests.fixtures.openenv_guess.server:app"},
+    "agent": {
+        "entry_point": "tests.trainers.envs.agents:calculator_agent",
+        "tasks": [{"prompt": "What is 1 + 1?", "answer": 2}],
+    },
     "mcp_tools": {
         "tasks": [{"prompt": "What is 2 + 3?", "answer": 5}],
         "mcp_servers": [
@@ -45,6 +49,9 @@ def test_every_kind_previews_a_task_its_tools_and_its_prompts(kind, tmp_path):
     json.dumps(result)  # the dashboard ships it as JSON
     if kind == "openenv":  # a server it would start: the preview says so rather than starting it
         assert "started by each rollout worker" in result["health"] and result["first_message"] is None
+    elif kind == "agent":  # the user's agent writes its prompts at run time: the task and the runner show
+        assert result["task"]["prompt"] == "What is 1 + 1?" and result["first_message"] is None
+        assert "calculator_agent (found)" in result["health"]
     else:
         assert result["first_message"] and result["system_prompt"] is not None
 
@@ -99,6 +106,7 @@ def test_defaults_of_every_kind_validate_once_required_fields_are_given():
             "from_dataset": {"path": "/x.jsonl"},
             "verifiers": {"environment": "vf-word-tools"},
             "mcp_tools": SAMPLES["mcp_tools"],
+            "agent": SAMPLES["agent"],
         }.get(name, {})
         assert (
             check_environment_config(name, config_with_defaults(spec.config_schema, sample)) == {}
