@@ -40,6 +40,7 @@ def user_create(*, username: str, password: str):
     username = (username or "").strip()
     errors: dict[str, list[str]] = {}
     field = User._meta.get_field("username")
+    longest = field.max_length or 150
     if not username:
         errors["username"] = ["Choose a username."]
     else:
@@ -47,8 +48,8 @@ def user_create(*, username: str, password: str):
             field.run_validators(username)
         except ValidationError as error:
             errors["username"] = list(error.messages)
-        if len(username) > field.max_length:
-            errors["username"] = [f"At most {field.max_length} characters."]
+        if len(username) > longest:
+            errors["username"] = [f"At most {longest} characters."]
         elif User.objects.filter(username__iexact=username).exists():
             errors["username"] = [f"The username {username!r} is taken; choose another."]
     try:

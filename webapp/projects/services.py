@@ -83,7 +83,7 @@ def invitation_create(
     if role not in Role.values:
         errors["role"] = [f"Unknown role {role!r}; choose one of {', '.join(Role.values)}."]
     note = (note or "").strip()
-    longest = Invitation._meta.get_field("note").max_length
+    longest = Invitation._meta.get_field("note").max_length or 120
     if len(note) > longest:
         errors["note"] = [f"At most {longest} characters (this one has {len(note)})."]
     if not isinstance(days, int) or not 1 <= days <= INVITATION_MAX_DAYS:
