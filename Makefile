@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: demo test test-fast lint bench test-tools clean venv-vllm test-vllm
+.PHONY: demo test test-fast lint bench test-tools clean venv-vllm test-vllm screenshots
 
 # The tests' own verifiers environment package (tests/fixtures/vf_word_tools) is installed like any
 # environment a user brings, editable so that changing it needs no reinstall.
@@ -41,6 +41,10 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
+
+# The README's screenshots, retaken on a real run in real Chromium (tests/browser/test_screenshots.py).
+screenshots: $(STAMP) test-tools
+	ROLLOUT_STUDIO_VAR=var/test $(PY) scripts/screenshots.py
 
 bench: $(STAMP)
 	$(PIP_INSTALL) -e '.[all,dev,bench]'

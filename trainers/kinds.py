@@ -26,6 +26,8 @@ class KindSpec:
     target: str  # "package.module:ClassName", imported lazily by build()
     # Criterion kinds that need a model (LLM judge, learned reward) cannot score in the web process.
     needs_model: bool = False
+    # What a criterion's explanation is, as the trajectory page labels it ("judge says" only for a judge).
+    explanation_label: str = "details"
 
     def validate(self, config: Any) -> Errors:
         """Every problem with `config` as {dotted field path: [messages]}; {} when it is valid. The form,

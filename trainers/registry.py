@@ -60,6 +60,13 @@ def criterion_kind(name: str) -> KindSpec:
         ) from None
 
 
+def explanation_label(kind: str | None) -> str:
+    """How the pages label a criterion's explanation: by its kind ("judge says" for an LLM judge, "what the
+    pattern matched" for a regex); "details" for a kind this machine does not know."""
+    spec = criterion_kinds().get(kind or "")
+    return spec.explanation_label if spec is not None else KindSpec.explanation_label
+
+
 __all__ = [
     "KindSpec",
     "UnknownKind",
@@ -68,5 +75,6 @@ __all__ = [
     "criterion_kinds",
     "environment_kind",
     "environment_kinds",
+    "explanation_label",
     "validate_config",
 ]

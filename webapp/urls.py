@@ -2,11 +2,12 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from webapp.api.views import NOT_FOUND_NAME, api_not_found
-from webapp.core.views import healthz
+from webapp.core.views import favicon, healthz
 from webapp.rollouts.apis import ExternalRunListView, RunEventsView
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("favicon.ico", favicon, name="favicon"),
     path("", include("webapp.projects.urls")),
     path("accounts/", include("webapp.accounts.urls")),
     path("p/<slug:slug>/", include("webapp.experiments.urls")),

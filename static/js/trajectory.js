@@ -34,8 +34,25 @@
     }
   }
 
+  // Fold / unfold every system prompt and tool output (a long trace starts folded); turns loaded later
+  // follow the choice.
+  const foldToggle = document.querySelector("[data-fold-toggle]");
+  function folded() { return foldToggle && foldToggle.getAttribute("aria-pressed") === "true"; }
+  function applyFold() {
+    list.querySelectorAll("details.fold").forEach(function (node) { node.open = !folded(); });
+  }
+  if (foldToggle) {
+    foldToggle.addEventListener("click", function () {
+      const next = !folded();
+      foldToggle.setAttribute("aria-pressed", String(next));
+      foldToggle.textContent = (next ? "Unfold" : "Fold") + " system prompts and tool output";
+      applyFold();
+    });
+  }
+
   // Each swapped-in window ends with a fresh pending row: continue from there.
   document.body.addEventListener("htmx:afterSettle", function () {
+    applyFold();
     window.trajectoryTurnsLoaded = list.querySelectorAll("li.turn").length;
     if (goal !== null) step();
     if (!pending() && loadAllButton) loadAllButton.hidden = true;

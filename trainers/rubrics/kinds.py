@@ -105,6 +105,7 @@ EXACT_MATCH = KindSpec(
         }
     ),
     target=f"{_CRITERIA_MODULE}:ExactMatch",
+    explanation_label="how the answer compared",
 )
 
 NUMERIC_MATCH = KindSpec(
@@ -133,6 +134,7 @@ NUMERIC_MATCH = KindSpec(
         }
     ),
     target=f"{_CRITERIA_MODULE}:NumericMatch",
+    explanation_label="how the numbers compared",
 )
 
 REGEX = KindSpec(
@@ -174,6 +176,7 @@ REGEX = KindSpec(
         required=["pattern"],
     ),
     target=f"{_CRITERIA_MODULE}:RegexCriterion",
+    explanation_label="what the pattern matched",
 )
 
 FORMAT = KindSpec(
@@ -203,6 +206,7 @@ FORMAT = KindSpec(
         }
     ),
     target=f"{_CRITERIA_MODULE}:FormatCriterion",
+    explanation_label="format check",
 )
 
 LENGTH = KindSpec(
@@ -221,6 +225,7 @@ LENGTH = KindSpec(
         }
     ),
     target=f"{_CRITERIA_MODULE}:LengthCriterion",
+    explanation_label="length check",
 )
 
 OVERLONG_PENALTY = KindSpec(
@@ -239,6 +244,7 @@ OVERLONG_PENALTY = KindSpec(
         }
     ),
     target=f"{_CRITERIA_MODULE}:OverlongPenalty",
+    explanation_label="why the penalty",
 )
 
 TOOL_CALLS = KindSpec(
@@ -268,6 +274,7 @@ TOOL_CALLS = KindSpec(
         }
     ),
     target=f"{_CRITERIA_MODULE}:ToolCallsCriterion",
+    explanation_label="tool calls counted",
 )
 
 ENV_REWARD = KindSpec(
@@ -276,6 +283,7 @@ ENV_REWARD = KindSpec(
     description="The reward the environment itself returned over the episode (its step() rewards summed).",
     config_schema=_object({}),
     target=f"{_CRITERIA_MODULE}:EnvRewardCriterion",
+    explanation_label="environment says",
 )
 
 DEFAULT_JUDGE_TEMPLATE = (
@@ -330,6 +338,7 @@ LLM_JUDGE = KindSpec(
     ),
     target="trainers.rubrics.judge:LLMJudge",
     needs_model=True,
+    explanation_label="judge says",
 )
 
 LEARNED_REWARD = KindSpec(
@@ -355,6 +364,7 @@ LEARNED_REWARD = KindSpec(
     ),
     target="trainers.rubrics.reward_model:LearnedReward",
     needs_model=True,
+    explanation_label="reward model says",
 )
 
 CUSTOM_PYTHON = KindSpec(
@@ -386,6 +396,7 @@ CUSTOM_PYTHON = KindSpec(
         required=["function"],
     ),
     target=f"{_CRITERIA_MODULE}:CustomPython",
+    explanation_label="your function says",
 )
 
 MATH_VERIFY = KindSpec(
@@ -420,6 +431,7 @@ MATH_VERIFY = KindSpec(
         }
     ),
     target="trainers.rubrics.ecosystem:MathVerifyCriterion",
+    explanation_label="verifier says",
 )
 
 VERIFIERS_RUBRIC = KindSpec(
@@ -443,6 +455,7 @@ VERIFIERS_RUBRIC = KindSpec(
         }
     ),
     target="trainers.rubrics.ecosystem:VerifiersRubricCriterion",
+    explanation_label="verifiers rubric says",
 )
 
 BUILTIN_CRITERIA: list[KindSpec] = [

@@ -28,3 +28,34 @@ def api_token_revoke(*, user, token_id: int) -> None:
     )
     if not updated:
         raise ValidationError({"token": ["No such active token."]})
+
+
+def user_create(*, username: str, password: str):
+    """A new account, with Django's username rules and the password validators of the settings. Sign-up
+    is open only through an invitation (`webapp.projects.services.invitation_sign_up`)."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.password_validation import validate_password
+
+    User = get_user_model()
+    username = (username or "").strip()
+    errors: dict[str, list[str]] = {}
+    field = User._meta.get_field("username")
+    longest = field.max_length or 150
+    if not username:
+        errors["username"] = ["Choose a username."]
+    else:
+        try:
+            field.run_validators(username)
+        except ValidationError as error:
+            errors["username"] = list(error.messages)
+        if len(username) > longest:
+            errors["username"] = [f"At most {longest} characters."]
+        elif User.objects.filter(username__iexact=username).exists():
+            errors["username"] = [f"The username {username!r} is taken; choose another."]
+    try:
+        validate_password(password or "", User(username=username))
+    except ValidationError as error:
+        errors["password"] = list(error.messages)
+    if errors:
+        raise ValidationError(errors)
+    return User.objects.create_user(username=username, password=password)

@@ -33,6 +33,12 @@ urlpatterns = [
     path("projects/<slug:slug>/", project_apis.ProjectDetailView.as_view(), name="project"),
     path("projects/<slug:slug>/members/", project_apis.MemberListView.as_view(), name="members"),
     path("projects/<slug:slug>/members/<int:pk>/", project_apis.MemberDetailView.as_view(), name="member"),
+    path("projects/<slug:slug>/invitations/", project_apis.InvitationListView.as_view(), name="invitations"),
+    path(
+        "projects/<slug:slug>/invitations/<int:pk>/",
+        project_apis.InvitationDetailView.as_view(),
+        name="invitation",
+    ),
     # Environments and rubrics (versioned).
     path(
         "projects/<slug:slug>/environments/",

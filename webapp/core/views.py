@@ -5,7 +5,8 @@ bad Host header, a crash."""
 from __future__ import annotations
 
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
+from django.templatetags.static import static
 from django.views import defaults
 
 from webapp.api.errors import error_body
@@ -16,6 +17,11 @@ def healthz(request):
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"ok": True})
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers and tools still ask for /favicon.ico: send them to the static icon (the pages link it)."""
+    return HttpResponsePermanentRedirect(static("img/favicon.ico"))
 
 
 def is_api(request: HttpRequest) -> bool:

@@ -261,7 +261,7 @@ class RunCancelView(APIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         run = _run(request, pk, Capability.LAUNCH)
-        result = experiment_services.run_request_cancel(run=run)
+        result = experiment_services.run_request_cancel(run=run, user=request.user)
         run = selectors.run_queryset().get(pk=run.pk)
         return Response({"result": result, "run": s.RunDetailSerializer(run).data})
 

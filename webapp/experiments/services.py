@@ -35,6 +35,8 @@ from webapp.experiments.models import (
 )
 from webapp.live.broadcast import broadcast_on_commit
 from webapp.projects.models import Project
+from webapp.review.models import ActivityVerb
+from webapp.review.services.activity import log_activity
 
 Definition = TypeVar("Definition", bound=VersionedDefinition)
 
@@ -83,7 +85,8 @@ def _definition_create(
     definition = model._default_manager.create(
         project=project, name=name, description=description, created_by=user
     )
-    definition.versions.create(number=1, created_by=user, **content)
+    version = definition.versions.create(number=1, created_by=user, **content)
+    _log_version(definition, version, user)
     return definition
 
 
@@ -114,7 +117,22 @@ def _definition_update(
     latest = locked.versions.order_by("-number").first()
     if all(getattr(latest, field) == value for field, value in content.items()):
         return latest
-    return locked.versions.create(number=latest.number + 1, note=note, created_by=user, **content)
+    version = locked.versions.create(number=latest.number + 1, note=note, created_by=user, **content)
+    _log_version(locked, version, user)
+    return version
+
+
+def _log_version(definition: VersionedDefinition, version, user) -> None:
+    """A new environment or rubric version goes into the project's activity log."""
+    is_environment = isinstance(definition, Environment)
+    log_activity(
+        definition.project,
+        user,
+        ActivityVerb.ENVIRONMENT_VERSIONED if is_environment else ActivityVerb.RUBRIC_VERSIONED,
+        **{"environment_id" if is_environment else "rubric_id": definition.pk},
+        name=definition.name,
+        version=version.number,
+    )
 
 
 def validate_environment_config(kind: str, config: Any) -> dict[str, Any]:
@@ -292,6 +310,7 @@ def run_create(
         auto_resume_count=auto_resume_count,
     )
     token = run_issue_ingest_token(run)
+    log_activity(project, user, ActivityVerb.RUN_LAUNCHED, run_id=run.pk, name=run.name)
     if dispatch:
         run_id = run.pk
         send_on_commit(
@@ -428,7 +447,7 @@ def run_transition(
     return bool(changed)
 
 
-def run_request_cancel(*, run: Run) -> str:
+def run_request_cancel(*, run: Run, user=None) -> str:
     """Cancel a run: a queued run is cancelled at once (and its task revoked); a running one is asked
     to stop cooperatively — the trainer learns it from its next ingestion reply."""
     # Conditional updates against the row, not `run.status`: if a worker claimed the run since `run`
@@ -436,11 +455,13 @@ def run_request_cancel(*, run: Run) -> str:
     if run_transition(run.pk, RunStatus.CANCELLED, only_from=(RunStatus.QUEUED,), cancel_requested=True):
         task_id = Run.objects.filter(pk=run.pk).values_list("task_id", flat=True).first() or ""
         transaction.on_commit(lambda: revoke(task_id))
+        log_activity(run.project, user, ActivityVerb.RUN_CANCELLED, run_id=run.pk, name=run.name)
         return RunStatus.CANCELLED
     if Run.objects.filter(pk=run.pk, status__in=[RunStatus.STARTING, RunStatus.RUNNING]).update(
         cancel_requested=True
     ):
         broadcast_on_commit(run, [{"type": "cancel_requested"}])
+        log_activity(run.project, user, ActivityVerb.RUN_CANCELLED, run_id=run.pk, name=run.name)
         return "cancel_requested"
     current = Run.objects.get(pk=run.pk)
     raise ValidationError({"status": [f"A {current.get_status_display().lower()} run cannot be cancelled."]})

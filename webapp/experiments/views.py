@@ -459,7 +459,7 @@ def run_cancel(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     access = access_project(request.user, slug, Capability.LAUNCH)
     run = access_run(access, run_id)
     try:
-        outcome = services.run_request_cancel(run=run)
+        outcome = services.run_request_cancel(run=run, user=request.user)
     except ValidationError as error:
         for message in error.messages:
             messages.error(request, message)

@@ -3,13 +3,14 @@ through the services, read through the selectors and shape output with the seria
 
 from __future__ import annotations
 
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.api.base import FORBIDDEN, NOT_FOUND, VALIDATION_ERROR, parse, project_detail
+from webapp.api.base import FORBIDDEN, NOT_FOUND, VALIDATION_ERROR, parse, project_detail, secret_response
 from webapp.projects import selectors
 from webapp.projects import serializers as s
 from webapp.projects import services as project_services
@@ -100,4 +101,43 @@ class MemberDetailView(APIView):
     def delete(self, request: Request, slug: str, pk: int) -> Response:
         access, membership = self._membership(request, slug, pk)
         project_services.membership_remove(project=access.project, membership_id=membership.pk)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- invitations --------------------------------------------------------------------------------------
+
+
+class InvitationListView(generics.ListAPIView):
+    serializer_class = s.InvitationSerializer
+
+    def get_queryset(self):
+        return selectors.invitation_list(
+            access_project(self.request.user, self.kwargs["slug"], Capability.MANAGE).project
+        )
+
+    @extend_schema(
+        request=s.InvitationInputSerializer,
+        responses={201: s.InvitationCreatedSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Invite a teammate: a one-time link for a role (owners only); the reply carries it, once",
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        access = access_project(request.user, slug, Capability.MANAGE)
+        data = parse(s.InvitationInputSerializer, request.data)
+        invitation, raw = project_services.invitation_create(
+            project=access.project, created_by=request.user, **data
+        )
+        url = request.build_absolute_uri(reverse("projects:invitation", args=[raw]))
+        return secret_response(s.InvitationCreatedSerializer(invitation, context={"url": url}).data)
+
+
+class InvitationDetailView(APIView):
+    @extend_schema(
+        responses={204: None, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Revoke a pending invitation (owners only): its link stops working",
+    )
+    def delete(self, request: Request, slug: str, pk: int) -> Response:
+        access = access_project(request.user, slug, Capability.MANAGE)
+        if not selectors.invitation_list(access.project).filter(pk=pk).exists():
+            raise NotFound("No such invitation.")
+        project_services.invitation_revoke(project=access.project, invitation_id=pk)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -67,3 +67,58 @@ class Membership(models.Model):
     def can(self, capability: Capability | str) -> bool:
         """Raises ValueError for a capability that does not exist (a typo must not read as "no")."""
         return Capability(capability) in ROLE_CAPABILITIES[self.role]
+
+
+INVITATION_DAYS = 7  # how long an invitation link works unless the owner says otherwise
+
+
+class InvitationState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    USED = "used", "Used"
+    REVOKED = "revoked", "Revoked"
+    EXPIRED = "expired", "Expired"
+
+
+class Invitation(models.Model):
+    """A one-time link that makes whoever opens it a member with `role`: someone without an account signs
+    up through it (sign-up is open only that way), someone with one joins. The raw token is shown once to
+    the owner who made it; only its SHA-256 digest is stored."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="invitations")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.ANNOTATOR)
+    note = models.CharField(max_length=120, blank=True, help_text="who it is for, e.g. “Dana, annotator”")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    used_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"invitation to {self.project} as {self.role}"
+
+    def state(self, now=None) -> InvitationState:
+        """The one rule for whether the link still works."""
+        from django.utils import timezone
+
+        if self.used_at is not None:
+            return InvitationState.USED
+        if self.revoked_at is not None:
+            return InvitationState.REVOKED
+        if self.expires_at <= (now or timezone.now()):
+            return InvitationState.EXPIRED
+        return InvitationState.PENDING
+
+    def is_usable(self) -> bool:
+        return self.state() == InvitationState.PENDING
+
+    def can_revoke(self) -> bool:
+        return self.state() == InvitationState.PENDING

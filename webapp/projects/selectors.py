@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 
-from webapp.projects.models import Membership, Project
+from webapp.projects.models import Invitation, Membership, Project
 
 
 def project_list_for_user(user) -> QuerySet[Project]:
@@ -27,3 +27,8 @@ def project_list_with_role(user) -> QuerySet[Project]:
     """The user's projects with their counts and the user's own role (as `my_role`)."""
     role = Membership.objects.filter(project=OuterRef("pk"), user=user).values("role")[:1]
     return project_list_for_user(user).annotate(my_role=Subquery(role))
+
+
+def invitation_list(project: Project) -> QuerySet[Invitation]:
+    """The project's invitations, newest first, with who made and who used each."""
+    return Invitation.objects.filter(project=project).select_related("created_by", "used_by")

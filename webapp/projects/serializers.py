@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from webapp.api import fields
 from webapp.api.serializers import username_field
-from webapp.projects.models import Membership, Project, Role
+from webapp.projects.models import INVITATION_DAYS, Invitation, Membership, Project, Role
 
 # --- projects and members ---------------------------------------------------------------------------
 
@@ -77,3 +77,52 @@ class MemberInputSerializer(serializers.Serializer):
 
 class MemberUpdateSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=Role.choices)
+
+
+# --- invitations --------------------------------------------------------------------------------------
+
+
+class InvitationSerializer(serializers.ModelSerializer):
+    created_by = username_field()
+    used_by = username_field("used_by.username")
+    state = serializers.SerializerMethodField(help_text="pending, used, revoked or expired")
+
+    class Meta:
+        model = Invitation
+        fields = [
+            "id",
+            "role",
+            "note",
+            "state",
+            "created_by",
+            "created_at",
+            "expires_at",
+            "used_by",
+            "used_at",
+        ]
+
+    def get_state(self, invitation: Invitation) -> str:
+        return invitation.state().value
+
+
+class InvitationCreatedSerializer(InvitationSerializer):
+    url = serializers.SerializerMethodField(help_text="the one-time link to send; shown once")
+
+    class Meta(InvitationSerializer.Meta):
+        fields = [*InvitationSerializer.Meta.fields, "url"]
+
+    def get_url(self, invitation: Invitation) -> str:
+        return self.context["url"]
+
+
+class InvitationInputSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=Role.choices, default=Role.ANNOTATOR)
+    note = serializers.CharField(
+        allow_blank=True,
+        default="",
+        max_length=fields.column_length(Invitation, "note"),
+        help_text="who the invitation is for",
+    )
+    days = serializers.IntegerField(
+        default=INVITATION_DAYS, min_value=1, max_value=30, help_text="how long the link works"
+    )

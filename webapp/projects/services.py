@@ -1,12 +1,19 @@
 from __future__ import annotations
 
+import secrets
+from datetime import timedelta
+
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 from django.utils.text import slugify
 
 from webapp.core.limits import DESCRIPTION_MAX_CHARS
-from webapp.projects.models import Membership, Project, Role
+from webapp.projects.models import INVITATION_DAYS, Invitation, Membership, Project, Role
+
+INVITATION_TOKEN_PREFIX = "rsi_"
+INVITATION_MAX_DAYS = 30
 
 
 @transaction.atomic
@@ -61,3 +68,101 @@ def _ensure_another_owner(project: Project, membership: Membership) -> None:
     others = Membership.objects.filter(project=project, role=Role.OWNER).exclude(pk=membership.pk)
     if not others.exists():
         raise ValidationError({"role": ["A project keeps at least one owner."]})
+
+
+# --- invitations --------------------------------------------------------------------------------------
+
+
+def invitation_create(
+    *, project: Project, created_by, role: str, note: str = "", days: int = INVITATION_DAYS
+) -> tuple[Invitation, str]:
+    """A one-time link for `role`; the raw token is returned once and never stored."""
+    from webapp.accounts.models import hash_token
+
+    errors: dict[str, list[str]] = {}
+    if role not in Role.values:
+        errors["role"] = [f"Unknown role {role!r}; choose one of {', '.join(Role.values)}."]
+    note = (note or "").strip()
+    longest = Invitation._meta.get_field("note").max_length or 120
+    if len(note) > longest:
+        errors["note"] = [f"At most {longest} characters (this one has {len(note)})."]
+    if not isinstance(days, int) or not 1 <= days <= INVITATION_MAX_DAYS:
+        errors["days"] = [f"Between 1 and {INVITATION_MAX_DAYS} days."]
+    if errors:
+        raise ValidationError(errors)
+    raw = INVITATION_TOKEN_PREFIX + secrets.token_urlsafe(24)
+    invitation = Invitation.objects.create(
+        project=project,
+        role=role,
+        note=note,
+        token_hash=hash_token(raw),
+        created_by=created_by,
+        expires_at=timezone.now() + timedelta(days=days),
+    )
+    return invitation, raw
+
+
+def invitation_revoke(*, project: Project, invitation_id: int) -> None:
+    """Claimed atomically: a link being used at this moment is either used or revoked, never both."""
+    revoked = Invitation.objects.filter(
+        project=project, pk=invitation_id, used_at=None, revoked_at=None, expires_at__gt=timezone.now()
+    ).update(revoked_at=timezone.now())
+    if not revoked:
+        raise ValidationError({"invitation": ["No such pending invitation (used, revoked or expired)."]})
+
+
+def invitation_by_token(raw: str) -> Invitation | None:
+    """The invitation a link names, whatever its state (None for a token that was never issued)."""
+    from webapp.accounts.models import hash_token
+
+    if not raw or not raw.startswith(INVITATION_TOKEN_PREFIX):
+        return None
+    return Invitation.objects.select_related("project").filter(token_hash=hash_token(raw)).first()
+
+
+def _unusable(invitation: Invitation | None) -> ValidationError:
+    if invitation is None:
+        return ValidationError({"token": ["This invitation link is not valid."]})
+    state = invitation.state()
+    return ValidationError(
+        {"token": [f"This invitation link was {state.label.lower()}; ask the project's owner for a new one."]}
+    )
+
+
+@transaction.atomic
+def invitation_accept(*, raw: str, user) -> Membership:
+    """Use the link once: `user` joins the project with the invitation's role (a member already there keeps
+    a higher role; the owner's choice of role wins over a lower one)."""
+    invitation = invitation_by_token(raw)
+    now = timezone.now()
+    claimed = (
+        invitation is not None
+        and Invitation.objects.filter(
+            pk=invitation.pk, used_at=None, revoked_at=None, expires_at__gt=now
+        ).update(used_at=now, used_by=user)
+        == 1
+    )
+    if not claimed:
+        raise _unusable(invitation)
+    assert invitation is not None
+    membership = Membership.objects.select_for_update().filter(project=invitation.project, user=user).first()
+    if membership is None:
+        return Membership.objects.create(project=invitation.project, user=user, role=invitation.role)
+    ranks = list(Role.values)  # owner, researcher, annotator, viewer: most capable first
+    if ranks.index(invitation.role) < ranks.index(membership.role):
+        membership.role = invitation.role
+        membership.save(update_fields=["role"])
+    return membership
+
+
+@transaction.atomic
+def invitation_sign_up(*, raw: str, username: str, password: str):
+    """Create an account through an invitation and join its project; nothing is created when the link is
+    not usable. Returns (user, membership)."""
+    from webapp.accounts.services import user_create
+
+    invitation = invitation_by_token(raw)
+    if invitation is None or not invitation.is_usable():
+        raise _unusable(invitation)
+    user = user_create(username=username, password=password)
+    return user, invitation_accept(raw=raw, user=user)

@@ -9,4 +9,11 @@ urlpatterns = [
     path("p/<slug:slug>/members/", views.members, name="members"),
     path("p/<slug:slug>/members/<int:membership_id>/role/", views.member_role, name="member_role"),
     path("p/<slug:slug>/members/<int:membership_id>/remove/", views.member_remove, name="member_remove"),
+    path("p/<slug:slug>/members/invitations/", views.invitation_create, name="invitation_create"),
+    path(
+        "p/<slug:slug>/members/invitations/<int:invitation_id>/revoke/",
+        views.invitation_revoke,
+        name="invitation_revoke",
+    ),
+    path("invite/<str:token>/", views.invitation, name="invitation"),
 ]

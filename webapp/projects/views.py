@@ -5,17 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
+from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from webapp.experiments import selectors as experiment_selectors
 from webapp.projects import selectors, services
 from webapp.projects.access import Capability, ProjectAccess, access_project
-from webapp.projects.forms import MemberAddForm, MemberRoleForm, ProjectForm
+from webapp.projects.forms import InvitationForm, MemberAddForm, MemberRoleForm, ProjectForm, SignUpForm
 from webapp.projects.models import Role
+
+# The link of an invitation just made waits in the session for the next view of the members page, which
+# shows it once (as the API tokens page does): a reload does not make a second invitation.
+NEW_INVITATION_SESSION_KEY = "new_invitation"
 
 
 def project_context(access: ProjectAccess, **context: Any) -> dict[str, Any]:
@@ -62,13 +69,31 @@ def project_home(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-def _members_page(request: HttpRequest, access: ProjectAccess, add_form: MemberAddForm, status: int = 200):
+def _members_page(
+    request: HttpRequest,
+    access: ProjectAccess,
+    add_form: MemberAddForm,
+    invite_form: InvitationForm | None = None,
+    status: int = 200,
+):
     memberships = selectors.membership_list(access.project)
     rows = [(m, MemberRoleForm(initial={"role": m.role}, auto_id=f"id_member{m.pk}_%s")) for m in memberships]
+    manage = access.can(Capability.MANAGE)
+    new_invitation = request.session.pop(NEW_INVITATION_SESSION_KEY, None) if manage else None
+    if new_invitation and new_invitation.get("project") != access.project.pk:
+        new_invitation = None
     return render(
         request,
         "projects/members.html",
-        project_context(access, rows=rows, add_form=add_form, roles=Role.choices),
+        project_context(
+            access,
+            rows=rows,
+            add_form=add_form,
+            roles=Role.choices,
+            invite_form=invite_form or InvitationForm(auto_id="id_invite_%s"),
+            invitations=selectors.invitation_list(access.project) if manage else [],
+            new_invitation=new_invitation,
+        ),
         status=status,
     )
 
@@ -135,3 +160,93 @@ def member_remove(request: HttpRequest, slug: str, membership_id: int) -> HttpRe
             return redirect("projects:list")
         messages.success(request, "Member removed.")
     return redirect("projects:members", slug)
+
+
+@login_required
+@require_POST
+def invitation_create(request: HttpRequest, slug: str) -> HttpResponse:
+    access = access_project(request.user, slug, Capability.MANAGE)
+    form = InvitationForm(request.POST, auto_id="id_invite_%s")
+    if form.is_valid():
+        try:
+            invitation, raw = services.invitation_create(
+                project=access.project, created_by=request.user, **form.cleaned_data
+            )
+        except ValidationError as error:
+            _show_errors(form, error)
+        else:
+            request.session[NEW_INVITATION_SESSION_KEY] = {
+                "project": access.project.pk,
+                "id": invitation.pk,
+                "role": invitation.get_role_display().lower(),
+                "url": request.build_absolute_uri(reverse("projects:invitation", args=[raw])),
+            }
+            return redirect(reverse("projects:members", args=[slug]) + "#invitations")
+    return _members_page(request, access, MemberAddForm(), invite_form=form, status=400)
+
+
+@login_required
+@require_POST
+def invitation_revoke(request: HttpRequest, slug: str, invitation_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, Capability.MANAGE)
+    try:
+        services.invitation_revoke(project=access.project, invitation_id=invitation_id)
+    except ValidationError as error:
+        for message in error.messages:
+            messages.error(request, message)
+    else:
+        messages.success(request, "Invitation revoked: its link no longer works.")
+    return redirect(reverse("projects:members", args=[slug]) + "#invitations")
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+def invitation(request: HttpRequest, token: str) -> HttpResponse:
+    """The invitation link. Someone without an account signs up here (the only way to sign up); someone
+    signed in joins with one click. A link that is used, revoked, expired or unknown says so (410 / 404)."""
+    invitation = services.invitation_by_token(token)
+    if invitation is None:
+        return render(request, "projects/invitation.html", {"state": "invalid"}, status=404)
+    if not invitation.is_usable():
+        return render(
+            request,
+            "projects/invitation.html",
+            {"state": invitation.state().value, "invitation": invitation},
+            status=410,
+        )
+    form = SignUpForm(
+        request.POST if request.method == "POST" and not request.user.is_authenticated else None
+    )
+    if request.method == "POST":
+        try:
+            if request.user.is_authenticated:
+                membership = services.invitation_accept(raw=token, user=request.user)
+            elif form.is_valid():
+                user, membership = services.invitation_sign_up(
+                    raw=token, username=form.cleaned_data["username"], password=form.cleaned_data["password"]
+                )
+                login(request, user, backend="webapp.accounts.throttle.ThrottledModelBackend")
+            else:
+                membership = None
+        except ValidationError as error:
+            if "token" in error.message_dict:
+                return render(
+                    request,
+                    "projects/invitation.html",
+                    {"state": "gone", "errors": error.messages},
+                    status=410,
+                )
+            _show_errors(form, error)
+            membership = None
+        if membership is not None:
+            messages.success(
+                request,
+                f"Welcome to “{membership.project.name}”: you are {membership.get_role_display().lower()}.",
+            )
+            return redirect("projects:home", membership.project.slug)
+    return render(
+        request,
+        "projects/invitation.html",
+        {"state": "pending", "invitation": invitation, "form": form},
+        status=400 if form.is_bound and form.errors else 200,
+    )

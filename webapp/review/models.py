@@ -146,6 +146,12 @@ class ActivityVerb(models.TextChoices):
     JUDGEMENT_RECORDED = "judgement.recorded", "judged a pair in"
     JUDGEMENT_CHANGED = "judgement.changed", "changed a judgement in"
     SNAPSHOT_CREATED = "snapshot.created", "exported a preference dataset from"
+    RUN_LAUNCHED = "run.launched", "launched the run"
+    RUN_CANCELLED = "run.cancelled", "cancelled the run"
+    ENVIRONMENT_VERSIONED = "environment.versioned", "saved the environment"
+    RUBRIC_VERSIONED = "rubric.versioned", "saved the rubric"
+    REWARD_MODEL_TRAINED = "reward_model.trained", "started training the reward model"
+    REWARD_MODEL_REGISTERED = "reward_model.added", "added a learned reward to the rubric"
 
 
 class Activity(models.Model):
@@ -174,6 +180,22 @@ class Activity(models.Model):
     def __str__(self) -> str:
         return f"{self.actor} {self.verb}"
 
+    def target(self) -> tuple[str, str] | None:
+        """(url, name) of the run, environment, rubric or reward model the activity is about, if any."""
+        from django.urls import reverse
+
+        data = self.data or {}
+        slug = self.project.slug
+        for key, route in (
+            ("run_id", "experiments:run_detail"),
+            ("environment_id", "experiments:environment_detail"),
+            ("rubric_id", "experiments:rubric_detail"),
+            ("reward_model_id", "rewards:reward_model_detail"),
+        ):
+            if isinstance(data.get(key), int):
+                return reverse(route, args=[slug, data[key]]), str(data.get("name", ""))
+        return None
+
     @property
     def detail(self) -> str:
         """A few words on what changed: the tag, the flag's reason, the dataset version. Never a judgement's
@@ -183,8 +205,10 @@ class Activity(models.Model):
             return f"“{data['tag']}”"
         if "reason" in data and data["reason"] in FlagReason.values:
             return FlagReason(data["reason"]).label.lower()
+        if "version" in data and "pairs" in data:
+            return f"v{data['version']}, {data['pairs']} pairs"
         if "version" in data:
-            return f"v{data['version']}, {data.get('pairs', 0)} pairs"
+            return f"v{data['version']}"
         if "pairs" in data:
             return f"{data['pairs']} pairs"
         return ""

@@ -54,7 +54,7 @@ def collaboration_panel(trajectory: Trajectory) -> CollaborationPanel:
 def recent_activity(*, project: Project, limit: int = RECENT_ACTIVITY) -> list[Activity]:
     return list(
         Activity.objects.filter(project=project)
-        .select_related("actor", "trajectory", "queue")
+        .select_related("project", "actor", "trajectory", "queue")
         .order_by("-created_at", "-id")[:limit]
     )
 

@@ -23,7 +23,8 @@ from webapp.core.dispatch import Queue, Task, send_on_commit
 from webapp.experiments.models import Rubric, RubricVersion
 from webapp.experiments.services import rubric_update
 from webapp.fleet.models import WorkerNode
-from webapp.review.models import PreferenceSnapshot
+from webapp.review.models import ActivityVerb, PreferenceSnapshot
+from webapp.review.services.activity import log_activity
 from webapp.rewards.models import RewardModel, RewardModelStatus
 
 # Fewer pairs cannot hold any out for an honest accuracy.
@@ -99,6 +100,13 @@ def reward_model_train(
                 )
         except IntegrityError:
             continue
+        log_activity(
+            snapshot.project,
+            user,
+            ActivityVerb.REWARD_MODEL_TRAINED,
+            reward_model_id=reward_model.pk,
+            name=reward_model.label,
+        )
         if dispatch:
             send_on_commit(
                 Task.TRAIN_REWARD_MODEL,
@@ -239,9 +247,18 @@ def reward_model_register(
     spec["criteria"].append(
         {"name": name, "kind": LEARNED_REWARD, "weight": weight, "params": {"path": reward_model.path}}
     )
-    return rubric_update(
+    version = rubric_update(
         rubric=rubric, user=user, spec=spec, note=f"added learned reward {reward_model.label}"[:200]
     )
+    log_activity(
+        rubric.project,
+        user,
+        ActivityVerb.REWARD_MODEL_REGISTERED,
+        rubric_id=rubric.pk,
+        name=rubric.name,
+        version=version.number,
+    )
+    return version
 
 
 __all__ = [

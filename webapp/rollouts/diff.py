@@ -24,6 +24,8 @@ from typing import Any, Protocol
 
 from django.utils.safestring import SafeString, mark_safe
 
+from trainers.registry import explanation_label
+
 # Above this many cells (turns on the left × turns on the right of one unanchored stretch) the
 # quadratic alignment gives way to a linear one over (role, tool) keys.
 MAX_ALIGNMENT_CELLS = 250_000
@@ -288,6 +290,10 @@ class ComponentDelta:
     weighted_right: float | None = None
     explanation_left: str = ""
     explanation_right: str = ""
+
+    @property
+    def explanation_label(self) -> str:
+        return explanation_label(self.kind)
 
     @property
     def weighted_delta(self) -> float | None:

@@ -5,7 +5,10 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import models
 
+from trainers.registry import explanation_label
 from webapp.experiments.models import Run
+
+LONG_TRACE_TURNS = 8  # more turns than this: system prompts and tool output start folded
 
 
 class Split(models.TextChoices):
@@ -68,10 +71,18 @@ class Trajectory(models.Model):
     def __str__(self) -> str:
         return f"{self.run_id}/{self.step}/{self.group_index}/{self.sample_index}"
 
+    def folds_by_default(self) -> bool:
+        """A long trace opens with its system prompts and tool output folded (the page can unfold them)."""
+        return self.num_turns > LONG_TRACE_TURNS
+
     def reward_breakdown(self) -> RewardBreakdown:
         """The reward criterion by criterion, raw and weighted, with their sum — and whether that sum is
         the reported total (users were burned by totals that ignored the weights: the page says so)."""
-        components = [c for c in self.components or [] if isinstance(c, dict)]
+        components = [
+            {**c, "explanation_label": explanation_label(c.get("kind"))}
+            for c in self.components or []
+            if isinstance(c, dict)
+        ]
         weighted = [c["weighted"] for c in components if isinstance(c.get("weighted"), int | float)]
         total = sum(weighted)
         return RewardBreakdown(components, total, bool(weighted) and abs(total - self.reward) > 1e-6)
@@ -102,6 +113,10 @@ class Turn(models.Model):
 
     def __str__(self) -> str:
         return f"turn {self.index} ({self.role})"
+
+    def text_repeats_tool_result(self) -> bool:
+        """A tool turn whose text is its result (most formats report both): the page prints it once."""
+        return bool(self.tool_result) and self.text.strip() == self.tool_result.strip()
 
 
 class MetricPoint(models.Model):

@@ -13,6 +13,7 @@ from webapp.accounts.services import api_token_create
 from webapp.experiments.models import Run
 from webapp.experiments.services import run_create
 from webapp.projects.models import Membership
+from webapp.projects.services import invitation_create
 from webapp.review import services as review_services
 from webapp.rollouts.models import MetricPoint
 
@@ -70,6 +71,7 @@ def world(users, project, environment, rubric, run) -> World:
     _token, personal = api_token_create(user=alice, name="fuzzing")
     spare, _raw = api_token_create(user=alice, name="to revoke")
     dave = Membership.objects.get(project=project, user=users["dave"])
+    invitation, _invitation_token = invitation_create(project=project, created_by=alice, role="viewer")
     run.ingest_token_nonce = Run.objects.get(pk=run.pk).ingest_token_nonce
     slug = project.slug
     p = "/api/projects/{slug}"
@@ -80,6 +82,8 @@ def world(users, project, environment, rubric, run) -> World:
             f"{p}/": {"slug": slug},
             f"{p}/members/": {"slug": slug},
             f"{p}/members/{{id}}/": {"slug": slug, "id": dave.pk},
+            f"{p}/invitations/": {"slug": slug},
+            f"{p}/invitations/{{id}}/": {"slug": slug, "id": invitation.pk},
             f"{p}/environments/": {"slug": slug},
             f"{p}/environments/preview/": {"slug": slug},
             f"{p}/environments/{{id}}/": {"slug": slug, "id": environment.pk},

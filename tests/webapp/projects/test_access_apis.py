@@ -21,7 +21,8 @@ from webapp.accounts.models import ApiToken
 from webapp.accounts.services import api_token_create
 from webapp.experiments.models import Environment, EnvironmentVersion, Rubric, RubricVersion, Run
 from webapp.experiments.services import run_create
-from webapp.projects.models import ROLE_CAPABILITIES, Membership, Project
+from webapp.projects.models import ROLE_CAPABILITIES, Invitation, Membership, Project
+from webapp.projects.services import invitation_create
 from webapp.review import services as review_services
 from webapp.review.models import (
     Activity,
@@ -55,6 +56,7 @@ class World:
     finished_run: Run  # stopped, with a checkpoint: can be resumed and forked
     queue: PreferenceQueue  # carol (annotator) and bob are its annotators
     snapshot: PreferenceSnapshot
+    invitation: Invitation
 
 
 @pytest.fixture
@@ -88,7 +90,9 @@ def world(users, project, environment, rubric, run) -> World:
         annotators=[users["carol"], users["bob"]],
     )
     snapshot = review_services.snapshot_create(queue, users["bob"])
+    invitation, _raw = invitation_create(project=project, created_by=users["alice"], role="viewer")
     return World(
+        invitation=invitation,
         queue=queue,
         snapshot=snapshot,
         finished_run=finished_run,
@@ -143,6 +147,14 @@ ENDPOINTS: dict[str, Endpoint] = {
     ),
     "member-remove": Endpoint(
         "DELETE", lambda w, who: f"{_p(w)}/members/{w.memberships['dave'].pk}/", "manage", 204
+    ),
+    # invitations
+    "invitations-list": Endpoint("GET", lambda w, who: f"{_p(w)}/invitations/", "manage"),
+    "invitations-create": Endpoint(
+        "POST", lambda w, who: f"{_p(w)}/invitations/", "manage", 201, lambda w: {"role": "annotator"}
+    ),
+    "invitation-revoke": Endpoint(
+        "DELETE", lambda w, who: f"{_p(w)}/invitations/{w.invitation.pk}/", "manage", 204
     ),
     # environments
     "environments-list": Endpoint("GET", lambda w, who: f"{_p(w)}/environments/", "read"),
@@ -312,8 +324,10 @@ def state() -> dict[str, Any]:
                 RubricVersion,
                 Run,
                 ApiToken,
+                Invitation,
             )
         ],
+        "invitations": sorted(Invitation.objects.values_list("pk", "revoked_at")),
         "roles": sorted(Membership.objects.values_list("user__username", "role")),
         "runs": sorted(Run.objects.values_list("pk", "status", "cancel_requested")),
         "revoked": ApiToken.objects.exclude(revoked_at=None).count(),
@@ -393,6 +407,8 @@ def test_every_api_route_is_in_the_matrix():
         "project": {"project-get"},
         "members": {"members-list", "members-add"},
         "member": {"member-update", "member-remove"},
+        "invitations": {"invitations-list", "invitations-create"},
+        "invitation": {"invitation-revoke"},
         "environments": {"environments-list", "environments-create"},
         "environment-preview": {"environment-preview"},
         "environment": {"environment-get", "environment-update"},

@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Environment, EnvironmentVersion, Rubric, RubricVersion, Run
-from webapp.projects.models import ROLE_CAPABILITIES, Membership, Project
+from webapp.projects.models import ROLE_CAPABILITIES, Invitation, Membership, Project
 
 PEOPLE = [None, "alice", "bob", "carol", "dave", "eve"]
 ROLE_OF = {"alice": "owner", "bob": "researcher", "carol": "annotator", "dave": "viewer"}
@@ -27,7 +27,7 @@ ROLE_OF = {"alice": "owner", "bob": "researcher", "carol": "annotator", "dave": 
 class Page:
     label: str
     method: str
-    needs: str  # "public" | "signed_in" | a project capability (read / annotate / launch / manage)
+    needs: str  # "public" | "anyone" | "signed_in" | a project capability (read / annotate / launch / manage)
     route: str  # URL name; project pages take the project's slug, then the objects named in `args`
     args: tuple[str, ...] = ()
     query: str = ""
@@ -35,8 +35,11 @@ class Page:
     ok: int = 200  # what an allowed person gets
 
     def url(self, world: dict) -> str:
-        args = [world[name].pk for name in self.args]
-        if self.route.startswith(("projects:", "experiments:")) and self.route != "projects:list":
+        args = [world[name] if name == "invitation_token" else world[name].pk for name in self.args]
+        if self.route.startswith(("projects:", "experiments:")) and self.route not in (
+            "projects:list",
+            "projects:invitation",
+        ):
             args.insert(0, world["project"].slug)
         return reverse(self.route, args=args) + self.query
 
@@ -115,6 +118,30 @@ PAGES = [
         ok=302,
     ),
     Page("remove member", "post", "manage", "projects:member_remove", ("dave_membership",), ok=302),
+    Page(
+        "create invitation",
+        "post",
+        "manage",
+        "projects:invitation_create",
+        data=lambda w: {"role": "annotator", "days": "7"},
+        ok=302,
+    ),
+    Page("revoke invitation", "post", "manage", "projects:invitation_revoke", ("invitation",), ok=302),
+    # The link itself: a newcomer signs up through it, a signed-in person joins with it.
+    Page("invitation link", "get", "anyone", "projects:invitation", ("invitation_token",)),
+    Page(
+        "use invitation link",
+        "post",
+        "anyone",
+        "projects:invitation",
+        ("invitation_token",),
+        data=lambda w: {
+            "username": "newcomer",
+            "password": "a-long-passphrase-9",
+            "password_again": "a-long-passphrase-9",
+        },
+        ok=302,
+    ),
     Page("environment list", "get", "read", "experiments:environment_list"),
     Page("environment detail", "get", "read", "experiments:environment_detail", ("environment",)),
     Page("new environment form", "get", "launch", "experiments:environment_create"),
@@ -170,6 +197,8 @@ PAGES = [
 
 
 def expected_status(page: Page, person: str | None) -> int | str:
+    if page.needs == "anyone":
+        return page.ok
     if page.needs == "public":
         return page.ok if person is None else 302  # signed-in people are sent on to their projects
     if person is None:
@@ -191,14 +220,19 @@ def everything_stored() -> dict[str, Any]:
         "rubric versions": RubricVersion.objects.count(),
         "runs": sorted(Run.objects.values_list("pk", "status", "cancel_requested")),
         "tokens": sorted(ApiToken.objects.values_list("pk", "revoked_at")),
+        "invitations": sorted(Invitation.objects.values_list("pk", "revoked_at", "used_at")),
     }
 
 
 @pytest.fixture
 def world(project, environment, rubric, run, users):
     from webapp.accounts.services import api_token_create
+    from webapp.projects.services import invitation_create
 
     tokens = {name: api_token_create(user=user, name=f"{name}'s script")[0] for name, user in users.items()}
+    invitation, invitation_token = invitation_create(
+        project=project, created_by=users["alice"], role="annotator"
+    )
     return {
         "project": project,
         "environment": environment,
@@ -206,6 +240,8 @@ def world(project, environment, rubric, run, users):
         "run": run,
         "dave_membership": Membership.objects.get(project=project, user=users["dave"]),
         "tokens": tokens,
+        "invitation": invitation,
+        "invitation_token": invitation_token,
     }
 
 

@@ -10,13 +10,18 @@ from webapp.review import selectors, services
 from webapp.review.models import Activity, Notification, Tag
 
 
+def review_activity():
+    """The review's own activities (the fixtures' launches and new versions are recorded too)."""
+    return Activity.objects.exclude(verb__regex=r"^(run|environment|rubric|reward_model)\.")
+
+
 @pytest.fixture
 def trajectory(run):
     return make_trajectory(run, reward=1.0)
 
 
 def verbs(project):
-    return list(Activity.objects.filter(project=project).order_by("id").values_list("verb", flat=True))
+    return list(review_activity().filter(project=project).order_by("id").values_list("verb", flat=True))
 
 
 @pytest.mark.parametrize(
@@ -57,7 +62,7 @@ def test_comments_on_a_turn_and_their_history(trajectory, users, project):
     with pytest.raises(ValidationError, match="Only the author"):
         services.comment_edit(comment=comment, user=users["bob"], body="mine now")
     services.comment_edit(comment=comment, user=users["carol"], body="odd answer")
-    edited = Activity.objects.get(verb="comment.edited")
+    edited = review_activity().get(verb="comment.edited")
     assert edited.data["previous"] == "odd" and edited.actor == users["carol"]
     with pytest.raises(ValidationError, match="author or a project owner"):
         services.comment_delete(comment=comment, user=users["bob"])
@@ -99,4 +104,4 @@ def test_flags_are_raised_and_resolved_once(trajectory, users, project):
 def test_recent_activity_is_newest_first(trajectory, users, project):
     services.comment_create(trajectory=trajectory, author=users["carol"], body="first")
     services.tag_add(trajectory=trajectory, user=users["bob"], name="good")
-    assert [a.verb for a in selectors.recent_activity(project=project)] == ["tag.added", "comment.added"]
+    assert [a.verb for a in selectors.recent_activity(project=project)][:2] == ["tag.added", "comment.added"]

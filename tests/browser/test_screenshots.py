@@ -1,0 +1,123 @@
+"""The README's screenshots, taken on a real run: the demo project (`manage.py seed_demo`), a short GRPO
+run of the bundled SmolLM2-135M on a real Celery worker with the demo's knobs, and real Chromium.
+
+    SCREENSHOTS=1 .venv/bin/python -m pytest tests/browser/test_screenshots.py -m screenshots
+    (or: python scripts/screenshots.py)
+
+writes docs/screenshot-*.png: the live run page while the reward rises, a GRPO group, an evaluation
+task diffed across checkpoints, and the annotation page. Skipped unless SCREENSHOTS=1, so the test
+suite never rewrites tracked files; it takes 10–30 minutes on a 2-core CPU."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from tests.browser.conftest import sign_in
+from tests.processes import celery_worker
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.screenshots,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(3600),
+    pytest.mark.skipif(os.environ.get("SCREENSHOTS") != "1", reason="set SCREENSHOTS=1 to retake them"),
+]
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+STEPS = 10
+# The demo run's knobs (the learning bench's: lr 2e-5, 48 tokens), shorter: evaluation before, halfway
+# and after, so the diff has checkpoints to compare.
+OVERRIDES = {"max_steps": STEPS, "eval_every": 5, "checkpoint_every": 5, "eval_tasks": 8}
+RUN_TIMEOUT_MS = 45 * 60_000
+
+
+def shoot(page, name: str, *, full_page: bool = False) -> None:
+    page.wait_for_timeout(600)  # charts finish their transitions
+    page.screenshot(path=str(DOCS / f"screenshot-{name}.png"), full_page=full_page)
+
+
+def test_take_the_readme_screenshots_on_a_real_run(server, browser):
+    from webapp.core.management.commands.seed_demo import DEMO_PASSWORD, DEMO_RUN, DEMO_USERNAME
+    from webapp.experiments.models import Environment, Rubric, Run
+    from webapp.experiments.services import run_create
+    from webapp.projects.models import Project
+    from webapp.review import services as review_services
+    from webapp.rollouts.models import Trajectory
+
+    call_command("seed_demo")
+    project = Project.objects.get(slug="demo")
+    user = project.memberships.get().user
+    Run.objects.filter(project=project).delete()  # the seeded, never-queued definition
+    environment = Environment.objects.filter(project=project, kind="arithmetic_calculator").first()
+    rubric = Rubric.objects.filter(project=project).order_by("pk").first()
+    context = browser.new_context(viewport={"width": 1360, "height": 900}, device_scale_factor=1)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    sign_in(page, server, DEMO_USERNAME, DEMO_PASSWORD)
+    slug = project.slug
+
+    with celery_worker("cpu", name="screenshots", DASHBOARD_URL=server):
+        run, _ = run_create(
+            project=project,
+            environment=environment,
+            rubric=rubric,
+            user=user,
+            name="GRPO on arithmetic",
+            preset=DEMO_RUN["preset"],
+            overrides={**DEMO_RUN["overrides"], **OVERRIDES},
+        )
+        # 1. The live page, late in the run: reward curve, phases, the rollout feed.
+        page.goto(f"{server}/p/{slug}/runs/{run.pk}/")
+        page.wait_for_function("window.websocketConnected === true")
+        page.wait_for_function(
+            f"(document.getElementById('chart-reward').data[0] || {{x: []}}).x.length >= {STEPS - 2}",
+            timeout=RUN_TIMEOUT_MS,
+        )
+        shoot(page, "live")
+        page.wait_for_function(
+            "document.querySelector('[data-live-status]').textContent === 'Succeeded'", timeout=RUN_TIMEOUT_MS
+        )
+    run.refresh_from_db()
+    assert run.status == "SUCCEEDED", run.error_message
+
+    # 2. A GRPO group of the last step whose samples disagree (the learning signal).
+    train = Trajectory.objects.filter(run=run, split="train")
+    last = max(train.values_list("step", flat=True))
+    groups = {}
+    for step, group, reward in train.filter(step__gte=last - 2).values_list("step", "group_index", "reward"):
+        groups.setdefault((step, group), []).append(reward)
+    step, group = max(groups, key=lambda key: (max(groups[key]) - min(groups[key]), key[0]))
+    page.goto(f"{server}/p/{slug}/runs/{run.pk}/groups/{step}/{group}/")
+    shoot(page, "group")
+
+    # 3. One evaluation task before training and after it, diffed.
+    evals = Trajectory.objects.filter(run=run, split="eval", sample_index=0)
+    first, final = min(evals.values_list("step", flat=True)), max(evals.values_list("step", flat=True))
+    before = dict(evals.filter(step=first).values_list("task_id", "reward"))
+    after = dict(evals.filter(step=final).values_list("task_id", "reward"))
+    task = max(before, key=lambda t: (after.get(t, 0) - before[t], t))
+    page.goto(f"{server}/p/{slug}/runs/{run.pk}/tasks/diff/?task={task}&b={final}&split=eval")
+    page.wait_for_url(re.compile(r"/diff/"))
+    shoot(page, "diff")
+
+    # 4. The annotation page of a preference queue over the run's groups.
+    queue = review_services.queue_create(
+        project=project,
+        user=user,
+        name="Which answer is better?",
+        runs=[run],
+        annotators=[user],
+        distinct_rewards=True,
+        instructions="Prefer the answer that is right and uses the calculator once.",
+    )
+    page.goto(f"{server}/p/{slug}/review/queues/{queue.pk}/annotate/")
+    page.wait_for_function("window.annotateReady === true")
+    page.keyboard.press("1")
+    shoot(page, "annotate")
+    context.close()
