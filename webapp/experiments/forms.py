@@ -23,7 +23,7 @@ from trainers.registry import (
     environment_kind,
     environment_kinds,
 )
-from trainers.rubrics import AGGREGATIONS
+from trainers.rubrics import AGGREGATIONS, describe_path
 from webapp.core.dispatch import Queue
 from webapp.experiments.models import Environment, EnvironmentVersion, Rubric
 from webapp.experiments.schema_forms import SchemaForm
@@ -178,6 +178,9 @@ class CriterionRow:
         self, index: int | str, data: Mapping[str, Any] | None = None, item: Mapping[str, Any] | None = None
     ):
         self.prefix = f"{CRITERION_PREFIX}-{index}"
+        # Shown on the row ("#2") so errors that name "Criterion 2" point at it; rubric_builder.js
+        # renumbers it with the rows.
+        self.number = index + 1 if isinstance(index, int) else ""
         item = item or {}
         initial = {
             "name": item.get("name", ""),
@@ -297,7 +300,8 @@ class RubricBuilder:
         _route_errors(top, {}, self.form)
 
     def error_messages(self) -> list[str]:
-        """Every error of the builder as "path: message", in the service's path style."""
+        """Every error of the builder as "where: message", a criterion named by its row number
+        ("Criterion 2 · weight: Enter a number.")."""
         found = [
             f"{field}: {m}" if field != "__all__" else m for field, ms in self.form.errors.items() for m in ms
         ]
@@ -308,7 +312,7 @@ class RubricBuilder:
             ):
                 for field, messages in errors.items():
                     path = prefix if field == "__all__" else f"{prefix}.{field}"
-                    found += [f"{path}: {m}" for m in messages]
+                    found += [f"{describe_path(path)}: {m}" for m in messages]
         return found
 
 
@@ -403,6 +407,28 @@ class RunLauncher:
 
     def add_service_errors(self, error: ValidationError) -> None:
         _route_errors(error.message_dict, {"config": self.knobs, "overrides": self.knobs}, self.form)
+
+    def partial_values(self) -> dict[str, Any]:
+        """After a failed is_valid(): the name, preset and overrides of the fields that did parse (a
+        field that did not keeps its own error), so the rest can still be checked in the same pass."""
+        data = getattr(self.form, "cleaned_data", {})
+        preset = data.get("preset") or "grpo"
+        return {
+            "name": data.get("name", ""),
+            "preset": preset,
+            "overrides": overrides_from(preset, self.knobs.values()),
+        }
+
+    def add_remaining_errors(self, errors: Mapping[str, list[str]]) -> None:
+        """Show errors found on the partial values, except on fields that already show one."""
+        showing = {*self.form.errors, *(self.knobs.add_prefix(f) for f in self.knobs.errors)}
+        fresh: dict[str, list[str]] = {}
+        for path, messages in errors.items():
+            head, _, rest = path.partition(".")
+            field = self.knobs.field_for_path(rest) if head == "config" else path
+            if field is None or (self.knobs.add_prefix(field) if head == "config" else field) not in showing:
+                fresh[path] = list(messages)
+        _route_errors(fresh, {"config": self.knobs}, self.form)
 
     def knob_groups(self) -> list[tuple[str, list[forms.BoundField], bool]]:
         """(title, fields, whether one of them has an error) per group of knobs."""

@@ -44,7 +44,7 @@ def _prefixed(errors: dict[str, list[str]], prefix: str) -> dict[str, list[str]]
 def _require_name(name: str) -> str:
     name = (name or "").strip()
     if not name:
-        raise ValidationError({"name": ["This field is required."]})
+        raise ValidationError({"name": ["Name is required."]})
     if len(name) > 120:
         raise ValidationError({"name": ["At most 120 characters."]})
     return name
@@ -214,6 +214,25 @@ def run_issue_ingest_token(run: Run) -> str:
     return token
 
 
+def run_config_errors(
+    *, name: str, preset: str, overrides: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The resolved knobs of `preset` ← `overrides` and what is wrong with them and the name, as
+    {"name" | "preset" | "config.<knob>": [messages]} ({} when valid). run_create refuses with these,
+    and the run form asks it too while other fields are still wrong, so a person sees every error in
+    one pass."""
+    errors: dict[str, list[str]] = {}
+    try:
+        _require_name(name)
+    except ValidationError as error:
+        errors.update(error.message_dict)
+    try:
+        knobs = resolve_run_config(preset, overrides)
+    except (KeyError, ValueError) as exc:
+        return {}, {**errors, "preset": [str(exc).strip("'\"")]}
+    return knobs, {**errors, **_prefixed(validate_run_config(knobs), "config")}
+
+
 @transaction.atomic
 def run_create(
     *,
@@ -238,7 +257,6 @@ def run_create(
 
     Returns the run and its raw ingestion token (only its hash is stored).
     """
-    name = _require_name(name)
     errors: dict[str, list[str]] = {}
     if environment.project_id != project.pk:
         errors["environment"] = ["Choose an environment of this project."]
@@ -248,15 +266,12 @@ def run_create(
         errors["queue"] = [f"Unknown queue {queue!r}; choose one of {', '.join(Queue.values)}."]
     if not isinstance(overrides, dict):
         errors["overrides"] = ["Must be a JSON object of knob values."]
-    if errors:
+        overrides = {}
+    knobs, knob_errors = run_config_errors(name=name, preset=preset, overrides=overrides)
+    errors.update(knob_errors)
+    if errors:  # every problem at once: the name, the choices and every knob
         raise ValidationError(errors)
-    try:
-        knobs = resolve_run_config(preset, overrides)
-    except (KeyError, ValueError) as exc:
-        raise ValidationError({"preset": [str(exc).strip("'\"")]}) from None
-    knob_errors = validate_run_config(knobs)
-    if knob_errors:
-        raise ValidationError(_prefixed(knob_errors, "config"))
+    name = name.strip()
 
     environment_version = environment_version or environment.versions.order_by("-number").first()
     rubric_version = rubric_version or rubric.versions.order_by("-number").first()

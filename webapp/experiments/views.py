@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from trainers import wire
 from trainers.envs.preview import preview_environment
 from trainers.registry import criterion_kinds
-from trainers.rubrics import TranscriptError, parse_transcript
+from trainers.rubrics import TranscriptError, describe_path, parse_transcript
 from webapp.experiments import selectors, services
 from webapp.experiments.forms import (
     EnvironmentEditor,
@@ -317,7 +317,9 @@ def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
             context["trajectory"] = trajectory
         except ValidationError as error:
             context["problems"] += [
-                f"{path}: {m}" if path else m for path, msgs in error.message_dict.items() for m in msgs
+                f"{describe_path(path)}: {m}" if path else m
+                for path, msgs in error.message_dict.items()
+                for m in msgs
             ]
         except TranscriptError as error:
             context["problems"].append(f"Transcript: {error}")
@@ -362,6 +364,9 @@ def run_create(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, f"Run “{run.name}” queued on the {run.queue} queue.")
             return redirect("experiments:run_detail", slug, run.pk)
+    elif request.method == "POST":  # some fields did not parse: check the others too, in this pass
+        _knobs, errors = services.run_config_errors(**launcher.partial_values())
+        launcher.add_remaining_errors(errors)
     return render(
         request,
         "experiments/run_form.html",

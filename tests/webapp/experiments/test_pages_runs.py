@@ -95,8 +95,8 @@ def test_it_shows_an_invalid_knob_next_to_it_and_launches_nothing(client_for, pr
     response = bob.post(url("run_create", project), posted)
 
     assert response.status_code == 200
-    assert field_errors(response.content, "knob-clip_high") == ["-1.0 is less than the minimum of 0"]
-    assert field_errors(response.content, "knob-lora__r") == ["0 is less than the minimum of 1"]
+    assert field_errors(response.content, "knob-clip_high") == ["Clip high must be 0 or more (got -1.0)."]
+    assert field_errors(response.content, "knob-lora__r") == ["Rank must be 1 or more (got 0)."]
     assert flat(form_data(response.content, "run-form"))["knob-clip_high"] == "-1"
     assert Run.objects.count() == 0
 
@@ -149,7 +149,31 @@ def test_it_requires_a_name_and_offers_only_this_projects_environments(
     assert "theirs" not in response.content.decode()
     posted["environment"] = str(environment.pk)
     response = bob.post(url("run_create", project), posted)
-    assert field_errors(response.content, "name") == ["This field is required."]
+    assert field_errors(response.content, "name") == ["Name is required."]
+    assert Run.objects.count() == 0
+
+
+def test_every_error_shows_in_one_pass_and_what_was_typed_stays(client_for, project, environment, rubric):
+    bob = client_for("bob")
+    posted, _presets, _keys = launch_form(bob, project)
+    # A knob that does not parse used to hide the name and schema errors until it was fixed.
+    posted.update({"name": "", "knob-group_size": "many", "knob-clip_high": "-1", "knob-learning_rate": "0"})
+
+    response = bob.post(url("run_create", project), posted)
+
+    assert field_errors(response.content, "name") == ["Name is required."]
+    assert field_errors(response.content, "knob-group_size") == ["Enter a whole number."]
+    assert field_errors(response.content, "knob-clip_high") == ["Clip high must be 0 or more (got -1.0)."]
+    assert field_errors(response.content, "knob-learning_rate") == [
+        "Learning rate must be more than 0 (got 0.0)."
+    ]
+    kept = flat(form_data(response.content, "run-form"))
+    assert (kept["knob-group_size"], kept["knob-clip_high"], kept["knob-learning_rate"]) == (
+        "many",
+        "-1",
+        "0",
+    )
+    assert kept["environment"] == str(environment.pk) and kept["rubric"] == str(rubric.pk)
     assert Run.objects.count() == 0
 
 
