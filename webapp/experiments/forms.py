@@ -14,7 +14,15 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from trainers.config import KNOB_GROUPS, PRESET_TITLES, PRESETS, RUN_CONFIG_SCHEMA, resolve_run_config
+from trainers.config import (
+    DEFAULT_MODEL,
+    KNOB_GROUPS,
+    PRESET_TITLES,
+    PRESETS,
+    RUN_CONFIG_SCHEMA,
+    recommended_knobs,
+    resolve_run_config,
+)
 from trainers.registry import (
     UnknownKind,
     config_with_defaults,
@@ -373,7 +381,11 @@ def overrides_from(preset: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class RunLauncher:
-    """The run page: a RunForm plus every knob of RUN_CONFIG_SCHEMA, grouped as KNOB_GROUPS says."""
+    """The run page: a RunForm plus every knob of RUN_CONFIG_SCHEMA, grouped as KNOB_GROUPS says.
+
+    A new run starts from the preset with the knobs recommended for the bundled model
+    (trainers.config.recommended_knobs); `knobs` (a full config, e.g. a run being cloned) replaces that.
+    """
 
     def __init__(
         self,
@@ -381,14 +393,24 @@ class RunLauncher:
         *,
         project: Project,
         initial: Mapping[str, Any] | None = None,
+        knobs: Mapping[str, Any] | None = None,
     ):
         initial = {"preset": "grpo", "queue": Queue.CPU, **(initial or {})}
         self.form = RunForm(data, project=project, initial=initial)
         preset = initial["preset"] if data is None else data.get("preset", "grpo")
-        start = resolve_run_config(preset if preset in PRESETS else "grpo", initial.get("overrides") or {})
+        preset = preset if preset in PRESETS else "grpo"
+        if knobs is not None:
+            start = dict(knobs)
+        else:
+            start = resolve_run_config(preset, recommended_knobs(DEFAULT_MODEL)["knobs"])
+        model = data.get(self.MODEL_FIELD, "") if data is not None else start.get("model", DEFAULT_MODEL)
+        # What the form's note says about the model as typed (run_create.js refreshes it).
+        self.recommendation = recommendation_for(str(model))
         self.knobs = SchemaForm(
             RUN_CONFIG_SCHEMA, data, values=start, prefix="knob", exclude=RUN_FORM_EXCLUDED_KNOBS
         )
+
+    MODEL_FIELD = "knob-model"
 
     def is_valid(self) -> bool:
         results = [self.form.is_valid(), self.knobs.is_valid()]
@@ -444,6 +466,18 @@ class RunLauncher:
         """Input names of the knobs some preset sets: choosing a preset rewrites exactly these."""
         keys = sorted({key for spec in PRESETS.values() for key in spec})
         return [self.knobs.add_prefix(key) for key in keys if key in self.knobs.fields]
+
+
+def recommendation_for(model: str) -> dict[str, Any]:
+    """recommended_knobs(model) with its knobs keyed by the run form's input names ("fields") and in
+    words ("summary": "learning rate 2e-05, max new tokens 48"), for the form's note and its script."""
+    recommendation = recommended_knobs(model)
+    form = SchemaForm(RUN_CONFIG_SCHEMA, prefix="knob", exclude=RUN_FORM_EXCLUDED_KNOBS)
+    titles = {spec.path: spec.prop.get("title", spec.name) for spec in form.schema_fields}
+    summary = ", ".join(
+        f"{titles.get((key,), key).lower()} {value}" for key, value in recommendation["knobs"].items()
+    )
+    return {**recommendation, "fields": form.flat_values(recommendation["knobs"]), "summary": summary}
 
 
 class ForkForm:

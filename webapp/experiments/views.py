@@ -14,7 +14,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -31,6 +31,7 @@ from webapp.experiments.forms import (
     RunLauncher,
     criterion_params_form,
     environment_config_form,
+    recommendation_for,
 )
 from webapp.experiments.models import Rubric, RunStatus
 from webapp.live.selectors import run_snapshot
@@ -372,6 +373,15 @@ def run_create(request: HttpRequest, slug: str) -> HttpResponse:
         "experiments/run_form.html",
         project_context(access, launcher=launcher),
     )
+
+
+@login_required
+@require_GET
+def run_recommended_knobs(request: HttpRequest, slug: str) -> JsonResponse:
+    """JSON for the run form: the knobs recommended for ?model= (trainers.config.recommended_knobs),
+    keyed by the form's input names, and why."""
+    access_project(request.user, slug, Capability.LAUNCH)
+    return JsonResponse(recommendation_for(request.GET.get("model", "")[:300]))
 
 
 @login_required

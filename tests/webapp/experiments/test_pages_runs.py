@@ -78,7 +78,14 @@ def test_it_launches_a_run_with_the_preset_and_only_the_changed_knobs_as_overrid
     run = Run.objects.get(name="dapo try")
     assert response.status_code == 302 and response.url == url("run_detail", project, run.pk)
     assert run.preset == "dapo" and run.queue == "gpu" and run.created_by.username == "bob"
-    assert run.overrides == {"learning_rate": 2e-06, "lora": {"enabled": True}}
+    # The form starts from the bundled model's recommended knobs, so those are overrides too.
+    assert run.overrides == {
+        "learning_rate": 2e-06,
+        "lora": {"enabled": True},
+        "max_new_tokens": 48,
+        "eval_tasks": 16,
+        "eval_every": 10,
+    }
     assert run.resolved_config["clip_high"] == 0.28 and run.resolved_config["dynamic_sampling"] is True
     assert run.resolved_config["lora"]["r"] == 16
     assert (
@@ -270,3 +277,25 @@ def test_the_cancel_button_explains_why_a_finished_run_cannot_be_cancelled(clien
     run_transition(run.pk, RunStatus.FAILED, error_message="boom")
     response = client_for("bob").post(url("run_cancel", project, run.pk), follow=True)
     assert "A failed run cannot be cancelled." in response.content.decode()
+
+
+def test_the_form_starts_from_what_the_learning_bench_measured_on_the_bundled_model(client_for, project):
+    html = client_for("bob").get(url("run_create", project)).content.decode()
+    posted = flat(form_data(html, "run-form"))
+    assert posted["knob-model"] == "smollm2-135m"
+    assert (posted["knob-learning_rate"], posted["knob-max_new_tokens"], posted["knob-eval_tasks"]) == (
+        "2e-05",
+        "48",
+        "16",
+    )
+    assert "Measured on SmolLM2-135M by bench/learning.py" in html
+
+
+def test_naming_a_model_gives_its_recommended_knobs_and_why(client_for, project):
+    bob = client_for("bob")
+    small = bob.get(url("run_recommended_knobs", project), {"model": "HuggingFaceTB/SmolLM2-360M-Instruct"})
+    assert small.json()["fields"]["knob-learning_rate"] == 2e-05
+    assert small.json()["fields"]["knob-max_new_tokens"] == 48
+    assert "bench/learning.py" in small.json()["why"]
+    big = bob.get(url("run_recommended_knobs", project), {"model": "meta-llama/Llama-3.1-8B"}).json()
+    assert big["fields"] == {} and "general defaults" in big["why"]

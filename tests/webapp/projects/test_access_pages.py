@@ -162,6 +162,13 @@ PAGES = [
     Page("run list", "get", "read", "experiments:run_list"),
     Page("run detail", "get", "read", "experiments:run_detail", ("run",)),
     Page("new run form", "get", "launch", "experiments:run_create"),
+    Page(
+        "recommended knobs",
+        "get",
+        "launch",
+        "experiments:run_recommended_knobs",
+        query="?model=smollm2-135m",
+    ),
     Page("create run", "post", "launch", "experiments:run_create", data=new_run, ok=302),
     Page("cancel run", "post", "launch", "experiments:run_cancel", ("run",), ok=302),
     Page("resume run", "post", "launch", "experiments:run_resume", ("run",), ok=302),
