@@ -85,7 +85,9 @@ def test_it_shows_an_unknown_kind_on_its_row_and_writes_nothing(client_for, proj
     response = bob.post(url("rubric_create", project), posted)
 
     assert response.status_code == 200
-    assert field_errors(response.content, "criteria-1-kind") == ["Kind 'bogus' is not a known criterion kind."]
+    assert field_errors(response.content, "criteria-1-kind") == [
+        "Kind 'bogus' is not a known criterion kind."
+    ]
     assert field_errors(response.content, "criteria-0-kind") == []
     kept = flat(form_data(response.content, "rubric-form"))
     assert kept["criteria-1-kind"] == "bogus"  # still selected, marked unknown
