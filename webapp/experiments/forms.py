@@ -468,6 +468,21 @@ class RunLauncher:
         return [self.knobs.add_prefix(key) for key in keys if key in self.knobs.fields]
 
 
+def like_run(run: Any) -> dict[str, Any]:
+    """RunLauncher's arguments for "New run like this": the run's name, environment, rubric, preset,
+    queue and every knob it ran with (the environment and rubric at their latest versions; each stays
+    changeable on the form)."""
+    initial: dict[str, Any] = {"name": f"{run.name} · again", "preset": run.preset, "queue": run.queue}
+    if run.environment_version is not None:
+        initial["environment"] = run.environment_version.environment_id
+    if run.rubric_version is not None:
+        initial["rubric"] = run.rubric_version.rubric_id
+    if run.preset not in PRESETS:
+        initial["preset"] = "grpo"
+    knobs = {k: v for k, v in (run.resolved_config or {}).items() if k not in RUN_FORM_EXCLUDED_KNOBS}
+    return {"initial": initial, "knobs": resolve_run_config(initial["preset"], knobs)}
+
+
 def recommendation_for(model: str) -> dict[str, Any]:
     """recommended_knobs(model) with its knobs keyed by the run form's input names ("fields") and in
     words ("summary": "learning rate 2e-05, max new tokens 48"), for the form's note and its script."""

@@ -403,6 +403,61 @@ def run_fork(
     )
 
 
+RUN_TAG_MAX_CHARS = 40
+RUN_TAGS_MAX = 12
+RUN_NOTE_MAX_CHARS = 5000
+
+
+def _clean_tags(tags: Any) -> list[str]:
+    """Tags as stored: stripped, without repeats (case aside), in the order given."""
+    if isinstance(tags, str):  # "baseline, lr sweep" as typed in a form
+        tags = tags.split(",")
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ValidationError({"tags": ["Tags must be a list of short texts."]})
+    cleaned: list[str] = []
+    for tag in (t.strip() for t in tags):
+        if tag and tag.lower() not in {c.lower() for c in cleaned}:
+            cleaned.append(tag)
+    too_long = [t for t in cleaned if len(t) > RUN_TAG_MAX_CHARS or "," in t]
+    if too_long:
+        raise ValidationError(
+            {
+                "tags": [
+                    f"Each tag is at most {RUN_TAG_MAX_CHARS} characters, without commas: {too_long[0]!r}."
+                ]
+            }
+        )
+    if len(cleaned) > RUN_TAGS_MAX:
+        raise ValidationError({"tags": [f"At most {RUN_TAGS_MAX} tags (got {len(cleaned)})."]})
+    return cleaned
+
+
+def run_annotate(*, run: Run, tags: Any = None, note: str | None = None) -> Run:
+    """Set a run's tags and/or note (None leaves one as it is). Both are checked before either is
+    written; the run's status and progress are not touched (one UPDATE of these two columns)."""
+    errors: dict[str, list[str]] = {}
+    changes: dict[str, Any] = {}
+    if tags is not None:
+        try:
+            changes["tags"] = _clean_tags(tags)
+        except ValidationError as error:
+            errors.update(error.message_dict)
+    if note is not None:
+        if not isinstance(note, str):
+            errors["note"] = ["The note must be text."]
+        elif len(note) > RUN_NOTE_MAX_CHARS:
+            errors["note"] = [f"The note is at most {RUN_NOTE_MAX_CHARS} characters (it has {len(note)})."]
+        else:
+            changes["note"] = note.strip()
+    if errors:
+        raise ValidationError(errors)
+    if changes:
+        Run.objects.filter(pk=run.pk).update(**changes)
+        for key, value in changes.items():
+            setattr(run, key, value)
+    return run
+
+
 def run_transition(
     run_id: int, to: str, *, only_from: tuple[str, ...] | None = None, announce: bool = True, **fields: Any
 ) -> bool:

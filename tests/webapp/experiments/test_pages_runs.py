@@ -220,7 +220,7 @@ def test_the_run_page_shows_what_the_run_used_and_how_it_went(
 ):
     parent = make_run(project, environment, rubric, users["bob"], "parent")
     checkpoint = Checkpoint.objects.create(
-        run=parent, step=20, path="/runs/1/step-20", metrics={"reward/mean": 0.5}
+        run=parent, step=20, path="/runs/1/step-20", metrics={"reward/mean": 0.5, "kl": 1.2750000000000001}
     )
     child = make_run(
         project,
@@ -248,7 +248,12 @@ def test_the_run_page_shows_what_the_run_used_and_how_it_went(
     assert '<div id="live"></div>' in html
     assert "Cancel run" not in html
     parent_html = client_for("dave").get(url("run_detail", project, parent.pk)).content.decode()
-    assert "/runs/1/step-20" in parent_html and "reward/mean=0.5" in parent_html
+    # dave views: the metrics formatted (a key one as its column), a download link, no server path.
+    assert "/runs/1/step-20" not in parent_html
+    assert '<td class="num metric">0.5</td>' in parent_html and "kl=1.275" in parent_html
+    table = parent_html.split("<h2>Checkpoints</h2>")[1].split("Resolved config")[0]
+    assert "1.2750000000000001" not in table
+    assert f"/api/runs/{parent.pk}/checkpoints/" in parent_html
     assert f'href="{url("run_detail", project, child.pk)}"' in parent_html  # continued by the child
 
 

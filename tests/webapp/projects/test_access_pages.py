@@ -171,6 +171,15 @@ PAGES = [
     ),
     Page("create run", "post", "launch", "experiments:run_create", data=new_run, ok=302),
     Page("cancel run", "post", "launch", "experiments:run_cancel", ("run",), ok=302),
+    Page(
+        "run tags and note",
+        "post",
+        "launch",
+        "experiments:run_notes",
+        ("run",),
+        data=lambda w: {"tags": "baseline", "note": "first try"},
+        ok=302,
+    ),
     Page("resume run", "post", "launch", "experiments:run_resume", ("run",), ok=302),
     Page("fork form", "get", "launch", "experiments:run_fork", ("run",)),
 ]
