@@ -9,6 +9,7 @@ no environment code).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,20 +67,120 @@ class UnknownKind(KeyError):
 def validate_config(schema: dict[str, Any], config: Any) -> Errors:
     """Validate `config` against `schema`; return {dotted field path: [messages]} ({} when valid).
 
-    Errors on the whole object (a missing required property, say) are reported under the name of the
-    property concerned where one can be found, else under "".
+    Every problem is reported in one pass, in plain words that name the field by its schema title
+    ("Learning rate must be more than 0 (got -1).", not jsonschema's "-1 is less than or equal to the
+    minimum of 0"): the forms, the API and the CLI all show these. Errors on the whole object (a missing
+    required property, say) are reported under the name of the property concerned where one can be
+    found, else under "".
     """
     errors: Errors = {}
-    for error in Draft202012Validator(schema).iter_errors(config):
+    for error in sorted(
+        Draft202012Validator(schema).iter_errors(config), key=lambda e: list(e.absolute_path)
+    ):
         path = ".".join(str(p) for p in error.absolute_path)
-        message = error.message
-        if error.validator == "required" and not path:
+        if error.validator == "required" and not path.endswith(tuple("0123456789")):
             missing = error.message.split("'")[1] if "'" in error.message else ""
-            path, message = missing, "This field is required."
-        elif error.validator == "additionalProperties":
-            message = f"Unknown field(s): {error.message.split('(')[-1].rstrip(')')}"
-        errors.setdefault(path, []).append(message)
+            if missing:
+                path = f"{path}.{missing}" if path else missing
+        errors.setdefault(path, []).append(plain_message(schema, error))
     return errors
+
+
+_TYPE_WORDS = {
+    "integer": "a whole number",
+    "number": "a number",
+    "string": "text",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "an object (a mapping of names to values)",
+    "null": "empty",
+}
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 60 else text[:57] + "…"
+
+
+def _number(value: Any) -> str:
+    """1e-06 rather than 1e-06 as repr gives it, and 2 rather than 2.0."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value)
+
+
+def field_title(schema: dict[str, Any], path: Sequence[Any]) -> str:
+    """The title people know a field by: the schema's `title` of the property at `path` (its key in
+    words when it has none), with "item N" (1-based) for a position in a list."""
+    title = ""
+    positions: list[str] = []
+    node: Any = schema
+    for part in path:
+        if isinstance(part, int):
+            positions.append(f"{'item' if not positions else 'entry'} {part + 1}")
+            items = node.get("items") if isinstance(node, dict) else None
+            prefix = node.get("prefixItems") if isinstance(node, dict) else None
+            if isinstance(prefix, list) and part < len(prefix):
+                node = prefix[part]
+            else:
+                node = items if isinstance(items, dict) else {}
+            continue
+        props = node.get("properties", {}) if isinstance(node, dict) else {}
+        node = props.get(part, {})
+        named = node.get("title") if isinstance(node, dict) else None
+        title = named or str(part).replace("_", " ").capitalize()
+        positions = []
+    if positions:
+        return f"{title or 'The value'}, {', '.join(positions)}"
+    return title or "The value"
+
+
+def plain_message(schema: dict[str, Any], error: Any) -> str:
+    """One jsonschema error as a sentence naming the field's title."""
+    path = list(error.absolute_path)
+    kind, bound, value = error.validator, error.validator_value, error.instance
+    if kind == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else ""
+        return f"{field_title(schema, [*path, missing]) if missing else 'A field'} is required."
+    if kind == "additionalProperties":
+        known = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+        extra = [k for k in value if k not in known] if isinstance(value, dict) else []
+        return f"Unknown field(s): {', '.join(repr(k) for k in extra)}"
+    title = field_title(schema, path)
+    got = f" (got {_shown(value)})"
+    if kind == "minimum":
+        return f"{title} must be {_number(bound)} or more{got}."
+    if kind == "exclusiveMinimum":
+        return f"{title} must be more than {_number(bound)}{got}."
+    if kind == "maximum":
+        return f"{title} must be {_number(bound)} or less{got}."
+    if kind == "exclusiveMaximum":
+        return f"{title} must be less than {_number(bound)}{got}."
+    if kind == "type":
+        types = [bound] if isinstance(bound, str) else list(bound)
+        words = " or ".join(_TYPE_WORDS.get(t, t) for t in types)
+        return f"{title} must be {words}{got}."
+    if kind in ("enum", "const"):
+        options = bound if kind == "enum" else [bound]
+        listed = ", ".join(_shown(o) for o in options[:20]) + (", …" if len(options) > 20 else "")
+        return f"{title} must be one of: {listed}{got}."
+    if kind == "pattern":
+        return f"{title} is not in the expected form{got}; it must match {bound}."
+    if kind == "minLength":
+        if bound == 1:
+            return f"{title} cannot be empty."
+        return f"{title} must be at least {bound} characters long."
+    if kind == "maxLength":
+        return f"{title} must be at most {bound} characters long (it has {len(value)})."
+    if kind == "minItems":
+        return f"{title} needs at least {bound} item{'s' if bound != 1 else ''}."
+    if kind == "maxItems":
+        return f"{title} takes at most {bound} item{'s' if bound != 1 else ''} (it has {len(value)})."
+    if kind == "uniqueItems":
+        return f"{title} lists the same item twice."
+    if kind == "multipleOf":
+        return f"{title} must be a multiple of {_number(bound)}{got}."
+    return f"{title}: {error.message}"
 
 
 def format_errors(errors: Errors) -> str:

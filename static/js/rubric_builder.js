@@ -18,6 +18,8 @@
           if (value) el.setAttribute(attr, value.replace(ROW_PREFIX, "criteria-" + index + "-"));
         });
       });
+      const number = row.querySelector("[data-row-number]");
+      if (number) number.textContent = String(index + 1);
       const up = row.querySelector('[data-action="up"]');
       const down = row.querySelector('[data-action="down"]');
       if (up) up.disabled = index === 0;

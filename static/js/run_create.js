@@ -53,6 +53,30 @@
     presetKeys.forEach(function (name) { if (name in preset) writeValue(name, preset[name]); });
     markChanged();
   });
+  // Naming the model fills the knobs recommended for its size and says why (trainers.config).
+  const modelInput = form.querySelector('[name="knob-model"]');
+  const note = form.querySelector("[data-recommendation]");
+  function showRecommendation(data) {
+    const filled = Object.keys(data.fields || {});
+    filled.forEach(function (name) { writeValue(name, data.fields[name]); });
+    if (note) {
+      note.querySelector("[data-recommendation-title]").textContent = filled.length
+        ? "Filled for " + data.model + " (" + data.size + "): " + data.summary + "."
+        : "No recommended settings for " + (data.model || "this model") + ".";
+      note.querySelector("[data-recommendation-why]").textContent = data.why || "";
+    }
+    markChanged();
+  }
+  if (modelInput && form.dataset.recommendedUrl) {
+    modelInput.addEventListener("change", function () {
+      const url = form.dataset.recommendedUrl + "?model=" + encodeURIComponent(modelInput.value.trim());
+      fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (data) { if (data) showRecommendation(data); })
+        .catch(function () { /* the note keeps its last text; the knobs stay as typed */ });
+    });
+  }
+
   form.addEventListener("input", markChanged);
   form.addEventListener("change", markChanged);
   markChanged();

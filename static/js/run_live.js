@@ -161,15 +161,17 @@
 
   // The checkpoints table (templates/experiments/run_detail.html), rebuilt from Checkpoint.summary().
   function drawCheckpoints() {
-    const body = document.querySelector("[data-run-checkpoints] tbody");
+    const table = document.querySelector("[data-run-checkpoints]");
+    const body = table && table.querySelector("tbody");
     if (!body) return;
+    const columns = table.querySelectorAll("thead th").length;
     body.textContent = "";
     const rows = Array.from(state.checkpoints.values()).sort(function (a, b) { return a.step - b.step; });
     if (!rows.length) {
       const empty = document.createElement("tr");
       empty.dataset.runCheckpointsEmpty = "";
       const cell = text("td", "No checkpoints yet.", "muted");
-      cell.colSpan = 5;
+      cell.colSpan = columns;
       empty.appendChild(cell);
       body.appendChild(empty);
       return;
@@ -182,11 +184,19 @@
       const kind = text("td", c.kind || "full");
       if (c.deleted) { kind.appendChild(document.createTextNode(" ")); kind.appendChild(text("span", "pruned", "badge")); }
       row.appendChild(kind);
-      const path = document.createElement("td");
-      path.appendChild(text("code", c.path, "small"));
-      row.appendChild(path);
+      // The key metrics as columns, already formatted by Checkpoint.summary() (4 significant digits).
+      (c.key_metrics || []).forEach(function (value) { row.appendChild(text("td", value, "num metric")); });
       row.appendChild(text("td", c.metrics_text || "", "small"));
       row.appendChild(text("td", c.created_at ? utc(c.created_at, 16) || "" : "", "small"));
+      const weights = text("td", "", "small");
+      if (!c.deleted && c.id && table.dataset.downloadUrl) {
+        const link = text("a", "safetensors");
+        link.href = table.dataset.downloadUrl.replace(/\/0\/weights\/$/, "/" + c.id + "/weights/");
+        link.setAttribute("download", "");
+        link.dataset.checkpointDownload = "";
+        weights.appendChild(link);
+      }
+      row.appendChild(weights);
       body.appendChild(row);
     });
   }
@@ -804,7 +814,7 @@
     if (event.type === "log") {
       addLogLine(clock(event.time) + "[" + (event.level || "info") + "] " + event.message, event.level);
     } else if (event.type === "checkpoint") {
-      addLogLine(clock(event.time) + "[checkpoint] step " + event.step + " saved to " + event.path);
+      addLogLine(clock(event.time) + "[checkpoint] step " + event.step + " saved" + (event.metrics_text ? " (" + event.metrics_text + ")" : ""));
     } else if (event.type === "status") {
       addLogLine(clock(event.time) + "[status] " + event.status + (event.message ? ": " + event.message : ""),
         event.status === "FAILED" || event.status === "LOST" ? "error" : "info");

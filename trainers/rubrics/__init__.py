@@ -30,6 +30,7 @@ _EXPORTS = {
     "score_group": "scoring",
     "score_trajectory": "scoring",
     "validate_rubric": "scoring",
+    "describe_path": "scoring",
     "TranscriptError": "transcript",
     "parse_transcript": "transcript",
 }

@@ -117,7 +117,7 @@ def rubric_schema() -> dict[str, Any]:
 
 
 def validate_rubric(spec: Any) -> dict[str, list[str]]:
-    """Field-path errors of a rubric spec ({} when valid), e.g. {"criteria.1.weight": ["must be ≥ 0"]}."""
+    """Field-path errors of a rubric spec ({} when valid), e.g. {"criteria.1.weight": ["Weight must be 0 or more (got -1)."]}; `describe_path` names the row."""
     errors: dict[str, list[str]] = {}
 
     def add(path: str, message: str) -> None:
@@ -130,46 +130,46 @@ def validate_rubric(spec: Any) -> dict[str, list[str]]:
         add("", f"Unknown field(s): {', '.join(unknown)}")
     aggregation = spec.get("aggregation", "weighted_sum")
     if aggregation not in AGGREGATIONS:
-        add("aggregation", f"must be one of {', '.join(AGGREGATIONS)}")
+        add("aggregation", f"Aggregation must be one of: {', '.join(AGGREGATIONS)}.")
     criteria = spec.get("criteria")
     if not isinstance(criteria, list) or not criteria:
-        add("criteria", "must be a non-empty list")
+        add("criteria", "A rubric needs at least one criterion.")
         return errors
     seen: dict[str, int] = {}
     for i, item in enumerate(criteria):
         where = f"criteria.{i}"
         if not isinstance(item, dict):
-            add(where, "must be an object with name, kind, weight and params")
+            add(where, f"Criterion {i + 1} must be an object with name, kind, weight and params.")
             continue
         extra = sorted(set(item) - _CRITERION_FIELDS)
         if extra:
             add(where, f"Unknown field(s): {', '.join(extra)}")
         name = item.get("name")
         if not isinstance(name, str) or not name.strip():
-            add(f"{where}.name", "This field is required.")
+            add(f"{where}.name", "Name is required.")
         elif len(name) > 100:
-            add(f"{where}.name", "must be at most 100 characters")
+            add(f"{where}.name", "Name must be at most 100 characters long.")
         elif name in seen:
-            add(f"{where}.name", f"duplicate name {name!r} (also criteria.{seen[name]})")
+            add(f"{where}.name", f"Name {name!r} is already used by criterion {seen[name] + 1}.")
         else:
             seen[name] = i
         weight = item.get("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
-            add(f"{where}.weight", "must be a number")
+            add(f"{where}.weight", "Weight must be a number.")
         elif weight < 0:
-            add(f"{where}.weight", "must be ≥ 0")
+            add(f"{where}.weight", f"Weight must be 0 or more (got {weight}).")
         params = item.get("params", {})
         if not isinstance(params, dict):
-            add(f"{where}.params", "must be an object")
+            add(f"{where}.params", "Parameters must be an object (a mapping of names to values).")
             params = None
         kind = item.get("kind")
         if not isinstance(kind, str) or not kind:
-            add(f"{where}.kind", "This field is required.")
+            add(f"{where}.kind", "Kind is required.")
             continue
         try:
             kind_spec = criterion_kind(kind)
         except UnknownKind:
-            add(f"{where}.kind", f"unknown criterion kind {kind!r}")
+            add(f"{where}.kind", f"Kind {kind!r} is not a known criterion kind.")
             continue
         if params is None:
             continue
@@ -178,6 +178,17 @@ def validate_rubric(spec: Any) -> dict[str, list[str]]:
             for message in messages:
                 add(f"{where}.params.{path}" if path else f"{where}.params", message)
     return errors
+
+
+def describe_path(path: str) -> str:
+    """Where a rubric error is, in words: "criteria.1.params.pattern" -> "Criterion 2 · params.pattern",
+    "criteria.0" -> "Criterion 1", "aggregation" -> "aggregation". Criteria are numbered from 1, as the
+    rubric builder numbers its rows."""
+    parts = path.split(".")
+    if len(parts) >= 2 and parts[0] == "criteria" and parts[1].isdigit():
+        rest = ".".join(parts[2:])
+        return f"Criterion {int(parts[1]) + 1}" + (f" · {rest}" if rest else "")
+    return path
 
 
 GenerateFn = Callable[[list[str]], list[str]]

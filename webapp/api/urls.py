@@ -82,6 +82,12 @@ urlpatterns = [
         "runs/<int:pk>/checkpoints/", experiment_apis.RunCheckpointListView.as_view(), name="run-checkpoints"
     ),
     path(
+        "runs/<int:pk>/checkpoints/<int:checkpoint_id>/weights/",
+        experiment_apis.CheckpointWeightsView.as_view(),
+        name="checkpoint-weights",
+    ),
+    path("runs/<int:pk>/event-log/", experiment_apis.RunEventLogView.as_view(), name="run-event-log"),
+    path(
         "runs/<int:pk>/trajectories/", rollout_apis.RunTrajectoryListView.as_view(), name="run-trajectories"
     ),
     path(

@@ -3,11 +3,16 @@ through the services, read through the selectors and shape output with the seria
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from drf_spectacular.utils import extend_schema
+from django.http import FileResponse, Http404, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -29,10 +34,12 @@ from webapp.experiments import services as experiment_services
 from webapp.experiments.models import Environment, Rubric, Run
 from webapp.projects.access import (
     Capability,
+    access_checkpoint,
     access_environment,
     access_project,
     access_rubric,
     access_run,
+    can,
 )
 from webapp.rollouts import selectors as rollout_selectors
 
@@ -214,7 +221,13 @@ class ProjectRunListView(generics.ListAPIView):
     def get_queryset(self):
         project = access_project(self.request.user, self.kwargs["slug"], Capability.READ).project
         query = parse(s.RunFilterSerializer, self.request.query_params)
-        return selectors.run_list(project=project, status=query.get("status"))
+        return selectors.run_list(
+            project=project,
+            status=query.get("status"),
+            search=query.get("q", ""),
+            tag=query.get("tag", ""),
+            sort=query["sort"],
+        )
 
     @extend_schema(parameters=[s.RunFilterSerializer])
     def get(self, request: Request, *args, **kwargs) -> Response:
@@ -250,6 +263,17 @@ class ProjectRunListView(generics.ListAPIView):
 class RunDetailView(APIView):
     @extend_schema(responses={200: s.RunDetailSerializer, 404: NOT_FOUND})
     def get(self, request: Request, pk: int) -> Response:
+        return Response(s.RunDetailSerializer(_run(request, pk)).data)
+
+    @extend_schema(
+        request=s.RunUpdateSerializer,
+        responses={200: s.RunDetailSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Set a run's tags and/or note (nothing else about a run is edited)",
+    )
+    def patch(self, request: Request, pk: int) -> Response:
+        run = _run(request, pk, Capability.LAUNCH)
+        data = parse(s.RunUpdateSerializer, request.data)
+        experiment_services.run_annotate(run=run, tags=data.get("tags"), note=data.get("note"))
         return Response(s.RunDetailSerializer(_run(request, pk)).data)
 
 
@@ -320,7 +344,87 @@ class RunCheckpointListView(generics.ListAPIView):
     serializer_class = s.CheckpointSerializer
 
     def get_queryset(self):
-        return rollout_selectors.checkpoint_list(run=_run(self.request, self.kwargs["pk"]))
+        run = _run(self.request, self.kwargs["pk"])
+        self.show_paths = can(self.request.user, run.project, Capability.LAUNCH)
+        return rollout_selectors.checkpoint_list(run=run)
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        # Server paths only for those who can use them (who may launch); viewers get null.
+        return {**super().get_serializer_context(), "show_paths": getattr(self, "show_paths", False)}
+
+
+class _AnyAccept(BaseContentNegotiation):
+    """A download answers its file whatever the Accept header says; errors are JSON."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0]
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class CheckpointWeightsView(APIView):
+    content_negotiation_class = _AnyAccept
+
+    @extend_schema(
+        parameters=[s.CheckpointWeightsQuerySerializer],
+        responses={
+            (200, "application/octet-stream"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="the weights file (safetensors), streamed"
+            ),
+            400: VALIDATION_ERROR,
+            404: NOT_FOUND,
+        },
+        summary="Download a checkpoint's weights as safetensors",
+    )
+    def get(self, request: Request, pk: int, checkpoint_id: int) -> HttpResponseBase:
+        checkpoint = access_checkpoint(request.user, checkpoint_id, Capability.READ)
+        if checkpoint.run_id != pk:
+            raise Http404("No such checkpoint of this run.")
+        run = checkpoint.run
+        files = checkpoint.weight_files()
+        if not files:
+            raise Http404(
+                "This checkpoint was pruned."
+                if checkpoint.deleted
+                else "This checkpoint's files are not on this server."
+            )
+        chosen = parse(s.CheckpointWeightsQuerySerializer, request.query_params).get("file") or ""
+        if not chosen and len(files) > 1:
+            raise ValidationError(
+                {"file": [f"This checkpoint has {len(files)} weight files; choose one: {', '.join(files)}."]}
+            )
+        name = chosen or files[0]
+        if name not in files:
+            raise ValidationError({"file": [f"Choose one of: {', '.join(files)}."]})
+        filename = f"{run.name}-step{checkpoint.step}-{name.replace('/', '-')}"
+        return FileResponse(
+            open(Path(checkpoint.path) / name, "rb"),  # noqa: SIM115 (FileResponse closes it)
+            as_attachment=True,
+            filename=filename,
+            content_type="application/octet-stream",
+        )
+
+
+class RunEventLogView(APIView):
+    content_negotiation_class = _AnyAccept
+
+    @extend_schema(
+        responses={
+            (200, "application/x-ndjson"): OpenApiResponse(
+                OpenApiTypes.STR, description="one JSON object per accepted event, oldest first"
+            ),
+            404: NOT_FOUND,
+        },
+        summary="Download the run's event log as JSON lines",
+    )
+    def get(self, request: Request, pk: int) -> HttpResponseBase:
+        run = _run(request, pk)
+        response = StreamingHttpResponse(
+            rollout_selectors.run_event_lines(run=run), content_type="application/x-ndjson"
+        )
+        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-events.jsonl"'
+        return response
 
 
 # --- registries ---------------------------------------------------------------------------------------

@@ -14,7 +14,15 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from trainers.config import KNOB_GROUPS, PRESET_TITLES, PRESETS, RUN_CONFIG_SCHEMA, resolve_run_config
+from trainers.config import (
+    DEFAULT_MODEL,
+    KNOB_GROUPS,
+    PRESET_TITLES,
+    PRESETS,
+    RUN_CONFIG_SCHEMA,
+    recommended_knobs,
+    resolve_run_config,
+)
 from trainers.registry import (
     UnknownKind,
     config_with_defaults,
@@ -23,7 +31,7 @@ from trainers.registry import (
     environment_kind,
     environment_kinds,
 )
-from trainers.rubrics import AGGREGATIONS
+from trainers.rubrics import AGGREGATIONS, describe_path
 from webapp.core.dispatch import Queue
 from webapp.experiments.models import Environment, EnvironmentVersion, Rubric
 from webapp.experiments.schema_forms import SchemaForm
@@ -178,6 +186,9 @@ class CriterionRow:
         self, index: int | str, data: Mapping[str, Any] | None = None, item: Mapping[str, Any] | None = None
     ):
         self.prefix = f"{CRITERION_PREFIX}-{index}"
+        # Shown on the row ("#2") so errors that name "Criterion 2" point at it; rubric_builder.js
+        # renumbers it with the rows.
+        self.number = index + 1 if isinstance(index, int) else ""
         item = item or {}
         initial = {
             "name": item.get("name", ""),
@@ -297,7 +308,8 @@ class RubricBuilder:
         _route_errors(top, {}, self.form)
 
     def error_messages(self) -> list[str]:
-        """Every error of the builder as "path: message", in the service's path style."""
+        """Every error of the builder as "where: message", a criterion named by its row number
+        ("Criterion 2 · weight: Enter a number.")."""
         found = [
             f"{field}: {m}" if field != "__all__" else m for field, ms in self.form.errors.items() for m in ms
         ]
@@ -308,7 +320,7 @@ class RubricBuilder:
             ):
                 for field, messages in errors.items():
                     path = prefix if field == "__all__" else f"{prefix}.{field}"
-                    found += [f"{path}: {m}" for m in messages]
+                    found += [f"{describe_path(path)}: {m}" for m in messages]
         return found
 
 
@@ -369,7 +381,11 @@ def overrides_from(preset: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class RunLauncher:
-    """The run page: a RunForm plus every knob of RUN_CONFIG_SCHEMA, grouped as KNOB_GROUPS says."""
+    """The run page: a RunForm plus every knob of RUN_CONFIG_SCHEMA, grouped as KNOB_GROUPS says.
+
+    A new run starts from the preset with the knobs recommended for the bundled model
+    (trainers.config.recommended_knobs); `knobs` (a full config, e.g. a run being cloned) replaces that.
+    """
 
     def __init__(
         self,
@@ -377,14 +393,24 @@ class RunLauncher:
         *,
         project: Project,
         initial: Mapping[str, Any] | None = None,
+        knobs: Mapping[str, Any] | None = None,
     ):
         initial = {"preset": "grpo", "queue": Queue.CPU, **(initial or {})}
         self.form = RunForm(data, project=project, initial=initial)
         preset = initial["preset"] if data is None else data.get("preset", "grpo")
-        start = resolve_run_config(preset if preset in PRESETS else "grpo", initial.get("overrides") or {})
+        preset = preset if preset in PRESETS else "grpo"
+        if knobs is not None:
+            start = dict(knobs)
+        else:
+            start = resolve_run_config(preset, recommended_knobs(DEFAULT_MODEL)["knobs"])
+        model = data.get(self.MODEL_FIELD, "") if data is not None else start.get("model", DEFAULT_MODEL)
+        # What the form's note says about the model as typed (run_create.js refreshes it).
+        self.recommendation = recommendation_for(str(model))
         self.knobs = SchemaForm(
             RUN_CONFIG_SCHEMA, data, values=start, prefix="knob", exclude=RUN_FORM_EXCLUDED_KNOBS
         )
+
+    MODEL_FIELD = "knob-model"
 
     def is_valid(self) -> bool:
         results = [self.form.is_valid(), self.knobs.is_valid()]
@@ -404,6 +430,28 @@ class RunLauncher:
     def add_service_errors(self, error: ValidationError) -> None:
         _route_errors(error.message_dict, {"config": self.knobs, "overrides": self.knobs}, self.form)
 
+    def partial_values(self) -> dict[str, Any]:
+        """After a failed is_valid(): the name, preset and overrides of the fields that did parse (a
+        field that did not keeps its own error), so the rest can still be checked in the same pass."""
+        data = getattr(self.form, "cleaned_data", {})
+        preset = data.get("preset") or "grpo"
+        return {
+            "name": data.get("name", ""),
+            "preset": preset,
+            "overrides": overrides_from(preset, self.knobs.values()),
+        }
+
+    def add_remaining_errors(self, errors: Mapping[str, list[str]]) -> None:
+        """Show errors found on the partial values, except on fields that already show one."""
+        showing = {*self.form.errors, *(self.knobs.add_prefix(f) for f in self.knobs.errors)}
+        fresh: dict[str, list[str]] = {}
+        for path, messages in errors.items():
+            head, _, rest = path.partition(".")
+            field = self.knobs.field_for_path(rest) if head == "config" else path
+            if field is None or (self.knobs.add_prefix(field) if head == "config" else field) not in showing:
+                fresh[path] = list(messages)
+        _route_errors(fresh, {"config": self.knobs}, self.form)
+
     def knob_groups(self) -> list[tuple[str, list[forms.BoundField], bool]]:
         """(title, fields, whether one of them has an error) per group of knobs."""
         return [
@@ -418,6 +466,33 @@ class RunLauncher:
         """Input names of the knobs some preset sets: choosing a preset rewrites exactly these."""
         keys = sorted({key for spec in PRESETS.values() for key in spec})
         return [self.knobs.add_prefix(key) for key in keys if key in self.knobs.fields]
+
+
+def like_run(run: Any) -> dict[str, Any]:
+    """RunLauncher's arguments for "New run like this": the run's name, environment, rubric, preset,
+    queue and every knob it ran with (the environment and rubric at their latest versions; each stays
+    changeable on the form)."""
+    initial: dict[str, Any] = {"name": f"{run.name} · again", "preset": run.preset, "queue": run.queue}
+    if run.environment_version is not None:
+        initial["environment"] = run.environment_version.environment_id
+    if run.rubric_version is not None:
+        initial["rubric"] = run.rubric_version.rubric_id
+    if run.preset not in PRESETS:
+        initial["preset"] = "grpo"
+    knobs = {k: v for k, v in (run.resolved_config or {}).items() if k not in RUN_FORM_EXCLUDED_KNOBS}
+    return {"initial": initial, "knobs": resolve_run_config(initial["preset"], knobs)}
+
+
+def recommendation_for(model: str) -> dict[str, Any]:
+    """recommended_knobs(model) with its knobs keyed by the run form's input names ("fields") and in
+    words ("summary": "learning rate 2e-05, max new tokens 48"), for the form's note and its script."""
+    recommendation = recommended_knobs(model)
+    form = SchemaForm(RUN_CONFIG_SCHEMA, prefix="knob", exclude=RUN_FORM_EXCLUDED_KNOBS)
+    titles = {spec.path: spec.prop.get("title", spec.name) for spec in form.schema_fields}
+    summary = ", ".join(
+        f"{titles.get((key,), key).lower()} {value}" for key, value in recommendation["knobs"].items()
+    )
+    return {**recommendation, "fields": form.flat_values(recommendation["knobs"]), "summary": summary}
 
 
 class ForkForm:

@@ -191,6 +191,10 @@ class Run(models.Model):
     task_id = models.CharField(max_length=64, blank=True)
     worker = models.CharField(max_length=200, blank=True)
 
+    # What people say about the run: short labels to find it by and a free-text note (run_annotate).
+    tags = models.JSONField(default=list, blank=True, help_text="short labels, e.g. ['baseline', 'lr-sweep']")
+    note = models.TextField(blank=True, help_text="free text: what this run tries, what was learned")
+
     # Progress, kept denormalised for list pages.
     current_step = models.PositiveIntegerField(default=0)
     max_steps = models.PositiveIntegerField(default=0)
@@ -307,6 +311,22 @@ class Run(models.Model):
         return min(1.0, self.current_step / self.max_steps) if self.max_steps else 0.0
 
 
+# The checkpoint metrics the run page shows as their own columns, in this order (the others follow as
+# text), and how every metric value is written: 4 significant digits.
+KEY_CHECKPOINT_METRICS = ("eval/accuracy", "eval/reward/mean", "reward/mean")
+
+
+def format_metric(value: Any) -> str:
+    """0.6667 for 0.66666…, 1.275 for 1.2750000000000001, 1.235e+05 for 123456.7; "—" for none."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int):
+        return str(value) if abs(value) < 10**6 else f"{value:.4g}"
+    return f"{value:.4g}"
+
+
 class Checkpoint(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
     step = models.PositiveIntegerField()
@@ -324,19 +344,42 @@ class Checkpoint(models.Model):
         return f"{self.run} @ step {self.step}"
 
     @property
+    def key_metrics(self) -> list[str]:
+        """The KEY_CHECKPOINT_METRICS values, formatted ("—" where this checkpoint has none)."""
+        metrics = self.metrics or {}
+        return [format_metric(metrics.get(key)) for key in KEY_CHECKPOINT_METRICS]
+
+    @property
     def metrics_text(self) -> str:
-        """ "reward/mean=0.5, kl=0.01": the metrics as the run page shows them (written here once, so the
-        rendered table and its live rows read the same)."""
-        return ", ".join(f"{key}={value}" for key, value in (self.metrics or {}).items())
+        """ "kl=0.01, loss=1.275": the other metrics as the run page shows them, 4 significant digits
+        (written here once, so the rendered table and its live rows read the same)."""
+        return ", ".join(
+            f"{key}={format_metric(value)}"
+            for key, value in (self.metrics or {}).items()
+            if key not in KEY_CHECKPOINT_METRICS
+        )
+
+    def weight_files(self) -> list[str]:
+        """The checkpoint's weights as paths relative to its directory (trainers/checkpoint.py's layout:
+        model*.safetensors for full fine-tuning, adapter/adapter_model.safetensors for LoRA); [] when
+        pruned or when the directory is not on this machine."""
+        from pathlib import Path
+
+        root = Path(self.path)
+        if self.deleted or not self.path or not root.is_dir():
+            return []
+        found = sorted(root.glob("*.safetensors")) + sorted((root / "adapter").glob("*.safetensors"))
+        return [str(p.relative_to(root)) for p in found if p.is_file()]
 
     def summary(self) -> dict[str, Any]:
-        """The checkpoint as the run page's table and its live updates show it."""
+        """The checkpoint as the run page's table and its live updates show it. No server path: the page
+        is also read by viewers (the API gives the path to those who may launch)."""
         return {
             "id": self.pk,
             "step": self.step,
             "kind": self.kind,
-            "path": self.path,
             "metrics": self.metrics,
+            "key_metrics": self.key_metrics,
             "metrics_text": self.metrics_text,
             "created_at": self.created_at.isoformat() if self.created_at else None,
             "deleted": self.deleted,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import models
-from django.db.models import Count, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, F, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import Lower
 
 from trainers.registry import criterion_kinds
 from trainers.rubrics import ComponentScore, score_trajectory
@@ -29,12 +32,48 @@ def run_queryset() -> QuerySet[Run]:
     )
 
 
-def run_list(*, project: Project, status: str | None = None) -> QuerySet[Run]:
-    """The project's runs, newest first, optionally of one status (an unknown status matches none)."""
+# How the runs list sorts: the choice's key → (label, ordering). Rewards put runs without one last.
+RUN_SORTS: dict[str, tuple[str, tuple[Any, ...]]] = {
+    "-created": ("Newest", ("-created_at", "-pk")),
+    "created": ("Oldest", ("created_at", "pk")),
+    "-reward": ("Best reward", (F("best_reward").desc(nulls_last=True), "-created_at", "-pk")),
+    "reward": ("Lowest reward", (F("best_reward").asc(nulls_last=True), "-created_at", "-pk")),
+    "status": ("Status", ("status", "-created_at", "-pk")),
+    "name": ("Name", (Lower("name"), "pk")),
+}
+DEFAULT_RUN_SORT = "-created"
+
+
+def run_list(
+    *,
+    project: Project,
+    status: str | None = None,
+    search: str = "",
+    tag: str = "",
+    sort: str = DEFAULT_RUN_SORT,
+) -> QuerySet[Run]:
+    """The project's runs, newest first unless `sort` (a RUN_SORTS key) says otherwise; optionally of one
+    status (an unknown status matches none), with `search` in the name, note or a tag, and with `tag`."""
     runs = run_queryset().filter(project=project)
     if status:
         runs = runs.filter(status=status)
-    return runs.order_by("-created_at", "-pk")
+    search = search.strip()
+    if search:
+        runs = runs.filter(Q(name__icontains=search) | Q(note__icontains=search) | Q(tags__icontains=search))
+    if tag.strip():
+        # The JSON text of the list holds each tag quoted: match one whole tag, case aside.
+        runs = runs.filter(tags__icontains=json.dumps(tag.strip()))
+    _label, ordering = RUN_SORTS.get(sort, RUN_SORTS[DEFAULT_RUN_SORT])
+    return runs.order_by(*ordering)
+
+
+def run_tags(*, project: Project) -> list[str]:
+    """Every tag used on the project's runs, sorted (case aside), for the list's tag filter."""
+    seen: dict[str, str] = {}
+    for tags in Run.objects.filter(project=project).exclude(tags=[]).values_list("tags", flat=True):
+        for tag in tags or []:
+            seen.setdefault(tag.lower(), tag)
+    return [seen[key] for key in sorted(seen)]
 
 
 def run_detail_queryset() -> QuerySet[Run]:

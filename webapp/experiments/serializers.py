@@ -22,6 +22,7 @@ from webapp.experiments.models import (
     Run,
     RunStatus,
 )
+from webapp.experiments.selectors import DEFAULT_RUN_SORT, RUN_SORTS
 
 # --- environments and rubrics ---------------------------------------------------------------------
 
@@ -238,7 +239,10 @@ class RunSerializer(serializers.ModelSerializer):
             "best_reward",
             "last_reward",
             "last_seq",
+            "tags",
+            "note",
         ]
+        read_only_fields = ["tags", "note"]
 
     @extend_schema_field(PinnedVersionSerializer(allow_null=True))
     def get_environment(self, run: Run) -> dict | None:
@@ -297,6 +301,21 @@ class RunInputSerializer(serializers.Serializer):
 
 class RunFilterSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
+    q = serializers.CharField(required=False, max_length=200, help_text="text in the name, note or a tag")
+    tag = serializers.CharField(required=False, max_length=40, help_text="runs with this tag (case aside)")
+    sort = serializers.ChoiceField(
+        choices=list(RUN_SORTS), required=False, default=DEFAULT_RUN_SORT, help_text="order of the list"
+    )
+
+
+class RunUpdateSerializer(serializers.Serializer):
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=200, allow_blank=True),
+        required=False,
+        max_length=100,
+        help_text="the run's tags, replacing the ones it has (at most 12, each at most 40 characters)",
+    )
+    note = serializers.CharField(required=False, allow_blank=True, max_length=5000, trim_whitespace=False)
 
 
 class RunCancelSerializer(serializers.Serializer):
@@ -308,9 +327,24 @@ class RunCancelSerializer(serializers.Serializer):
 
 
 class CheckpointSerializer(serializers.ModelSerializer):
+    path = serializers.SerializerMethodField(
+        help_text="the checkpoint's directory on the server; null for members who may not launch runs"
+    )
+
     class Meta:
         model = Checkpoint
         fields = ["id", "step", "path", "kind", "metrics", "created_at", "deleted"]
+
+    def get_path(self, checkpoint: Checkpoint) -> str | None:
+        return checkpoint.path if self.context.get("show_paths") else None
+
+
+class CheckpointWeightsQuerySerializer(serializers.Serializer):
+    file = serializers.CharField(
+        required=False,
+        max_length=300,
+        help_text="which weights file, for a checkpoint with several (shards); the only one by default",
+    )
 
 
 # --- registries --------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ def _prefixed(errors: dict[str, list[str]], prefix: str) -> dict[str, list[str]]
 def _require_name(name: str) -> str:
     name = (name or "").strip()
     if not name:
-        raise ValidationError({"name": ["This field is required."]})
+        raise ValidationError({"name": ["Name is required."]})
     if len(name) > 120:
         raise ValidationError({"name": ["At most 120 characters."]})
     return name
@@ -236,6 +236,25 @@ def run_issue_ingest_token(run: Run) -> str:
     return token
 
 
+def run_config_errors(
+    *, name: str, preset: str, overrides: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The resolved knobs of `preset` ← `overrides` and what is wrong with them and the name, as
+    {"name" | "preset" | "config.<knob>": [messages]} ({} when valid). run_create refuses with these,
+    and the run form asks it too while other fields are still wrong, so a person sees every error in
+    one pass."""
+    errors: dict[str, list[str]] = {}
+    try:
+        _require_name(name)
+    except ValidationError as error:
+        errors.update(error.message_dict)
+    try:
+        knobs = resolve_run_config(preset, overrides)
+    except (KeyError, ValueError) as exc:
+        return {}, {**errors, "preset": [str(exc).strip("'\"")]}
+    return knobs, {**errors, **_prefixed(validate_run_config(knobs), "config")}
+
+
 @transaction.atomic
 def run_create(
     *,
@@ -260,7 +279,6 @@ def run_create(
 
     Returns the run and its raw ingestion token (only its hash is stored).
     """
-    name = _require_name(name)
     errors: dict[str, list[str]] = {}
     if environment.project_id != project.pk:
         errors["environment"] = ["Choose an environment of this project."]
@@ -270,15 +288,12 @@ def run_create(
         errors["queue"] = [f"Unknown queue {queue!r}; choose one of {', '.join(Queue.values)}."]
     if not isinstance(overrides, dict):
         errors["overrides"] = ["Must be a JSON object of knob values."]
-    if errors:
+        overrides = {}
+    knobs, knob_errors = run_config_errors(name=name, preset=preset, overrides=overrides)
+    errors.update(knob_errors)
+    if errors:  # every problem at once: the name, the choices and every knob
         raise ValidationError(errors)
-    try:
-        knobs = resolve_run_config(preset, overrides)
-    except (KeyError, ValueError) as exc:
-        raise ValidationError({"preset": [str(exc).strip("'\"")]}) from None
-    knob_errors = validate_run_config(knobs)
-    if knob_errors:
-        raise ValidationError(_prefixed(knob_errors, "config"))
+    name = name.strip()
 
     environment_version = environment_version or environment.versions.order_by("-number").first()
     rubric_version = rubric_version or rubric.versions.order_by("-number").first()
@@ -418,6 +433,61 @@ def run_fork(
         lineage="fork",
         dispatch=dispatch,
     )
+
+
+RUN_TAG_MAX_CHARS = 40
+RUN_TAGS_MAX = 12
+RUN_NOTE_MAX_CHARS = 5000
+
+
+def _clean_tags(tags: Any) -> list[str]:
+    """Tags as stored: stripped, without repeats (case aside), in the order given."""
+    if isinstance(tags, str):  # "baseline, lr sweep" as typed in a form
+        tags = tags.split(",")
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ValidationError({"tags": ["Tags must be a list of short texts."]})
+    cleaned: list[str] = []
+    for tag in (t.strip() for t in tags):
+        if tag and tag.lower() not in {c.lower() for c in cleaned}:
+            cleaned.append(tag)
+    too_long = [t for t in cleaned if len(t) > RUN_TAG_MAX_CHARS or "," in t]
+    if too_long:
+        raise ValidationError(
+            {
+                "tags": [
+                    f"Each tag is at most {RUN_TAG_MAX_CHARS} characters, without commas: {too_long[0]!r}."
+                ]
+            }
+        )
+    if len(cleaned) > RUN_TAGS_MAX:
+        raise ValidationError({"tags": [f"At most {RUN_TAGS_MAX} tags (got {len(cleaned)})."]})
+    return cleaned
+
+
+def run_annotate(*, run: Run, tags: Any = None, note: str | None = None) -> Run:
+    """Set a run's tags and/or note (None leaves one as it is). Both are checked before either is
+    written; the run's status and progress are not touched (one UPDATE of these two columns)."""
+    errors: dict[str, list[str]] = {}
+    changes: dict[str, Any] = {}
+    if tags is not None:
+        try:
+            changes["tags"] = _clean_tags(tags)
+        except ValidationError as error:
+            errors.update(error.message_dict)
+    if note is not None:
+        if not isinstance(note, str):
+            errors["note"] = ["The note must be text."]
+        elif len(note) > RUN_NOTE_MAX_CHARS:
+            errors["note"] = [f"The note is at most {RUN_NOTE_MAX_CHARS} characters (it has {len(note)})."]
+        else:
+            changes["note"] = note.strip()
+    if errors:
+        raise ValidationError(errors)
+    if changes:
+        Run.objects.filter(pk=run.pk).update(**changes)
+        for key, value in changes.items():
+            setattr(run, key, value)
+    return run
 
 
 def run_transition(

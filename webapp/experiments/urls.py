@@ -18,8 +18,10 @@ urlpatterns = [
     path("rubrics/<int:rubric_id>/edit/", views.rubric_edit, name="rubric_edit"),
     path("runs/", views.run_list, name="run_list"),
     path("runs/new/", views.run_create, name="run_create"),
+    path("runs/recommended-knobs/", views.run_recommended_knobs, name="run_recommended_knobs"),
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
+    path("runs/<int:run_id>/notes/", views.run_notes, name="run_notes"),
     path("runs/<int:run_id>/resume/", views.run_resume, name="run_resume"),
     path("runs/<int:run_id>/fork/", views.run_fork, name="run_fork"),
 ]

@@ -9,19 +9,21 @@ from __future__ import annotations
 import json
 import logging
 import re
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from trainers import wire
 from trainers.envs.preview import preview_environment
 from trainers.registry import criterion_kinds
-from trainers.rubrics import TranscriptError, parse_transcript
+from trainers.rubrics import TranscriptError, describe_path, parse_transcript
 from webapp.experiments import selectors, services
 from webapp.experiments.forms import (
     EnvironmentEditor,
@@ -31,9 +33,12 @@ from webapp.experiments.forms import (
     RunLauncher,
     criterion_params_form,
     environment_config_form,
+    like_run,
+    recommendation_for,
 )
-from webapp.experiments.models import Rubric, RunStatus
-from webapp.live.selectors import run_snapshot
+from webapp.experiments.models import KEY_CHECKPOINT_METRICS, Rubric, RunStatus
+from webapp.experiments.services import RUN_TAG_MAX_CHARS
+from webapp.live.selectors import MAX_COMPARED_RUNS, run_snapshot
 from webapp.projects.access import (
     Capability,
     ProjectAccess,
@@ -317,7 +322,9 @@ def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
             context["trajectory"] = trajectory
         except ValidationError as error:
             context["problems"] += [
-                f"{path}: {m}" if path else m for path, msgs in error.message_dict.items() for m in msgs
+                f"{describe_path(path)}: {m}" if path else m
+                for path, msgs in error.message_dict.items()
+                for m in msgs
             ]
         except TranscriptError as error:
             context["problems"].append(f"Transcript: {error}")
@@ -333,25 +340,90 @@ def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def run_list(request: HttpRequest, slug: str) -> HttpResponse:
+    """The project's home for runs: filter by status and tag, search, sort, pick runs to compare, and
+    edit tags and notes in place."""
     access = access_project(request.user, slug, Capability.READ)
     status = request.GET.get("status", "")
     if status not in RunStatus.values:
         status = ""
-    page = Paginator(
-        selectors.run_list(project=access.project, status=status or None), RUNS_PER_PAGE
-    ).get_page(request.GET.get("page"))
+    sort = request.GET.get("sort", selectors.DEFAULT_RUN_SORT)
+    if sort not in selectors.RUN_SORTS:
+        sort = selectors.DEFAULT_RUN_SORT
+    search = request.GET.get("q", "")[:200]
+    tag = request.GET.get("tag", "")[:RUN_TAG_MAX_CHARS]
+    runs = selectors.run_list(
+        project=access.project, status=status or None, search=search, tag=tag, sort=sort
+    )
+    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    kept = {k: v for k, v in (("status", status), ("q", search), ("tag", tag)) if v}
+    if sort != selectors.DEFAULT_RUN_SORT:
+        kept["sort"] = sort
     return render(
         request,
         "experiments/run_list.html",
-        project_context(access, page=page, runs=page.object_list, status=status, statuses=RunStatus.choices),
+        project_context(
+            access,
+            page=page,
+            runs=page.object_list,
+            status=status,
+            statuses=RunStatus.choices,
+            sort=sort,
+            sorts=[(key, label) for key, (label, _order) in selectors.RUN_SORTS.items()],
+            search=search,
+            tag=tag,
+            tags=selectors.run_tags(project=access.project),
+            # The query string without the page (pagination) or without one filter (its "clear" link).
+            query=urlencode(kept),
+            query_without_status=urlencode({k: v for k, v in kept.items() if k != "status"}),
+            query_without_tag=urlencode({k: v for k, v in kept.items() if k != "tag"}),
+            query_without_q=urlencode({k: v for k, v in kept.items() if k != "q"}),
+            selectable=True,
+            can_launch=access.can(Capability.LAUNCH),
+            max_compared=MAX_COMPARED_RUNS,
+        ),
     )
+
+
+@login_required
+@require_POST
+def run_notes(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    """Set a run's tags (comma-separated) and note, from the run page or the runs list. Answers JSON
+    to the pages' script (static/js/run_notes.js), else goes back where the form was."""
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    run = access_run(access, run_id)
+    wants_json = "application/json" in request.headers.get("Accept", "")
+    try:
+        services.run_annotate(
+            run=run,
+            tags=request.POST.get("tags") if "tags" in request.POST else None,
+            note=request.POST.get("note") if "note" in request.POST else None,
+        )
+    except ValidationError as error:
+        if wants_json:
+            return JsonResponse({"errors": error.message_dict}, status=400)
+        for message in error.messages:
+            messages.error(request, message)
+    else:
+        if wants_json:
+            return JsonResponse({"id": run.pk, "tags": run.tags, "note": run.note})
+        messages.success(request, "Saved the run's tags and note.")
+    back = request.POST.get("next", "")
+    if back.startswith(f"/p/{slug}/") and url_has_allowed_host_and_scheme(back, allowed_hosts=None):
+        return redirect(back)
+    return redirect("experiments:run_detail", slug, run.pk)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def run_create(request: HttpRequest, slug: str) -> HttpResponse:
     access = access_project(request.user, slug, Capability.LAUNCH)
-    launcher = RunLauncher(_posted(request), project=access.project)
+    # "New run like this" (?like=<run id>): the form starts from that run's choices and knobs.
+    like = request.GET.get("like", "")
+    source = (
+        access_run(access, int(like), queryset=selectors.run_detail_queryset()) if like.isdigit() else None
+    )
+    start = like_run(source) if source is not None else {}
+    launcher = RunLauncher(_posted(request), project=access.project, **start)
     if request.method == "POST" and launcher.is_valid():
         try:
             run, _token = services.run_create(
@@ -362,11 +434,23 @@ def run_create(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, f"Run “{run.name}” queued on the {run.queue} queue.")
             return redirect("experiments:run_detail", slug, run.pk)
+    elif request.method == "POST":  # some fields did not parse: check the others too, in this pass
+        _knobs, errors = services.run_config_errors(**launcher.partial_values())
+        launcher.add_remaining_errors(errors)
     return render(
         request,
         "experiments/run_form.html",
-        project_context(access, launcher=launcher),
+        project_context(access, launcher=launcher, source=source),
     )
+
+
+@login_required
+@require_GET
+def run_recommended_knobs(request: HttpRequest, slug: str) -> JsonResponse:
+    """JSON for the run form: the knobs recommended for ?model= (trainers.config.recommended_knobs),
+    keyed by the form's input names, and why."""
+    access_project(request.user, slug, Capability.LAUNCH)
+    return JsonResponse(recommendation_for(request.GET.get("model", "")[:300]))
 
 
 @login_required
@@ -390,6 +474,8 @@ def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
             overrides=run.overrides or {},
             config_json=json.dumps(config, indent=2, sort_keys=True),
             checkpoints=list(run.checkpoints.order_by("step")),
+            key_metrics=KEY_CHECKPOINT_METRICS,
+            checkpoint_columns=len(KEY_CHECKPOINT_METRICS) + 5,
             children=list(selectors.run_children(run)),
             # The run page's live state, as the websocket's snapshot gives it (one source for both).
             snapshot=run_snapshot(run),

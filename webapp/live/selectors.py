@@ -192,6 +192,9 @@ def bin_trajectories(
 
 # --- compare -----------------------------------------------------------------------------------------
 
+# How many runs the compare page overlays (the runs list lets people pick at most this many).
+MAX_COMPARED_RUNS = 8
+
 
 def flatten_config(config: Any, prefix: str = "") -> dict[str, Any]:
     """{"a": {"b": 1}} -> {"a.b": 1}; lists are compared whole (a rubric's criteria list is one knob)."""

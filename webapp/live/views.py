@@ -21,7 +21,7 @@ from webapp.rollouts import metrics
 EVENT_TYPES = ("log", "trajectories", "checkpoint", "status", "metrics", "phase")
 SPLITS = ("train", "eval")
 MAX_EVENTS = 500
-MAX_COMPARED_RUNS = 8
+MAX_COMPARED_RUNS = selectors.MAX_COMPARED_RUNS
 
 
 def _run(request: HttpRequest, slug: str, run_id: int) -> Run:

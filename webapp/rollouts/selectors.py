@@ -5,10 +5,13 @@ Metric curves are read through `webapp.rollouts.metrics` (the one downsampling).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+
 from django.db.models import Prefetch, QuerySet
 
 from webapp.experiments.models import Checkpoint, Run
-from webapp.rollouts.models import Trajectory, Turn
+from webapp.rollouts.models import RunEvent, Trajectory, Turn
 
 
 def trajectory_list(
@@ -55,6 +58,17 @@ def checkpoint_list(*, run: Run, include_deleted: bool = True) -> QuerySet[Check
     if not include_deleted:
         checkpoints = checkpoints.filter(deleted=False)
     return checkpoints.order_by("step")
+
+
+def run_event_lines(*, run: Run, chunk: int = 2000) -> Iterator[str]:
+    """The run's event log as JSON lines, oldest first: one {"seq", "type", "received_at", ...summary}
+    per accepted event (what ingestion kept of it). Read in chunks, so a long log streams."""
+    events = (
+        RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", "type", "summary", "created_at")
+    )
+    for seq, kind, summary, created_at in events.iterator(chunk_size=chunk):
+        line = {**(summary or {}), "seq": seq, "type": kind, "received_at": created_at.isoformat()}
+        yield json.dumps(line, separators=(",", ":"), default=str) + "\n"
 
 
 def lineage_trajectories(*, run: Run) -> QuerySet[Trajectory]:

@@ -72,7 +72,7 @@ def test_tools_and_rubric_criteria_show_for_a_verifiers_environment():
 
 def test_bad_config_gives_field_errors_from_the_schema_and_across_fields():
     assert preview_environment("arithmetic_calculator", {"max_digits": 0})["errors"] == {
-        "max_digits": ["0 is less than the minimum of 1"]
+        "max_digits": ["Max digits must be 1 or more (got 0)."]
     }
     crossed = preview_environment("arithmetic_calculator", {"min_digits": 4, "max_digits": 2})
     assert not crossed["ok"] and crossed["errors"] == {

@@ -10,6 +10,7 @@ from trainers.rubrics import (
     CriterionUnavailable,
     InvalidRubric,
     build_rubric,
+    describe_path,
     parse_transcript,
     score_group,
     score_trajectory,
@@ -68,16 +69,22 @@ def test_it_reports_errors_by_field_path():
         ],
     }
     errors = validate_rubric(spec)
-    assert errors["aggregation"] == ["must be one of weighted_sum, group_normalized_sum"]
-    assert errors["criteria.0.kind"] == ["unknown criterion kind 'nope'"]
-    assert errors["criteria.1.name"] == ["duplicate name 'a' (also criteria.0)"]
-    assert errors["criteria.1.weight"] == ["must be ≥ 0"]
+    assert errors["aggregation"] == ["Aggregation must be one of: weighted_sum, group_normalized_sum."]
+    assert errors["criteria.0.kind"] == ["Kind 'nope' is not a known criterion kind."]
+    assert errors["criteria.1.name"] == ["Name 'a' is already used by criterion 1."]
+    assert errors["criteria.1.weight"] == ["Weight must be 0 or more (got -0.5)."]
     assert errors["criteria.1.params.pattern"][0].startswith("invalid regular expression")
-    assert errors["criteria.2.weight"] == ["must be a number"]
+    assert errors["criteria.2.weight"] == ["Weight must be a number."]
     assert "criteria.2.params.case_sensitive" in errors
     assert errors["criteria.2.params"][0].startswith("Unknown field(s)")
-    assert errors["criteria.3.name"] == ["This field is required."]
+    assert errors["criteria.3.name"] == ["Name is required."]
     assert errors["criteria.3.params.min_len"] == ["must be ≤ max length"]
+
+
+def test_it_names_rubric_rows_from_one():
+    assert describe_path("criteria.1.params.pattern") == "Criterion 2 · params.pattern"
+    assert describe_path("criteria.0") == "Criterion 1"
+    assert describe_path("aggregation") == "aggregation"
 
 
 def test_it_checks_judge_templates_and_patterns():
@@ -90,7 +97,7 @@ def test_it_checks_judge_templates_and_patterns():
 
 def test_it_rejects_shapes_that_are_not_rubrics():
     assert validate_rubric([]) == {"": ["must be an object with 'aggregation' and 'criteria'"]}
-    assert validate_rubric({"criteria": []}) == {"criteria": ["must be a non-empty list"]}
+    assert validate_rubric({"criteria": []}) == {"criteria": ["A rubric needs at least one criterion."]}
     with pytest.raises(InvalidRubric) as exc:
         build_rubric({"criteria": [{"name": "x", "kind": "regex", "params": {"pattern": "["}}]})
     assert "criteria.0.params.pattern" in exc.value.errors

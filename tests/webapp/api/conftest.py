@@ -100,6 +100,11 @@ def world(users, project, environment, rubric, run) -> World:
             "/api/runs/{id}/resume/": {"id": stopped.pk},
             "/api/runs/{id}/fork/": {"id": stopped.pk},
             "/api/runs/{id}/checkpoints/": {"id": run.pk},
+            "/api/runs/{id}/checkpoints/{checkpoint_id}/weights/": {
+                "id": run.pk,
+                "checkpoint_id": run.checkpoints.get(step=1).pk,
+            },
+            "/api/runs/{id}/event-log/": {"id": run.pk},
             "/api/runs/{id}/trajectories/": {"id": run.pk},
             "/api/runs/{id}/trajectories/{trajectory_id}/": {"id": run.pk, "trajectory_id": trajectory.pk},
             "/api/runs/{id}/metrics/": {"id": run.pk},

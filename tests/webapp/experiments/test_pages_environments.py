@@ -42,7 +42,7 @@ def test_it_shows_an_invalid_setting_next_to_its_field_and_writes_nothing(client
     response = bob.post(url("environment_create", project), posted)
 
     assert response.status_code == 200
-    assert field_errors(response.content, "config-max_turns") == ["100 is greater than the maximum of 32"]
+    assert field_errors(response.content, "config-max_turns") == ["Max turns must be 32 or less (got 100)."]
     assert "field-error" in response.content.decode().split('data-field="config-max_turns"')[0][-60:]
     kept = flat(form_data(response.content, "environment-form"))
     assert kept["name"] == "too long" and kept["config-max_turns"] == "100"
@@ -54,7 +54,7 @@ def test_it_says_which_field_is_missing_when_a_required_setting_is_empty(client_
     response = bob.post(
         url("environment_create", project), {"name": "mine", "kind": "from_dataset", "config-path": ""}
     )
-    assert field_errors(response.content, "config-path") == ["This field is required."]
+    assert field_errors(response.content, "config-path") == ["Dataset path is required."]
     assert Environment.objects.count() == 0
 
 

@@ -85,7 +85,9 @@ def test_it_shows_an_unknown_kind_on_its_row_and_writes_nothing(client_for, proj
     response = bob.post(url("rubric_create", project), posted)
 
     assert response.status_code == 200
-    assert field_errors(response.content, "criteria-1-kind") == ["unknown criterion kind 'bogus'"]
+    assert field_errors(response.content, "criteria-1-kind") == [
+        "Kind 'bogus' is not a known criterion kind."
+    ]
     assert field_errors(response.content, "criteria-0-kind") == []
     kept = flat(form_data(response.content, "rubric-form"))
     assert kept["criteria-1-kind"] == "bogus"  # still selected, marked unknown
@@ -101,7 +103,7 @@ def test_it_shows_a_negative_weight_on_its_row_and_writes_nothing(client_for, pr
     response = bob.post(url("rubric_edit", project, rubric.pk), posted)
 
     assert response.status_code == 200
-    assert field_errors(response.content, "criteria-1-weight") == ["must be ≥ 0"]
+    assert field_errors(response.content, "criteria-1-weight") == ["Weight must be 0 or more (got -0.5)."]
     assert 'class="criteria-row has-errors"' in response.content.decode()
     assert flat(form_data(response.content, "rubric-form"))["criteria-1-weight"] == "-0.5"
     assert rubric.versions.count() == 1
@@ -124,7 +126,7 @@ def test_it_refuses_a_rubric_without_criteria(client_for, project):
     response = client_for("bob").post(
         url("rubric_create", project), {"name": "empty", "aggregation": "weighted_sum"}
     )
-    assert "criteria: must be a non-empty list" in page_errors(response.content)
+    assert "criteria: A rubric needs at least one criterion." in page_errors(response.content)
     assert Rubric.objects.count() == 0
 
 
@@ -244,9 +246,9 @@ def test_the_preview_says_a_model_criterion_is_scored_on_the_workers(client_for,
 def test_the_preview_explains_what_is_wrong_instead_of_scoring(client_for, project):
     bob = client_for("bob")
     bad_weight = preview(bob, project, "assistant: 4", rows=row(0, "x", "env_reward", "-1"))
-    assert "criteria.0.weight: must be ≥ 0" in bad_weight.content.decode()
+    assert "Criterion 1 · weight: Weight must be 0 or more (got -1.0)." in bad_weight.content.decode()
     typo = preview(bob, project, "assistant: 4", rows=row(0, "x", "env_reward", "heavy"))
-    assert "criteria.0.weight: Enter a number." in typo.content.decode()
+    assert "Criterion 1 · weight: Enter a number." in typo.content.decode()
     empty = preview(bob, project, "")
     assert "transcript: This field is required." in empty.content.decode()
     broken = preview(bob, project, '[{"role": "wizard", "text": "hi"}]')

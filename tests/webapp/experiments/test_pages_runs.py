@@ -78,7 +78,14 @@ def test_it_launches_a_run_with_the_preset_and_only_the_changed_knobs_as_overrid
     run = Run.objects.get(name="dapo try")
     assert response.status_code == 302 and response.url == url("run_detail", project, run.pk)
     assert run.preset == "dapo" and run.queue == "gpu" and run.created_by.username == "bob"
-    assert run.overrides == {"learning_rate": 2e-06, "lora": {"enabled": True}}
+    # The form starts from the bundled model's recommended knobs, so those are overrides too.
+    assert run.overrides == {
+        "learning_rate": 2e-06,
+        "lora": {"enabled": True},
+        "max_new_tokens": 48,
+        "eval_tasks": 16,
+        "eval_every": 10,
+    }
     assert run.resolved_config["clip_high"] == 0.28 and run.resolved_config["dynamic_sampling"] is True
     assert run.resolved_config["lora"]["r"] == 16
     assert (
@@ -95,8 +102,8 @@ def test_it_shows_an_invalid_knob_next_to_it_and_launches_nothing(client_for, pr
     response = bob.post(url("run_create", project), posted)
 
     assert response.status_code == 200
-    assert field_errors(response.content, "knob-clip_high") == ["-1.0 is less than the minimum of 0"]
-    assert field_errors(response.content, "knob-lora__r") == ["0 is less than the minimum of 1"]
+    assert field_errors(response.content, "knob-clip_high") == ["Clip high must be 0 or more (got -1.0)."]
+    assert field_errors(response.content, "knob-lora__r") == ["Rank must be 1 or more (got 0)."]
     assert flat(form_data(response.content, "run-form"))["knob-clip_high"] == "-1"
     assert Run.objects.count() == 0
 
@@ -149,7 +156,31 @@ def test_it_requires_a_name_and_offers_only_this_projects_environments(
     assert "theirs" not in response.content.decode()
     posted["environment"] = str(environment.pk)
     response = bob.post(url("run_create", project), posted)
-    assert field_errors(response.content, "name") == ["This field is required."]
+    assert field_errors(response.content, "name") == ["Name is required."]
+    assert Run.objects.count() == 0
+
+
+def test_every_error_shows_in_one_pass_and_what_was_typed_stays(client_for, project, environment, rubric):
+    bob = client_for("bob")
+    posted, _presets, _keys = launch_form(bob, project)
+    # A knob that does not parse used to hide the name and schema errors until it was fixed.
+    posted.update({"name": "", "knob-group_size": "many", "knob-clip_high": "-1", "knob-learning_rate": "0"})
+
+    response = bob.post(url("run_create", project), posted)
+
+    assert field_errors(response.content, "name") == ["Name is required."]
+    assert field_errors(response.content, "knob-group_size") == ["Enter a whole number."]
+    assert field_errors(response.content, "knob-clip_high") == ["Clip high must be 0 or more (got -1.0)."]
+    assert field_errors(response.content, "knob-learning_rate") == [
+        "Learning rate must be more than 0 (got 0.0)."
+    ]
+    kept = flat(form_data(response.content, "run-form"))
+    assert (kept["knob-group_size"], kept["knob-clip_high"], kept["knob-learning_rate"]) == (
+        "many",
+        "-1",
+        "0",
+    )
+    assert kept["environment"] == str(environment.pk) and kept["rubric"] == str(rubric.pk)
     assert Run.objects.count() == 0
 
 
@@ -189,7 +220,7 @@ def test_the_run_page_shows_what_the_run_used_and_how_it_went(
 ):
     parent = make_run(project, environment, rubric, users["bob"], "parent")
     checkpoint = Checkpoint.objects.create(
-        run=parent, step=20, path="/runs/1/step-20", metrics={"reward/mean": 0.5}
+        run=parent, step=20, path="/runs/1/step-20", metrics={"reward/mean": 0.5, "kl": 1.2750000000000001}
     )
     child = make_run(
         project,
@@ -217,7 +248,12 @@ def test_the_run_page_shows_what_the_run_used_and_how_it_went(
     assert '<div id="live"></div>' in html
     assert "Cancel run" not in html
     parent_html = client_for("dave").get(url("run_detail", project, parent.pk)).content.decode()
-    assert "/runs/1/step-20" in parent_html and "reward/mean=0.5" in parent_html
+    # dave views: the metrics formatted (a key one as its column), a download link, no server path.
+    assert "/runs/1/step-20" not in parent_html
+    assert '<td class="num metric">0.5</td>' in parent_html and "kl=1.275" in parent_html
+    table = parent_html.split("<h2>Checkpoints</h2>")[1].split("Resolved config")[0]
+    assert "1.2750000000000001" not in table
+    assert f"/api/runs/{parent.pk}/checkpoints/" in parent_html
     assert f'href="{url("run_detail", project, child.pk)}"' in parent_html  # continued by the child
 
 
@@ -246,3 +282,25 @@ def test_the_cancel_button_explains_why_a_finished_run_cannot_be_cancelled(clien
     run_transition(run.pk, RunStatus.FAILED, error_message="boom")
     response = client_for("bob").post(url("run_cancel", project, run.pk), follow=True)
     assert "A failed run cannot be cancelled." in response.content.decode()
+
+
+def test_the_form_starts_from_what_the_learning_bench_measured_on_the_bundled_model(client_for, project):
+    html = client_for("bob").get(url("run_create", project)).content.decode()
+    posted = flat(form_data(html, "run-form"))
+    assert posted["knob-model"] == "smollm2-135m"
+    assert (posted["knob-learning_rate"], posted["knob-max_new_tokens"], posted["knob-eval_tasks"]) == (
+        "2e-05",
+        "48",
+        "16",
+    )
+    assert "Measured on SmolLM2-135M by bench/learning.py" in html
+
+
+def test_naming_a_model_gives_its_recommended_knobs_and_why(client_for, project):
+    bob = client_for("bob")
+    small = bob.get(url("run_recommended_knobs", project), {"model": "HuggingFaceTB/SmolLM2-360M-Instruct"})
+    assert small.json()["fields"]["knob-learning_rate"] == 2e-05
+    assert small.json()["fields"]["knob-max_new_tokens"] == 48
+    assert "bench/learning.py" in small.json()["why"]
+    big = bob.get(url("run_recommended_knobs", project), {"model": "meta-llama/Llama-3.1-8B"}).json()
+    assert big["fields"] == {} and "general defaults" in big["why"]

@@ -402,11 +402,13 @@ def test_a_status_change_carries_the_actions_and_checkpoints_the_page_shows(repo
             events = await receive_events(ws, 4)
             assert events[1]["actions"] == {"cancel": True, "resume": False, "fork": False}
             checkpoint = events[2]
-            assert (checkpoint["step"], checkpoint["path"], checkpoint["metrics_text"]) == (
+            # The key metrics as columns, formatted; no server path (viewers watch this page too).
+            assert (checkpoint["step"], checkpoint["key_metrics"], checkpoint["metrics_text"]) == (
                 2,
-                "/ckpt/step-2",
-                "reward/mean=0.5",
+                ["—", "—", "0.5"],
+                "",
             )
+            assert "path" not in checkpoint
             cancelled = events[3]
             assert cancelled["status"] == "CANCELLED" and cancelled["finished_at"]
             # Stopped with a checkpoint: resume and fork become available, cancel does not.

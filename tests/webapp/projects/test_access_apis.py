@@ -60,14 +60,17 @@ class World:
 
 
 @pytest.fixture
-def world(users, project, environment, rubric, run) -> World:
+def world(users, project, environment, rubric, run, tmp_path) -> World:
     trajectory = Trajectory.objects.create(
         run=run, step=1, task_id="t-1", prompt="What is 2 + 3?", reward=1.0
     )
     Turn.objects.create(trajectory=trajectory, index=0, role="user", text="What is 2 + 3?")
     Turn.objects.create(trajectory=trajectory, index=1, role="assistant", text="<answer>5</answer>")
     MetricPoint.objects.create(run=run, key="reward/mean", step=1, value=0.5)
-    run.checkpoints.create(step=1, path="/tmp/ckpt-1")
+    # A checkpoint directory as trainers/checkpoint.py writes one (the bytes need not be a model here).
+    (tmp_path / "step-000001").mkdir()
+    (tmp_path / "step-000001" / "model.safetensors").write_bytes(b"weights")
+    run.checkpoints.create(step=1, path=str(tmp_path / "step-000001"))
     finished_run, _ = run_create(
         project=project,
         name="finished",
@@ -219,6 +222,12 @@ ENDPOINTS: dict[str, Endpoint] = {
         "GET", lambda w, who: f"{_p(w)}/trajectories/?q=answer&status=ok", "read"
     ),
     "run-get": Endpoint("GET", lambda w, who: f"/api/runs/{w.run.pk}/", "read"),
+    "run-update": Endpoint(
+        "PATCH",
+        lambda w, who: f"/api/runs/{w.run.pk}/",
+        "launch",
+        body=lambda w: {"tags": ["baseline"], "note": "first try"},
+    ),
     "run-cancel": Endpoint("POST", lambda w, who: f"/api/runs/{w.run.pk}/cancel/", "launch"),
     "run-resume": Endpoint(
         "POST", lambda w, who: f"/api/runs/{w.finished_run.pk}/resume/", "launch", 201, lambda w: {}
@@ -231,6 +240,15 @@ ENDPOINTS: dict[str, Endpoint] = {
         lambda w: {"name": "lower lr", "overrides": {"learning_rate": 1e-7}},
     ),
     "run-checkpoints": Endpoint("GET", lambda w, who: f"/api/runs/{w.run.pk}/checkpoints/", "read"),
+    "checkpoint-weights": Endpoint(
+        "GET",
+        lambda w, who: f"/api/runs/{w.run.pk}/checkpoints/{w.run.checkpoints.get(step=1).pk}/weights/",
+        "read",
+        content_type="application/octet-stream",
+    ),
+    "run-event-log": Endpoint(
+        "GET", lambda w, who: f"/api/runs/{w.run.pk}/event-log/", "read", content_type="application/x-ndjson"
+    ),
     "run-trajectories": Endpoint(
         "GET", lambda w, who: f"/api/runs/{w.run.pk}/trajectories/?min_reward=0.5", "read"
     ),
@@ -417,12 +435,14 @@ def test_every_api_route_is_in_the_matrix():
         "rubric": {"rubric-get", "rubric-update"},
         "rubric-versions": {"rubric-versions"},
         "runs": {"runs-list", "runs-create"},
-        "run": {"run-get"},
+        "run": {"run-get", "run-update"},
         "trajectories": {"project-trajectories"},
         "run-cancel": {"run-cancel"},
         "run-resume": {"run-resume"},
         "run-fork": {"run-fork"},
         "run-checkpoints": {"run-checkpoints"},
+        "checkpoint-weights": {"checkpoint-weights"},
+        "run-event-log": {"run-event-log"},
         "run-trajectories": {"run-trajectories"},
         "run-trajectory": {"run-trajectory"},
         "run-metrics": {"run-metrics"},
