@@ -75,7 +75,7 @@ def test_a_team_goes_from_a_finished_run_to_a_learned_reward_and_a_new_run_in_th
     assert queue.pairs.count() == GROUPS and list(queue.annotators.all()) == [users["carol"]]
 
     # 2. The annotator judges every pair with the keyboard: the tagged answer wins, one pair is a tie.
-    carol_context = browser.new_context(viewport={"width": 1360, "height": 900})
+    carol_context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
     try:
         carol = carol_context.new_page()
         carol.set_default_timeout(20_000)
