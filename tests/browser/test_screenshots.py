@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import elsewhere, sign_in
 from tests.processes import celery_worker
 
 pytestmark = [
@@ -43,34 +43,43 @@ def shoot(page, name: str, *, full_page: bool = False) -> None:
 
 
 def test_take_the_readme_screenshots_on_a_real_run(server, browser):
-    from webapp.core.management.commands.seed_demo import DEMO_PASSWORD, DEMO_RUN, DEMO_USERNAME
+    from webapp.core.management.commands.seed_demo import (
+        DEMO_ENVIRONMENT,
+        DEMO_PASSWORD,
+        DEMO_RUBRIC,
+        DEMO_RUN,
+        DEMO_USERNAME,
+    )
     from webapp.experiments.models import Environment, Rubric, Run
     from webapp.experiments.services import run_create
     from webapp.projects.models import Project
     from webapp.review import services as review_services
     from webapp.rollouts.models import Trajectory
 
-    call_command("seed_demo")
+    # Writes that broadcast after their commit run on a thread of their own (Playwright's loop owns this one).
+    elsewhere(lambda: call_command("seed_demo"))
     project = Project.objects.get(slug="demo")
     user = project.memberships.get().user
     Run.objects.filter(project=project).delete()  # the seeded, never-queued definition
-    environment = Environment.objects.filter(project=project, kind="arithmetic_calculator").first()
-    rubric = Rubric.objects.filter(project=project).order_by("pk").first()
-    context = browser.new_context(viewport={"width": 1360, "height": 900}, device_scale_factor=1)
+    environment = Environment.objects.get(project=project, name=DEMO_ENVIRONMENT["name"])
+    rubric = Rubric.objects.get(project=project, name=DEMO_RUBRIC["name"])
+    context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
     page = context.new_page()
     page.set_default_timeout(30_000)
     sign_in(page, server, DEMO_USERNAME, DEMO_PASSWORD)
     slug = project.slug
 
     with celery_worker("cpu", name="screenshots", DASHBOARD_URL=server):
-        run, _ = run_create(
-            project=project,
-            environment=environment,
-            rubric=rubric,
-            user=user,
-            name="GRPO on arithmetic",
-            preset=DEMO_RUN["preset"],
-            overrides={**DEMO_RUN["overrides"], **OVERRIDES},
+        run, _ = elsewhere(
+            lambda: run_create(
+                project=project,
+                environment=environment,
+                rubric=rubric,
+                user=user,
+                name="GRPO on arithmetic",
+                preset=DEMO_RUN["preset"],
+                overrides={**DEMO_RUN["overrides"], **OVERRIDES},
+            )
         )
         # 1. The live page, late in the run: reward curve, phases, the rollout feed.
         page.goto(f"{server}/p/{slug}/runs/{run.pk}/")
@@ -107,14 +116,16 @@ def test_take_the_readme_screenshots_on_a_real_run(server, browser):
     shoot(page, "diff")
 
     # 4. The annotation page of a preference queue over the run's groups.
-    queue = review_services.queue_create(
-        project=project,
-        user=user,
-        name="Which answer is better?",
-        runs=[run],
-        annotators=[user],
-        distinct_rewards=True,
-        instructions="Prefer the answer that is right and uses the calculator once.",
+    queue = elsewhere(
+        lambda: review_services.queue_create(
+            project=project,
+            user=user,
+            name="Which answer is better?",
+            runs=[run],
+            annotators=[user],
+            distinct_rewards=True,
+            instructions="Prefer the answer that is right and uses the calculator once.",
+        )
     )
     page.goto(f"{server}/p/{slug}/review/queues/{queue.pk}/annotate/")
     page.wait_for_function("window.annotateReady === true")
