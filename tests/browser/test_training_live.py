@@ -3,8 +3,6 @@ gains points as it learns, and pressing Cancel stops it — the status changes o
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from django.contrib.auth import get_user_model
 
@@ -13,7 +11,6 @@ from tests.processes import celery_worker
 
 pytestmark = pytest.mark.slow
 PASSWORD = "a-long-browser-password"
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshot-live.png"
 
 
 @pytest.fixture
@@ -82,7 +79,6 @@ def test_watch_a_run_learn_and_cancel_it(training_setup, server, page):
             f"document.getElementById('chart-reward').data[0].x.length > {seen}", timeout=120_000
         )  # still growing, without a reload
         assert page.locator("[data-live-status]").inner_text() == "Running"
-        page.screenshot(path=str(SCREENSHOT), full_page=False)
 
         page.click("[data-run-action=cancel] button")
         page.click("[data-cancel-dialog-confirm]")  # the page asks first
