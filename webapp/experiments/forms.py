@@ -325,14 +325,34 @@ class RubricBuilder:
 
 
 class RubricPreviewForm(forms.Form):
+    """Score with the unsaved rubric either a pasted transcript or a real trajectory of the project."""
+
+    trajectory = forms.TypedChoiceField(
+        coerce=int,
+        empty_value=None,
+        required=False,
+        label="A trajectory of this project",
+        help_text="Scores its stored turns (the latest ones are listed); leave empty to use the transcript.",
+    )
     transcript = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 8}),
         strip=False,
+        required=False,
         help_text="Lines like 'user: …' and 'assistant: …', or a JSON list of {role, text} turns.",
     )
     answer = forms.CharField(required=False, label="Expected answer", help_text="The task's answer, if any.")
 
     prefix = "preview"
+
+    def __init__(self, *args: Any, trajectories: list[tuple[int, str]] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["trajectory"].choices = [("", "— paste a transcript below —"), *trajectories]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not data.get("trajectory") and not (data.get("transcript") or "").strip() and not self.errors:
+            self.add_error("transcript", "Paste a transcript or pick a trajectory.")
+        return data
 
 
 # --- runs ----------------------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from webapp.projects.access import (
     access_project,
     access_rubric,
     access_run,
+    access_trajectory,
 )
 from webapp.projects.views import project_context
 
@@ -227,7 +228,9 @@ def _rubric_form_page(
             access,
             builder=builder,
             rubric=rubric,
-            preview_form=RubricPreviewForm(),
+            preview_form=RubricPreviewForm(
+                trajectories=selectors.preview_trajectory_choices(project=access.project)
+            ),
             criterion_kinds=criterion_kinds(),
         ),
     )
@@ -304,7 +307,9 @@ def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
     """htmx partial: score a pasted transcript with the unsaved rubric on the page. Saves nothing."""
     access = access_project(request.user, slug, Capability.LAUNCH)
     builder = RubricBuilder(request.POST)
-    preview_form = RubricPreviewForm(request.POST)
+    preview_form = RubricPreviewForm(
+        request.POST, trajectories=selectors.preview_trajectory_choices(project=access.project)
+    )
     context = project_context(access, builder=builder, problems=[], score=None)
     builder_ok = builder.is_valid()
     preview_ok = preview_form.is_valid()
@@ -317,7 +322,13 @@ def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
         try:
             services.validate_rubric_spec(spec)
             answer = preview_form.cleaned_data["answer"] or None
-            trajectory = parse_transcript(preview_form.cleaned_data["transcript"], answer=answer)
+            picked = preview_form.cleaned_data["trajectory"]
+            if picked:  # a real trajectory of this project (the picker only lists these)
+                stored = access_trajectory(access, picked)
+                trajectory = selectors.stored_trajectory(stored, answer=answer)
+                context["stored"] = stored
+            else:
+                trajectory = parse_transcript(preview_form.cleaned_data["transcript"], answer=answer)
             context["score"] = selectors.rubric_preview(spec, trajectory)
             context["trajectory"] = trajectory
         except ValidationError as error:
