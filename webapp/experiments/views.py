@@ -60,6 +60,28 @@ def _posted(request: HttpRequest):
     return request.POST if request.method == "POST" else None
 
 
+def _check_environment_rest(editor: EnvironmentEditor) -> None:
+    """Some fields did not parse: check the others too, so every error shows in this one pass."""
+    values = editor.partial_values()
+    editor.add_remaining_errors(
+        services.definition_errors(
+            name=values["name"],
+            description=None,
+            check=lambda: services.validate_environment_config(values["kind"], values["config"]),
+        )
+    )
+
+
+def _check_rubric_rest(builder: RubricBuilder) -> None:
+    name = (getattr(builder.form, "cleaned_data", None) or {}).get("name", "")
+    spec = builder.partial_spec()
+    builder.add_remaining_errors(
+        services.definition_errors(
+            name=name, description=None, check=lambda: services.validate_rubric_spec(spec)
+        )
+    )
+
+
 # --- environments ---------------------------------------------------------------------------------
 
 
@@ -105,6 +127,8 @@ def environment_create(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, f"Environment “{environment.name}” created (v1).")
             return redirect("experiments:environment_detail", slug, environment.pk)
+    elif request.method == "POST":
+        _check_environment_rest(editor)
     return render(
         request, "experiments/environment_form.html", project_context(access, editor=editor, environment=None)
     )
@@ -153,6 +177,8 @@ def environment_edit(request: HttpRequest, slug: str, environment_id: int) -> Ht
                     request, f"Saved as v{version.number}. Runs that used earlier versions keep them."
                 )
             return redirect("experiments:environment_detail", slug, environment.pk)
+    elif request.method == "POST":
+        _check_environment_rest(editor)
     return render(
         request,
         "experiments/environment_form.html",
@@ -249,6 +275,8 @@ def rubric_create(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, f"Rubric “{rubric.name}” created (v1).")
             return redirect("experiments:rubric_detail", slug, rubric.pk)
+    elif request.method == "POST":
+        _check_rubric_rest(builder)
     return _rubric_form_page(request, access, builder, None)
 
 
@@ -281,6 +309,8 @@ def rubric_edit(request: HttpRequest, slug: str, rubric_id: int) -> HttpResponse
                     request, f"Saved as v{version.number}. Runs that used earlier versions keep them."
                 )
             return redirect("experiments:rubric_detail", slug, rubric.pk)
+    elif request.method == "POST":
+        _check_rubric_rest(builder)
     return _rubric_form_page(request, access, builder, rubric)
 
 

@@ -286,3 +286,23 @@ def test_the_preview_scores_a_real_trajectory_picked_from_the_project(client_for
     theirs = make_trajectory(theirs_run, turns=[turn("assistant", "secret")])
     refused = preview(bob, project, "", trajectory=theirs.pk).content.decode()
     assert "secret" not in refused and "Select a valid choice" in refused
+
+
+def test_every_error_of_a_rubric_shows_in_one_pass_on_its_numbered_row(client_for, project):
+    bob = client_for("bob")
+    posted = {
+        "name": "",
+        "aggregation": "weighted_sum",
+        **row(0, "same", "env_reward", "heavy"),  # does not parse
+        **row(1, "same", "env_reward", "-1"),  # a duplicate name and a negative weight
+    }
+    response = bob.post(url("rubric_create", project), posted)
+    html = response.content.decode()
+    assert field_errors(response.content, "name") == ["Name is required."]
+    assert field_errors(response.content, "criteria-0-weight") == ["Enter a number."]
+    assert field_errors(response.content, "criteria-1-name") == [
+        "Name 'same' is already used by criterion 1."
+    ]
+    assert field_errors(response.content, "criteria-1-weight") == ["Weight must be 0 or more (got -1.0)."]
+    assert "#<span data-row-number>2</span>" in html  # the row that message names
+    assert Rubric.objects.count() == 0
