@@ -207,6 +207,7 @@ def seed_trajectories(
         "completion_tokens",
         "policy_version",
         "created_at",
+        "dropped",
     ]
     turn_columns = ["trajectory_id", "index", "role", "text", "tool_name", "tool_args", "tool_result"]
     score_columns = [
@@ -318,6 +319,7 @@ def seed_trajectories(
                     rng.randint(10, 120),
                     step,
                     now,
+                    False,
                 )
             )
             for index, turn in enumerate(item_turns):
