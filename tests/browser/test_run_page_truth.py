@@ -250,7 +250,11 @@ def test_queued_then_running_then_succeeded(queued_run, server, watch):
     watch.wait_for("document.querySelectorAll('[data-checkpoint-step]').length === 1")
     middle = watch.agrees_with_a_reload()
     assert middle["step"] == ["step 1 of 4"] and middle["best"] == ["0.2500"]
-    assert middle["checkpoints"][0].startswith("1 | full | /runs/ckpt/step-1 | reward/mean=0.25 | ")
+    # Key metrics as columns (eval accuracy, eval reward, reward), no server path, a weights link.
+    assert middle["checkpoints"][0].startswith("1 | full | — | — | 0.25 |  | ")
+    assert (
+        middle["checkpoints"][0].endswith(" | safetensors") and "/runs/ckpt" not in middle["checkpoints"][0]
+    )
     assert middle["phase"]["text"] == "Checkpointing · step 1" and middle["phase"]["bar"] is False
 
     trainer.report({"type": "status", "status": "SUCCEEDED", "message": "finished 4 steps"})

@@ -96,3 +96,14 @@ def test_preview_prints_what_the_model_would_see_or_why_not(capsys):
     assert shown["ok"] and shown["tools"][0]["name"] == "calculator"
     assert main(["preview", "arithmetic_calculator", "--set", "min_digits=5", "--set", "max_digits=2"]) == 1
     assert "max_digits" in json.loads(capsys.readouterr().out)["errors"]
+
+
+def test_a_bad_config_is_explained_in_plain_words(tmp_path):
+    from trainers.cli import CliError
+
+    path = tmp_path / "bad.yaml"
+    path.write_text("learning_rate: -1\nmax_new_tokens: 0\n")
+    with pytest.raises(CliError) as caught:
+        load_config(path)
+    assert "learning_rate: Learning rate must be more than 0 (got -1)." in str(caught.value)
+    assert "max_new_tokens: Max new tokens must be 1 or more (got 0)." in str(caught.value)

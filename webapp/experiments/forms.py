@@ -58,6 +58,29 @@ def _route_errors(
             main.add_error(None, [f"{path}: {m}" if path else m for m in messages])
 
 
+def _route_remaining(
+    errors: Mapping[str, list[str]], forms_by_prefix: Mapping[str, Any], main: forms.Form
+) -> None:
+    """As _route_errors, but skip errors on fields that already show one (a value that did not parse
+    keeps its own message): the second half of showing every error in one pass."""
+    fresh: dict[str, list[str]] = {}
+    for path, messages in errors.items():
+        head, _, rest = path.partition(".")
+        target = forms_by_prefix.get(head)
+        if target is not None:
+            field = target.field_for_path(rest) if hasattr(target, "field_for_path") else "params"
+            if field is not None and field in target.errors:
+                continue
+        elif path in main.fields and path in main.errors:
+            continue
+        fresh[path] = list(messages)
+    _route_errors(fresh, forms_by_prefix, main)
+
+
+def _cleaned(form: forms.Form) -> dict[str, Any]:
+    return getattr(form, "cleaned_data", {}) or {}
+
+
 # --- environments ------------------------------------------------------------------------------------
 
 
@@ -126,6 +149,16 @@ class EnvironmentEditor:
     def add_service_errors(self, error: ValidationError) -> None:
         targets = {"config": self.config_form} if self.config_form is not None else {}
         _route_errors(error.message_dict, targets, self.form)
+
+    def partial_values(self) -> dict[str, Any]:
+        """After a failed is_valid(): the values that did parse, to check the rest in the same pass."""
+        data = _cleaned(self.form)
+        config = self.config_form.values() if self.config_form is not None else {}
+        return {"name": data.get("name", ""), "kind": data.get("kind", ""), "config": config}
+
+    def add_remaining_errors(self, errors: Mapping[str, list[str]]) -> None:
+        targets = {"config": self.config_form} if self.config_form is not None else {}
+        _route_remaining(errors, targets, self.form)
 
 
 # --- rubrics -----------------------------------------------------------------------------------------
@@ -307,6 +340,30 @@ class RubricBuilder:
             self.rows[index].add_errors(errors)
         _route_errors(top, {}, self.form)
 
+    def partial_spec(self) -> dict[str, Any]:
+        """After a failed is_valid(): the spec of what did parse (a field that did not is left out and
+        keeps its own error), to check the rest — names, kinds, parameters — in the same pass."""
+        criteria = []
+        for row in self.rows:
+            data = _cleaned(row.form)
+            item: dict[str, Any] = {"name": (data.get("name") or "").strip(), "kind": row.kind}
+            if "weight" in data and data["weight"] is not None:
+                item["weight"] = data["weight"]
+            item["params"] = row.params.values() if hasattr(row.params, "cleaned_data") else {}
+            criteria.append(item)
+        return {"aggregation": _cleaned(self.form).get("aggregation", "weighted_sum"), "criteria": criteria}
+
+    def add_remaining_errors(self, errors: Mapping[str, list[str]]) -> None:
+        top: dict[str, list[str]] = {}
+        for path, messages in errors.items():
+            match = re.match(r"^criteria\.(\d+)(?:\.(.*))?$", path)
+            if match and int(match.group(1)) < len(self.rows):
+                row = self.rows[int(match.group(1))]
+                _route_remaining({match.group(2) or "": messages}, {"params": row.params}, row.form)
+            else:
+                top[path] = list(messages)
+        _route_remaining(top, {}, self.form)
+
     def error_messages(self) -> list[str]:
         """Every error of the builder as "where: message", a criterion named by its row number
         ("Criterion 2 · weight: Enter a number.")."""
@@ -325,14 +382,34 @@ class RubricBuilder:
 
 
 class RubricPreviewForm(forms.Form):
+    """Score with the unsaved rubric either a pasted transcript or a real trajectory of the project."""
+
+    trajectory = forms.TypedChoiceField(
+        coerce=int,
+        empty_value=None,
+        required=False,
+        label="A trajectory of this project",
+        help_text="Scores its stored turns (the latest ones are listed); leave empty to use the transcript.",
+    )
     transcript = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 8}),
         strip=False,
+        required=False,
         help_text="Lines like 'user: …' and 'assistant: …', or a JSON list of {role, text} turns.",
     )
     answer = forms.CharField(required=False, label="Expected answer", help_text="The task's answer, if any.")
 
     prefix = "preview"
+
+    def __init__(self, *args: Any, trajectories: list[tuple[int, str]] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["trajectory"].choices = [("", "— paste a transcript below —"), *trajectories]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not data.get("trajectory") and not (data.get("transcript") or "").strip() and not self.errors:
+            self.add_error("transcript", "Paste a transcript or pick a trajectory.")
+        return data
 
 
 # --- runs ----------------------------------------------------------------------------------------------

@@ -283,3 +283,54 @@ def rubric_preview(spec: dict, trajectory: Trajectory) -> RubricPreview:
             )
     total = sum(c.weighted for c in components if c.scored)
     return RubricPreview(components, total, spec.get("aggregation", "weighted_sum"))
+
+
+# --- the rubric preview on a stored trajectory ------------------------------------------------------
+
+PREVIEW_TRAJECTORY_CHOICES = 40
+
+
+def preview_trajectory_choices(*, project: Project) -> list[tuple[int, str]]:
+    """The project's latest trajectories as (id, "run · step 3 · task t-1 · reward 0.5") for the rubric
+    preview's picker."""
+    from webapp.rollouts.models import Trajectory as StoredTrajectory
+
+    rows = (
+        StoredTrajectory.objects.filter(run__project=project)
+        .order_by("-pk")
+        .values_list("pk", "run__name", "step", "split", "task_id", "reward")[:PREVIEW_TRAJECTORY_CHOICES]
+    )
+    return [
+        (pk, f"#{pk} · {run} · {split} step {step} · task {task[:40]} · reward {reward:.4g}")
+        for pk, run, step, split, task, reward in rows
+    ]
+
+
+def stored_trajectory(stored: Any, *, answer: str | None = None) -> Trajectory:
+    """A stored trajectory (webapp.rollouts.models.Trajectory, its turns) as the rubric scorer reads one.
+    The task's answer is not stored with it: the preview's "expected answer" gives it."""
+    from trainers.types import Task
+    from trainers.types import Turn as TrainerTurn
+
+    turns = [
+        TrainerTurn(
+            role=turn.role,
+            text=turn.text,
+            tool_name=turn.tool_name or None,
+            tool_args=turn.tool_args,
+            tool_result=turn.tool_result or None,
+            reward=turn.reward,
+        )
+        for turn in stored.turns.order_by("index")
+    ]
+    env_reward = sum(
+        c.get("raw") or 0.0
+        for c in stored.components or []
+        if isinstance(c, dict) and c.get("kind") == "env_reward"
+    )
+    return Trajectory(
+        task=Task(id=stored.task_id, prompt=stored.prompt, answer=answer),
+        turns=turns,
+        status=stored.status,
+        env_reward=float(env_reward),
+    )

@@ -7,6 +7,7 @@ agree on what a valid config is. Every write is atomic: a validation error write
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
@@ -135,6 +136,32 @@ def _log_version(definition: VersionedDefinition, version, user) -> None:
     )
 
 
+def definition_errors(
+    *, name: str | None, description: str | None, check: Callable[[], Any]
+) -> dict[str, list[str]]:
+    """Every problem with a definition's name, description and content (`check` raises the content's
+    ValidationError), in one pass: create and update refuse with all of them, and the pages ask this
+    too while some fields do not parse yet."""
+    errors: dict[str, list[str]] = {}
+    for step in (
+        lambda: name is not None and _require_name(name),
+        lambda: _check_description(description),
+        check,
+    ):
+        try:
+            step()
+        except ValidationError as error:
+            for path, messages in error.message_dict.items():
+                errors.setdefault(path, []).extend(messages)
+    return errors
+
+
+def _raise_definition_errors(*, name: str | None, description: str | None, check: Callable[[], Any]) -> None:
+    errors = definition_errors(name=name, description=description, check=check)
+    if errors:
+        raise ValidationError(errors)
+
+
 def validate_environment_config(kind: str, config: Any) -> dict[str, Any]:
     try:
         spec = environment_kind(kind)
@@ -152,7 +179,9 @@ def validate_environment_config(kind: str, config: Any) -> dict[str, Any]:
 def environment_create(
     *, project: Project, name: str, kind: str, config: dict[str, Any], user, description: str = ""
 ) -> Environment:
-    config = validate_environment_config(kind, config)
+    _raise_definition_errors(
+        name=name, description=description, check=lambda: validate_environment_config(kind, config)
+    )
     return _definition_create(
         Environment,
         project=project,
@@ -175,7 +204,9 @@ def environment_update(
     note: str = "",
 ) -> EnvironmentVersion:
     """Edit an environment. A changed kind or config makes a new version; runs keep theirs."""
-    config = validate_environment_config(kind, config)
+    _raise_definition_errors(
+        name=name, description=description, check=lambda: validate_environment_config(kind, config)
+    )
     return _definition_update(
         environment,
         user=user,
@@ -199,7 +230,7 @@ def validate_rubric_spec(spec: Any) -> dict[str, Any]:
 def rubric_create(
     *, project: Project, name: str, spec: dict[str, Any], user, description: str = ""
 ) -> Rubric:
-    spec = validate_rubric_spec(spec)
+    _raise_definition_errors(name=name, description=description, check=lambda: validate_rubric_spec(spec))
     return _definition_create(
         Rubric, project=project, name=name, user=user, description=description, content={"spec": spec}
     )
@@ -216,7 +247,7 @@ def rubric_update(
     note: str = "",
 ) -> RubricVersion:
     """Edit a rubric. A changed spec makes a new version; runs keep theirs."""
-    spec = validate_rubric_spec(spec)
+    _raise_definition_errors(name=name, description=description, check=lambda: validate_rubric_spec(spec))
     return _definition_update(
         rubric, user=user, content={"spec": spec}, name=name, description=description, note=note
     )

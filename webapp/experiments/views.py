@@ -46,6 +46,7 @@ from webapp.projects.access import (
     access_project,
     access_rubric,
     access_run,
+    access_trajectory,
 )
 from webapp.projects.views import project_context
 
@@ -57,6 +58,28 @@ CRITERION_PARAMS_PREFIX = re.compile(r"criteria-(\d+|__prefix__)-params")
 
 def _posted(request: HttpRequest):
     return request.POST if request.method == "POST" else None
+
+
+def _check_environment_rest(editor: EnvironmentEditor) -> None:
+    """Some fields did not parse: check the others too, so every error shows in this one pass."""
+    values = editor.partial_values()
+    editor.add_remaining_errors(
+        services.definition_errors(
+            name=values["name"],
+            description=None,
+            check=lambda: services.validate_environment_config(values["kind"], values["config"]),
+        )
+    )
+
+
+def _check_rubric_rest(builder: RubricBuilder) -> None:
+    name = (getattr(builder.form, "cleaned_data", None) or {}).get("name", "")
+    spec = builder.partial_spec()
+    builder.add_remaining_errors(
+        services.definition_errors(
+            name=name, description=None, check=lambda: services.validate_rubric_spec(spec)
+        )
+    )
 
 
 # --- environments ---------------------------------------------------------------------------------
@@ -104,6 +127,8 @@ def environment_create(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, f"Environment “{environment.name}” created (v1).")
             return redirect("experiments:environment_detail", slug, environment.pk)
+    elif request.method == "POST":
+        _check_environment_rest(editor)
     return render(
         request, "experiments/environment_form.html", project_context(access, editor=editor, environment=None)
     )
@@ -152,6 +177,8 @@ def environment_edit(request: HttpRequest, slug: str, environment_id: int) -> Ht
                     request, f"Saved as v{version.number}. Runs that used earlier versions keep them."
                 )
             return redirect("experiments:environment_detail", slug, environment.pk)
+    elif request.method == "POST":
+        _check_environment_rest(editor)
     return render(
         request,
         "experiments/environment_form.html",
@@ -227,7 +254,9 @@ def _rubric_form_page(
             access,
             builder=builder,
             rubric=rubric,
-            preview_form=RubricPreviewForm(),
+            preview_form=RubricPreviewForm(
+                trajectories=selectors.preview_trajectory_choices(project=access.project)
+            ),
             criterion_kinds=criterion_kinds(),
         ),
     )
@@ -246,6 +275,8 @@ def rubric_create(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, f"Rubric “{rubric.name}” created (v1).")
             return redirect("experiments:rubric_detail", slug, rubric.pk)
+    elif request.method == "POST":
+        _check_rubric_rest(builder)
     return _rubric_form_page(request, access, builder, None)
 
 
@@ -278,6 +309,8 @@ def rubric_edit(request: HttpRequest, slug: str, rubric_id: int) -> HttpResponse
                     request, f"Saved as v{version.number}. Runs that used earlier versions keep them."
                 )
             return redirect("experiments:rubric_detail", slug, rubric.pk)
+    elif request.method == "POST":
+        _check_rubric_rest(builder)
     return _rubric_form_page(request, access, builder, rubric)
 
 
@@ -304,7 +337,9 @@ def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
     """htmx partial: score a pasted transcript with the unsaved rubric on the page. Saves nothing."""
     access = access_project(request.user, slug, Capability.LAUNCH)
     builder = RubricBuilder(request.POST)
-    preview_form = RubricPreviewForm(request.POST)
+    preview_form = RubricPreviewForm(
+        request.POST, trajectories=selectors.preview_trajectory_choices(project=access.project)
+    )
     context = project_context(access, builder=builder, problems=[], score=None)
     builder_ok = builder.is_valid()
     preview_ok = preview_form.is_valid()
@@ -317,7 +352,13 @@ def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
         try:
             services.validate_rubric_spec(spec)
             answer = preview_form.cleaned_data["answer"] or None
-            trajectory = parse_transcript(preview_form.cleaned_data["transcript"], answer=answer)
+            picked = preview_form.cleaned_data["trajectory"]
+            if picked:  # a real trajectory of this project (the picker only lists these)
+                stored = access_trajectory(access, picked)
+                trajectory = selectors.stored_trajectory(stored, answer=answer)
+                context["stored"] = stored
+            else:
+                trajectory = parse_transcript(preview_form.cleaned_data["transcript"], answer=answer)
             context["score"] = selectors.rubric_preview(spec, trajectory)
             context["trajectory"] = trajectory
         except ValidationError as error:

@@ -219,3 +219,20 @@ def test_only_members_who_launch_may_preview(client_for, project):
     assert (
         client_for("dave").post(url("environment_preview", project), {"kind": "countdown"}).status_code == 403
     )
+
+
+def test_every_error_of_an_environment_shows_in_one_pass(client_for, project):
+    bob = client_for("bob")
+    posted = {
+        "name": "",
+        "kind": "arithmetic_calculator",
+        "config-max_turns": "many",  # does not parse
+        "config-max_digits": "0",  # parses, breaks the schema
+        "config-operations": ["+"],
+    }
+    response = bob.post(url("environment_create", project), posted)
+    assert field_errors(response.content, "name") == ["Name is required."]
+    assert field_errors(response.content, "config-max_turns") == ["Enter a whole number."]
+    assert field_errors(response.content, "config-max_digits") == ["Max digits must be 1 or more (got 0)."]
+    assert flat(form_data(response.content, "environment-form"))["config-max_turns"] == "many"
+    assert Environment.objects.count() == 0

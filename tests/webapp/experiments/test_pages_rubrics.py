@@ -8,7 +8,7 @@ import re
 from django.urls import reverse
 
 from tests.webapp.html_forms import field_errors, flat, form_data, page_errors
-from webapp.experiments.models import Rubric, RubricVersion
+from webapp.experiments.models import Rubric, RubricVersion, Run
 
 
 def url(name: str, project, *args) -> str:
@@ -180,7 +180,14 @@ def test_the_builder_page_has_a_blank_row_to_add_and_keyboard_buttons_to_move_ro
     assert 'data-action="add"' in html and "js/rubric_builder.js" in html
 
 
-def preview(client, project, transcript: str, answer: str = "", rows: dict | None = None):
+def preview(
+    client,
+    project,
+    transcript: str,
+    answer: str = "",
+    rows: dict | None = None,
+    trajectory: int | None = None,
+):
     rows = (
         rows
         if rows is not None
@@ -198,6 +205,8 @@ def preview(client, project, transcript: str, answer: str = "", rows: dict | Non
         }
     )
     data = {"aggregation": "weighted_sum", **rows, "preview-transcript": transcript, "preview-answer": answer}
+    if trajectory is not None:
+        data["preview-trajectory"] = str(trajectory)
     return client.post(url("rubric_preview", project), data, HTTP_HX_REQUEST="true")
 
 
@@ -250,6 +259,50 @@ def test_the_preview_explains_what_is_wrong_instead_of_scoring(client_for, proje
     typo = preview(bob, project, "assistant: 4", rows=row(0, "x", "env_reward", "heavy"))
     assert "Criterion 1 · weight: Enter a number." in typo.content.decode()
     empty = preview(bob, project, "")
-    assert "transcript: This field is required." in empty.content.decode()
+    assert "transcript: Paste a transcript or pick a trajectory." in empty.content.decode()
     broken = preview(bob, project, '[{"role": "wizard", "text": "hi"}]')
     assert "Transcript: turns.0.role" in broken.content.decode()
+
+
+def test_the_preview_scores_a_real_trajectory_picked_from_the_project(client_for, project, run, users):
+    from tests.webapp.factories import make_trajectory, turn
+    from webapp.projects.services import project_create
+
+    stored = make_trajectory(
+        run, step=2, turns=[turn("user", "What is 2 + 3?"), turn("assistant", "<answer>5</answer>")]
+    )
+    bob = client_for("bob")
+    page = bob.get(url("rubric_create", project)).content.decode()
+    assert f'<option value="{stored.pk}">#{stored.pk} · {run.name} · train step 2' in page
+
+    response = preview(bob, project, "", answer="5", trajectory=stored.pk)
+
+    html = response.content.decode()
+    assert "Trajectory <a href=" in html and f"#{stored.pk}</a>" in html
+    assert cells(html)[0][2:5] == ["1.0000", "1.0000", "1.0000"]  # its stored answer matched
+    # A trajectory of another project is not a choice (and is not read).
+    other = project_create(name="Elsewhere", owner=users["eve"])
+    theirs_run = Run.objects.create(project=other, name="theirs", preset="grpo")
+    theirs = make_trajectory(theirs_run, turns=[turn("assistant", "secret")])
+    refused = preview(bob, project, "", trajectory=theirs.pk).content.decode()
+    assert "secret" not in refused and "Select a valid choice" in refused
+
+
+def test_every_error_of_a_rubric_shows_in_one_pass_on_its_numbered_row(client_for, project):
+    bob = client_for("bob")
+    posted = {
+        "name": "",
+        "aggregation": "weighted_sum",
+        **row(0, "same", "env_reward", "heavy"),  # does not parse
+        **row(1, "same", "env_reward", "-1"),  # a duplicate name and a negative weight
+    }
+    response = bob.post(url("rubric_create", project), posted)
+    html = response.content.decode()
+    assert field_errors(response.content, "name") == ["Name is required."]
+    assert field_errors(response.content, "criteria-0-weight") == ["Enter a number."]
+    assert field_errors(response.content, "criteria-1-name") == [
+        "Name 'same' is already used by criterion 1."
+    ]
+    assert field_errors(response.content, "criteria-1-weight") == ["Weight must be 0 or more (got -1.0)."]
+    assert "#<span data-row-number>2</span>" in html  # the row that message names
+    assert Rubric.objects.count() == 0
