@@ -208,7 +208,6 @@ def seed_trajectories(
         "policy_version",
         "dropped",
         "created_at",
-        "dropped",
     ]
     turn_columns = ["trajectory_id", "index", "role", "text", "tool_name", "tool_args", "tool_result"]
     score_columns = [
@@ -321,7 +320,6 @@ def seed_trajectories(
                     step,
                     False,
                     now,
-                    False,
                 )
             )
             for index, turn in enumerate(item_turns):
