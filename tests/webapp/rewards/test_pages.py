@@ -168,7 +168,8 @@ def test_form_errors_are_shown_next_to_their_fields(client_for, world):
     data.update(name="x", held_out_fraction="0.9")
     response = client_for("bob").post(url, data)
     assert (
-        response.status_code == 400 and "0.9 is greater than the maximum of 0.5" in response.content.decode()
+        response.status_code == 400
+        and "Held-out fraction must be 0.5 or less (got 0.9)." in response.content.decode()
     )
     assert not RewardModel.objects.filter(name="x").exists()
 
