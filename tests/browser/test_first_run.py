@@ -3,14 +3,12 @@ rubric (checking it with the preview), launch a run and find it in the list."""
 
 from __future__ import annotations
 
-
 import pytest
 from django.contrib.auth import get_user_model
 
 from tests.browser.conftest import sign_in
 from webapp.experiments.models import Environment, Rubric, Run
 from webapp.projects.services import project_create
-
 
 
 @pytest.fixture
