@@ -1,10 +1,7 @@
 """A researcher's first session, in real headless Chromium: sign in, define an environment and a
-rubric (checking it with the preview), launch a run and find it in the list. The last screen is the
-README's screenshot."""
+rubric (checking it with the preview), launch a run and find it in the list."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -12,8 +9,6 @@ from django.contrib.auth import get_user_model
 from tests.browser.conftest import sign_in
 from webapp.experiments.models import Environment, Rubric, Run
 from webapp.projects.services import project_create
-
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshot.png"
 
 
 @pytest.fixture
@@ -73,5 +68,3 @@ def test_a_researcher_defines_and_launches_a_first_run(researcher, server, page)
     page.goto(f"{server}/p/{project.slug}/runs/")
     assert "DAPO, first try" in page.inner_text("table")
     assert "Queued" in page.inner_text("table")
-    SCREENSHOT.parent.mkdir(exist_ok=True)
-    page.screenshot(path=str(SCREENSHOT), full_page=False)
