@@ -36,7 +36,7 @@ import torch
 from trainers import algorithms, checkpoint, wire
 from trainers.config import effective_rubric, max_turns_at, resolve_run_config, validate_run_config
 from trainers.events import REPORTED, EventSink, LogForwarder, NullSink, PhaseClock, make_event
-from trainers.losses import completion_logprobs, policy_loss
+from trainers.losses import completion_logprobs, policy_loss, truncated_importance_weights
 from trainers.rollout import ChatFormat, LocalRollouts, Rollout
 from trainers.toolformats import resolve_tool_format
 
@@ -103,7 +103,8 @@ class Trainer:
         self.policy_version = 0
         self.last_metrics: dict[str, float] = {}
         self.rollouts: Any = None
-        self._pending: tuple[int, Any] | None = None  # (data position, futures) of a batch generating ahead
+        # Batches generating ahead of the learner (bounded async), oldest first: (data position, futures).
+        self._pending: list[tuple[int, Any]] = []
         self._setup_done = False
         self._phases = PhaseClock()
 
@@ -389,7 +390,7 @@ class Trainer:
         generated: list[list[Rollout]] = []
         zero_variance = 0
         rounds = 0
-        off_policy = cfg["one_step_off_policy"] and cfg["num_rollout_workers"] > 0
+        ahead = cfg["max_staleness"] if cfg["num_rollout_workers"] > 0 else 0
         while True:
             need = cfg["prompts_per_step"] - len(kept)
             self.phase(
@@ -399,10 +400,9 @@ class Trainer:
                 message=f"{need} groups of {cfg['group_size']}" + (f", round {rounds + 1}" if rounds else ""),
             )
             t0 = time.perf_counter()
-            if self._pending is not None and rounds == 0:
-                # Generated while the previous step updated: one policy version behind.
-                groups = self.rollouts.collect(self._pending[1])
-                self._pending = None
+            if self._pending and rounds == 0:
+                # Generated while earlier steps updated: at most `max_staleness` versions behind.
+                groups = self.rollouts.collect(self._pending.pop(0)[1])
             else:
                 seeds = self._seeds(need, cfg["group_size"])
                 tasks = self._next_tasks(need)
@@ -414,20 +414,27 @@ class Trainer:
                     policy_version=self.policy_version,
                     first_group=len(generated),
                 )
-            if off_policy and rounds == 0 and self.step + 1 < cfg["max_steps"]:
-                position = self.data_position
-                seeds = self._seeds(cfg["prompts_per_step"], cfg["group_size"])
-                tasks = self._next_tasks(cfg["prompts_per_step"])
-                self._pending = (
-                    position,
-                    self.rollouts.submit(
+            if rounds == 0:
+                # Keep `max_staleness` batches in flight: Ray runs an actor's calls in order, so a batch
+                # submitted now is sampled by the current weights and trained on at most that many
+                # updates later.
+                upcoming = self.step + 1 + len(self._pending)
+                while len(self._pending) < ahead and upcoming < cfg["max_steps"]:
+                    position = self.data_position
+                    seeds = self._seeds(cfg["prompts_per_step"], cfg["group_size"])
+                    tasks = self._next_tasks(cfg["prompts_per_step"])
+                    futures = self.rollouts.submit(
                         tasks,
                         seeds,
-                        max_turns=max_turns_at(cfg, self.step + 1),
+                        max_turns=max_turns_at(cfg, upcoming),
                         generation_seed=seeds[0][0],
                         policy_version=self.policy_version,
-                    ),
-                )
+                    )
+                    self._pending.append((position, futures))
+                    upcoming += 1
+            for group in groups:
+                for r in group:
+                    r.staleness = self.policy_version - r.policy_version
             timings["generate"] += time.perf_counter() - t0
             self.phase("scoring", self.step + 1, total=len(groups))
             t0 = time.perf_counter()
@@ -574,7 +581,11 @@ class Trainer:
             i for i, r in enumerate(rollouts) if any(masks[i]) and (r.advantage != 0.0 or cfg["kl_coef"] > 0)
         ]
         chunks = [c for c in _split(active, cfg["grad_accum_steps"]) if c]
-        behaviour_old = cfg["one_step_off_policy"] and cfg["num_rollout_workers"] > 0
+        # Bounded async: the batch may come from an older policy; weight each token by the truncated
+        # importance ratio π_learner / π_behaviour (TIS). The clip stays around the learner's own
+        # log-probs at the start of the update (the proximal policy), as in decoupled PPO.
+        correct = cfg["max_staleness"] > 0 and cfg["num_rollout_workers"] > 0 and cfg["tis_cap"] > 0
+        mismatch = {"sum": 0.0, "tokens": 0.0, "weight": 0.0}
         old_logps: dict[int, torch.Tensor] = {}
         timings.setdefault("forward", 0.0)
         timings.setdefault("backward", 0.0)
@@ -603,14 +614,22 @@ class Trainer:
                 logp, mask, entropy = completion_logprobs(
                     self.model, batch, batch_masks, cfg["temperature"], with_entropy=epoch == 0
                 )
-                if behaviour_old:
-                    old = _pad([r.behaviour_logprobs for r in batch], logp.shape[1], logp.device) * mask
-                elif cfg["updates_per_batch"] == 1:
+                if cfg["updates_per_batch"] == 1:
                     old = logp.detach()
                 else:
                     if c not in old_logps:
                         old_logps[c] = logp.detach()
                     old = old_logps[c]
+                is_weights = None
+                if epoch == 0 or correct:
+                    behaviour = _pad([r.behaviour_logprobs for r in batch], logp.shape[1], logp.device)
+                    if epoch == 0:
+                        mismatch["sum"] += float(((old - behaviour).abs() * mask).sum())
+                        mismatch["tokens"] += float(mask.sum())
+                    if correct:
+                        is_weights = truncated_importance_weights(old, behaviour, mask, cfg["tis_cap"])
+                        if epoch == 0:
+                            mismatch["weight"] += float((is_weights * mask).sum())
                 ref = None
                 if cfg["kl_coef"] > 0:
                     ref = self._reference_logprobs(batch, batch_masks)
@@ -625,6 +644,7 @@ class Trainer:
                     cfg["loss_agg"],
                     ref_logp=ref,
                     kl_coef=cfg["kl_coef"],
+                    is_weights=is_weights,
                     num_sequences=num_sequences,
                     num_tokens=num_tokens,
                     norm_constant=norm_constant,
@@ -667,7 +687,23 @@ class Trainer:
             "advantage/abs_mean": sum(abs(a) for a in advs) / len(advs),
             "loss_tokens": num_tokens,
             "trained_sequences": float(len(active)),
+            **self._async_metrics(rollouts, mismatch, correct),
         }
+
+    def _async_metrics(self, rollouts: list[Rollout], mismatch: dict[str, float], corrected: bool) -> dict:
+        """How far behind the learner the batch was sampled, and how much the sampler's log-probs differ
+        from the learner's on the trained tokens (mean |log π_learner − log π_behaviour|, the gap AReaL
+        and NeMo-RL report; non-zero even when synchronous, from numerics and a different backend)."""
+        staleness = [r.staleness for r in rollouts]
+        metrics = {
+            "staleness/mean": sum(staleness) / max(len(staleness), 1),
+            "staleness/max": float(max(staleness, default=0)),
+        }
+        if mismatch["tokens"]:
+            metrics["logprob_mismatch/mean"] = mismatch["sum"] / mismatch["tokens"]
+            if corrected:
+                metrics["is_weight/mean"] = mismatch["weight"] / mismatch["tokens"]
+        return metrics
 
     @torch.no_grad()
     def _reference_logprobs(self, batch: list[Rollout], masks: list[list[int]]) -> torch.Tensor:
@@ -717,7 +753,7 @@ class Trainer:
             k: v for k, v in self.last_metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)
         }
         # A batch already generating for the next step is not trained on yet: resume regenerates it.
-        position = self._pending[0] if self._pending is not None else self.data_position
+        position = self._pending[0][0] if self._pending else self.data_position
         state = {
             "step": self.step,
             "data_position": position,
