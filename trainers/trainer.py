@@ -26,6 +26,7 @@ import math
 import random
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,7 @@ class Trainer:
         self.policy_version = 0
         self.last_metrics: dict[str, float] = {}
         self.rollouts: Any = None
+        self.learner: Any = None  # trainers.sharded.ShardedLearner when num_learner_workers > 1
         # Batches generating ahead of the learner (bounded async), oldest first: (data position, futures).
         self._pending: list[tuple[int, Any]] = []
         self._setup_done = False
@@ -228,6 +230,8 @@ class Trainer:
             )
         if self.resume_from is not None:
             self._resume(self.resume_from)
+        if cfg["num_learner_workers"] > 1:
+            self.learner = self._make_learner()
         self.rollouts = self._make_rollouts()
         if isinstance(self.rollouts, LocalRollouts):
             self.rollouts.progress = self._generation_progress
@@ -269,6 +273,27 @@ class Trainer:
         rollouts = LocalRollouts(backend, self.chat, self.make_env, cfg, self.stop, push_weights=True)
         rollouts.update_weights(self.policy_state_dict, self.policy_version)
         return rollouts
+
+    def _make_learner(self) -> Any:
+        from trainers.sharded import SHARDED_DIR, ShardedLearner
+
+        cfg = self.config
+        started = time.perf_counter()
+        learner = ShardedLearner(cfg, self.model, self.device)
+        self.log(
+            f"sharded the policy over {cfg['num_learner_workers']} learner processes (FSDP2) "
+            f"in {time.perf_counter() - started:.1f}s"
+        )
+        if self.resume_from is not None:
+            if (self.resume_from / SHARDED_DIR).is_dir():
+                learner.load(self.resume_from)
+            else:
+                self.log(
+                    f"{self.resume_from} has no sharded optimizer state: the learner shards start "
+                    "from its weights with fresh AdamW moments",
+                    "warning",
+                )
+        return learner
 
     def _resume(self, path: Path) -> None:
         checkpoint.load_weights(path, self.model)
@@ -361,6 +386,8 @@ class Trainer:
             logging.getLogger().removeHandler(forwarder)
             if self.rollouts is not None:
                 self.rollouts.close()
+            if self.learner is not None:
+                self.learner.close()
             self.sink.flush()
 
     def _cancel_requested(self) -> bool:
@@ -569,6 +596,8 @@ class Trainer:
         return list(r.loss_mask) if cfg["mask_tool_tokens"] else [1] * len(r.completion_ids)
 
     def update(self, rollouts: list[Rollout], timings: dict[str, float]) -> dict[str, float]:
+        if self.learner is not None:
+            return self._sharded_update(rollouts, timings)
         cfg = self.config
         masks = [self._loss_mask(r) for r in rollouts]
         num_tokens = float(sum(sum(m) for m in masks))
@@ -705,6 +734,81 @@ class Trainer:
                 metrics["is_weight/mean"] = mismatch["weight"] / mismatch["tokens"]
         return metrics
 
+    def _sharded_update(self, rollouts: list[Rollout], timings: dict[str, float]) -> dict[str, float]:
+        """`update` on the learner shards (trainers/sharded.py): the same rows, normalisers and learning
+        rate; the shards' sums add up to the single-process step's. Their wall time is reported as
+        `time/forward` (forward, backward and optimizer run remotely, together)."""
+        from trainers.sharded import sample_payload, split_rows
+
+        cfg = self.config
+        masks = [self._loss_mask(r) for r in rollouts]
+        num_tokens = float(sum(sum(m) for m in masks))
+        num_sequences = float(sum(1 for m in masks if any(m)))
+        norm_constant = cfg["loss_norm_constant"] or cfg["max_new_tokens"] * max(
+            max_turns_at(cfg, self.step), 1
+        )
+        active = [
+            i for i, r in enumerate(rollouts) if any(masks[i]) and (r.advantage != 0.0 or cfg["kl_coef"] > 0)
+        ]
+        chunks = [c for c in _split(active, cfg["grad_accum_steps"]) if c]
+        refs: dict[int, list[float]] = {}
+        if cfg["kl_coef"] > 0:
+            for chunk in chunks:
+                ref = self._reference_logprobs([rollouts[i] for i in chunk], [masks[i] for i in chunk])
+                refs.update({i: ref[j].tolist() for j, i in enumerate(chunk)})
+        correct = cfg["max_staleness"] > 0 and cfg["num_rollout_workers"] > 0 and cfg["tis_cap"] > 0
+        lr = self.scheduler.get_last_lr()[0]
+        payloads = [
+            {
+                "chunks": [
+                    [sample_payload(rollouts[i], masks[i], refs.get(i)) for i in rows] for rows in mine
+                ],
+                "num_tokens": num_tokens,
+                "num_sequences": num_sequences,
+                "norm_constant": norm_constant,
+                "correct": correct,
+                "lr": lr,
+            }
+            for mine in split_rows(chunks, cfg["num_learner_workers"])
+        ]
+        t0 = time.perf_counter()
+        parts = self.learner.learn(payloads)
+        with warnings.catch_warnings():  # the driver's optimizer only carries the schedule: it never steps
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
+            for _ in range(cfg["updates_per_batch"]):
+                self.scheduler.step()
+        timings["forward"] = timings.get("forward", 0.0) + time.perf_counter() - t0
+        totals = {key: sum(p[key] for p in parts) for key in parts[0]}
+        self.policy_version += 1
+        self.phase("syncing", self.step + 1)
+        t0 = time.perf_counter()
+        state = self.learner.full_state_dict()
+        with torch.no_grad():
+            for name, tensor in self.model.state_dict().items():
+                if name in state:
+                    tensor.copy_(state[name])
+        self.rollouts.update_weights(self.policy_state_dict, self.policy_version)
+        timings["weight_sync"] = time.perf_counter() - t0
+        active_tokens = max(totals["tokens"], 1.0)
+        advs = [r.advantage for r in rollouts]
+        return {
+            "loss": totals["loss"] / cfg["updates_per_batch"],
+            "clip_fraction": totals["clipped"] / active_tokens,
+            "kl": totals["kl"] / active_tokens,
+            "ratio_mean": totals["ratio"] / active_tokens,
+            "entropy": totals["entropy"] / max(sum(sum(masks[i]) for i in active), 1),
+            "grad_norm": parts[0]["grad_norm"],
+            "advantage/mean": sum(advs) / len(advs),
+            "advantage/abs_mean": sum(abs(a) for a in advs) / len(advs),
+            "loss_tokens": num_tokens,
+            "trained_sequences": float(len(active)),
+            **self._async_metrics(
+                rollouts,
+                {"sum": totals["mm_sum"], "tokens": totals["mm_tokens"], "weight": totals["mm_w"]},
+                correct,
+            ),
+        }
+
     @torch.no_grad()
     def _reference_logprobs(self, batch: list[Rollout], masks: list[list[int]]) -> torch.Tensor:
         if self.lora:
@@ -745,6 +849,9 @@ class Trainer:
         self.last_metrics.update(metrics)
         return metrics
 
+    def _save_shards(self, directory: Path) -> None:
+        self.learner.save(directory)
+
     def save_checkpoint(self) -> str:
         assert self.out_dir is not None and self.registry is not None
         self.phase("checkpointing", self.step)
@@ -768,6 +875,7 @@ class Trainer:
             scheduler=self.scheduler,
             trainer_state=state,
             run_config=self.config,
+            extra=self._save_shards if self.learner is not None else None,
         )
         removed = self.registry.add(self.step, path, metrics)
         kind = "adapter" if self.lora else "full"
