@@ -255,7 +255,7 @@ class LearnerShard:
         from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
         model_state, optim_state = get_state_dict(self.model, self.optimizer)
-        state = {"model": model_state, "optim": optim_state}
+        state: dict[str, Any] = {"model": model_state, "optim": optim_state}
         dcp.load(state, checkpoint_id=path)
         set_state_dict(
             self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
@@ -304,8 +304,8 @@ class ShardedLearner:
         self.started_ray = init_ray(num_cpus=ray_cpus(config))
         gpu = device.startswith("cuda")
         threads = max(1, int(config.get("torch_threads") or 1))
-        remote = ray.remote(num_cpus=1, num_gpus=1 if gpu else 0)(LearnerShard)
-        self.shards = [
+        remote: Any = ray.remote(num_cpus=1, num_gpus=1 if gpu else 0)(LearnerShard)
+        self.shards: list[Any] = [
             remote.remote(rank, self.world_size, config, threads) for rank in range(self.world_size)
         ]
         master = ray.get(self.shards[0].address.remote())
