@@ -261,17 +261,22 @@ class LearnerShard:
             self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
         )
 
-    def info(self) -> dict[str, Any]:
-        """This process's id and peak resident memory (bytes), for the bench."""
-        import resource
-
+    def info(self, reset_peak: bool = False) -> dict[str, Any]:
+        """This process: rank, pid, resident and peak memory (bytes), and what it holds of the policy."""
+        tensors = [p.to_local() if hasattr(p, "to_local") else p for p in self.params]
+        state = [
+            (v.to_local() if hasattr(v, "to_local") else v)
+            for per_param in self.optimizer.state.values()
+            for v in per_param.values()
+            if hasattr(v, "numel") and v.dim() > 0
+        ]
         return {
             "rank": self.rank,
             "pid": os.getpid(),
-            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            "local_params": sum(
-                p.to_local().numel() if hasattr(p, "to_local") else p.numel() for p in self.params
-            ),
+            **process_memory(reset_peak),
+            "local_params": sum(t.numel() for t in tensors),
+            "state_bytes": sum(t.numel() * t.element_size() for t in tensors) * 2  # weights + gradients
+            + sum(t.numel() * t.element_size() for t in state),  # AdamW moments
         }
 
     def close(self) -> None:
@@ -279,6 +284,25 @@ class LearnerShard:
 
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def process_memory(reset_peak: bool = False) -> dict[str, int]:
+    """This process's resident memory and its peak since start or the last reset (Linux /proc; bytes).
+    `reset_peak` first resets the peak (`clear_refs` 5), so a figure covers only what follows."""
+    if reset_peak:
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+        except OSError:
+            pass  # not Linux, or not allowed: the peak then counts from the start
+    values = {}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                values[key] = int(rest.split()[0]) * 1024
+    except OSError:
+        return {"rss": 0, "peak_rss": 0}
+    return {"rss": values.get("VmRSS", 0), "peak_rss": values.get("VmHWM", 0)}
 
 
 def _rows(rows: list[list[float]], width: int, device: Any) -> Any:
@@ -303,7 +327,8 @@ class ShardedLearner:
         self.world_size = config["num_learner_workers"]
         self.started_ray = init_ray(num_cpus=ray_cpus(config))
         gpu = device.startswith("cuda")
-        threads = max(1, int(config.get("torch_threads") or 1))
+        # The machine's threads split between the shards (on a cluster, set torch_threads per node).
+        threads = max(1, int(config.get("torch_threads") or os.cpu_count() or 1) // self.world_size)
         remote: Any = ray.remote(num_cpus=1, num_gpus=1 if gpu else 0)(LearnerShard)
         self.shards: list[Any] = [
             remote.remote(rank, self.world_size, config, threads) for rank in range(self.world_size)
@@ -334,8 +359,8 @@ class ShardedLearner:
     def load(self, checkpoint_dir: str | Path) -> None:
         self._all("load", str(Path(checkpoint_dir) / SHARDED_DIR))
 
-    def info(self) -> list[dict[str, Any]]:
-        return self._all("info")
+    def info(self, reset_peak: bool = False) -> list[dict[str, Any]]:
+        return self._all("info", reset_peak)
 
     def close(self) -> None:
         import ray
