@@ -5,6 +5,7 @@ Layout of one checkpoint (`<out>/checkpoints/step-000050/`):
     model.safetensors, config.json, tokenizer files   full fine-tuning: a loadable HF model directory
     adapter/adapter_model.safetensors, adapter_config.json   LoRA: the adapters only
     optimizer.pt          AdamW state (moments, step counts) and the LR scheduler state
+    sharded/              a sharded learner's model and AdamW shards (torch.distributed.checkpoint)
     rng.pt                torch / python RNG states
     trainer_state.json    step, data position, policy version, metrics, best-metric history
     run_config.json       the resolved run config the checkpoint belongs to
@@ -22,6 +23,7 @@ import os
 import random
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,8 +62,12 @@ def save_checkpoint(
     scheduler: Any,
     trainer_state: dict[str, Any],
     run_config: dict[str, Any],
+    extra: Callable[[Path], None] | None = None,
 ) -> Path:
-    """Write a complete checkpoint at `path` (atomically). Returns the path."""
+    """Write a complete checkpoint at `path` (atomically). Returns the path.
+
+    `extra(directory)` writes more into the checkpoint before it is renamed into place (the sharded
+    learner's optimizer shards)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
@@ -82,6 +88,8 @@ def save_checkpoint(
         torch.save(rng_state(), staging / "rng.pt")
         (staging / TRAINER_STATE).write_text(json.dumps(trainer_state, indent=2, default=str))
         (staging / "run_config.json").write_text(json.dumps(run_config, indent=2, default=str))
+        if extra is not None:
+            extra(staging)
         staging.chmod(0o755)
         if target.exists():  # re-saving the same step (e.g. the final step was also a periodic one)
             shutil.rmtree(target)

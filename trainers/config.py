@@ -480,12 +480,41 @@ _PROPERTIES: dict[str, Any] = {
         minimum=0,
         maximum=1024,
     ),
-    "one_step_off_policy": _knob(
-        "boolean",
-        "One step off-policy",
-        "Generate step n+1 with the previous weights while step n updates (needs rollout workers).",
-        False,
+    "max_staleness": _knob(
+        "integer",
+        "Max staleness",
+        "Bounded async: rollout workers generate up to this many batches ahead of the learner, so a "
+        "batch may be sampled by a policy at most this many versions old (0 = synchronous; 1 = "
+        "step n+1 generates while step n learns). Stale tokens are corrected with truncated "
+        "importance weights (see tis_cap). Needs rollout workers. Replaces one_step_off_policy "
+        "(true = 1).",
+        0,
         "distributed",
+        minimum=0,
+        maximum=16,
+    ),
+    "tis_cap": _knob(
+        "number",
+        "Importance weight cap",
+        "Truncated importance sampling (TIS) for async batches: each token's loss is weighted by "
+        "min(π_learner / π_behaviour, cap), from the log-probs the rollout worker recorded while "
+        "sampling (the cap bounds the variance). 0 turns the correction off.",
+        2.0,
+        "distributed",
+        minimum=0,
+        maximum=1000,
+    ),
+    "num_learner_workers": _knob(
+        "integer",
+        "Learner processes",
+        "1: the policy trains in the run's own process. N > 1: N Ray processes shard it with "
+        "torch FSDP2 (gloo on CPU, NCCL on GPU), each holding 1/N of the weights, gradients "
+        "and optimizer state; the updated weights are gathered after every step and pushed to "
+        "the rollout workers. Full fine-tuning only (no LoRA).",
+        1,
+        "distributed",
+        minimum=1,
+        maximum=1024,
     ),
     # --- task --------------------------------------------------------------------------------
     "environment": _ENVIRONMENT_SCHEMA,
@@ -620,12 +649,29 @@ def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+# Knobs that were replaced: old name -> function of its stored value giving the new knobs. A stored run
+# config (a run to resume, a saved experiment) with the old name still resolves.
+RENAMED_KNOBS: dict[str, Any] = {
+    "one_step_off_policy": lambda value: {"max_staleness": 1} if value else {},
+}
+
+
+def upgrade_run_config(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` with replaced knobs mapped onto their successors (an explicit new knob wins)."""
+    config = dict(config)
+    for old, upgrade in RENAMED_KNOBS.items():
+        if old in config:
+            for key, value in upgrade(config.pop(old)).items():
+                config.setdefault(key, value)
+    return config
+
+
 def resolve_run_config(preset: str | None = None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """defaults ← preset ← overrides. The returned dict is complete: every knob has a value.
 
     `preset` None takes `overrides["preset"]`, else "grpo". An unknown preset raises ValueError.
     """
-    overrides = dict(overrides or {})
+    overrides = upgrade_run_config(dict(overrides or {}))
     name = preset or overrides.get("preset") or "grpo"
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
@@ -672,8 +718,11 @@ def validate_run_config(config: dict[str, Any]) -> dict[str, list[str]]:
         steps = [entry[0] for entry in schedule if isinstance(entry, list) and entry]
         if steps != sorted(steps) or len(set(steps)) != len(steps):
             add("max_turns_schedule", "Steps must be strictly increasing.")
-    if config.get("one_step_off_policy") and config.get("num_rollout_workers", 0) < 1:
-        add("one_step_off_policy", "One-step off-policy needs at least one rollout worker.")
+    if (config.get("max_staleness") or 0) > 0 and config.get("num_rollout_workers", 0) < 1:
+        add("max_staleness", "Generating ahead (max staleness above 0) needs at least one rollout worker.")
+    lora = config.get("lora")
+    if (config.get("num_learner_workers") or 1) > 1 and isinstance(lora, dict) and lora.get("enabled"):
+        add("num_learner_workers", "A sharded learner trains all weights: turn LoRA off or use 1 process.")
     batch = config.get("group_size"), config.get("prompts_per_step"), config.get("grad_accum_steps")
     group, prompts, accum = batch
     if (

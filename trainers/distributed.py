@@ -111,6 +111,12 @@ def state_digest(state_dict: dict[str, Any]) -> str:
     return digest.hexdigest()[:16]
 
 
+def ray_cpus(config: dict[str, Any]) -> int:
+    """CPUs a local Ray needs for the run: one per rollout worker and one per learner shard."""
+    learners = config.get("num_learner_workers", 1)
+    return max(1, config.get("num_rollout_workers", 0) + (learners if learners > 1 else 0))
+
+
 def init_ray(num_cpus: int | None = None) -> bool:
     """Join `RAY_ADDRESS` or start a local Ray; returns True when this call started Ray."""
     import ray
@@ -138,7 +144,7 @@ class RayRollouts:
 
         self.config = config
         workers = config["num_rollout_workers"]
-        self.started_ray = init_ray(num_cpus=workers)
+        self.started_ray = init_ray(num_cpus=ray_cpus(config))
         remote = ray.remote(num_cpus=1)(RolloutWorker)
         self.actors: list[Any] = [remote.remote(config, i, 1) for i in range(workers)]
         self._pending_updates: list[Any] = []

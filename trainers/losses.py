@@ -15,6 +15,7 @@ Aggregation modes (per optimizer step, across micro-batches, which is why the st
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -84,10 +85,13 @@ def policy_loss(
     num_sequences: float | None = None,
     num_tokens: float | None = None,
     norm_constant: float | None = None,
+    is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, LossStats]:
     """PPO-clip surrogate with asymmetric clip range [1 - clip_low, 1 + clip_high], plus kl_coef · k3.
 
-    Returns the scalar loss to backpropagate and the micro-batch's stats.
+    `is_weights` (no gradient; see `truncated_importance_weights`) multiply each token's surrogate:
+    the off-policy correction of a batch sampled by an older (behaviour) policy. The KL term is not
+    reweighted. Returns the scalar loss to backpropagate and the micro-batch's stats.
     """
     mask = mask.to(logp.dtype)
     adv = advantages.to(logp.dtype).unsqueeze(-1)
@@ -95,6 +99,8 @@ def policy_loss(
     unclipped = -adv * ratio
     clipped = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     per_token = torch.maximum(unclipped, clipped)
+    if is_weights is not None:
+        per_token = per_token * is_weights.to(per_token.dtype)
     kl = None
     if ref_logp is not None and kl_coef > 0:
         kl = k3_kl(logp, ref_logp)
@@ -108,6 +114,21 @@ def policy_loss(
             ratio_sum=float((ratio * mask).sum()),
         )
     return loss, stats
+
+
+def truncated_importance_weights(
+    learner_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor, cap: float
+) -> torch.Tensor:
+    """Per-token truncated importance weights min(π_learner / π_behaviour, cap) (TIS, as verl's
+    `tis_imp_ratio_cap` and AReaL's decoupled loss cap them), detached, 0 outside `mask`.
+
+    `learner_logp` is the learner's log-prob of each token before the update (the proximal policy),
+    `behaviour_logp` the one the sampler recorded: the batch's tokens were drawn from π_behaviour,
+    so weighting by the ratio makes the gradient an estimate under π_learner; the cap bounds its
+    variance when the two policies disagree (stale batches, a different inference engine)."""
+    with torch.no_grad():
+        log_ratio = (learner_logp - behaviour_logp).clamp(max=math.log(cap) if cap > 0 else 0.0)
+        return torch.exp(log_ratio) * mask.to(learner_logp.dtype)
 
 
 # --- log-probabilities of sampled tokens -------------------------------------------------------------

@@ -222,6 +222,7 @@ class Rollout:
     env_state: Any = None
     policy_version: int = 0
     split: str = "train"
+    staleness: int = 0  # policy versions between the sampler and the learner that trained on it
     # Filled in after scoring.
     reward: float = 0.0
     components: list[dict[str, Any]] = field(default_factory=list)
@@ -258,6 +259,7 @@ class Rollout:
             "advantage": self.advantage,
             "status": traj.status,
             "policy_version": self.policy_version,
+            "staleness": self.staleness,
             "prompt_tokens": len(self.prompt_ids),
             "completion_tokens": self.model_tokens,
             "turns": turns,

@@ -26,6 +26,7 @@ import math
 import random
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ import torch
 from trainers import algorithms, checkpoint, wire
 from trainers.config import effective_rubric, max_turns_at, resolve_run_config, validate_run_config
 from trainers.events import REPORTED, EventSink, LogForwarder, NullSink, PhaseClock, make_event
-from trainers.losses import completion_logprobs, policy_loss
+from trainers.losses import completion_logprobs, policy_loss, truncated_importance_weights
 from trainers.rollout import ChatFormat, LocalRollouts, Rollout
 from trainers.toolformats import resolve_tool_format
 
@@ -103,7 +104,9 @@ class Trainer:
         self.policy_version = 0
         self.last_metrics: dict[str, float] = {}
         self.rollouts: Any = None
-        self._pending: tuple[int, Any] | None = None  # (data position, futures) of a batch generating ahead
+        self.learner: Any = None  # trainers.sharded.ShardedLearner when num_learner_workers > 1
+        # Batches generating ahead of the learner (bounded async), oldest first: (data position, futures).
+        self._pending: list[tuple[int, Any]] = []
         self._setup_done = False
         self._phases = PhaseClock()
 
@@ -227,6 +230,8 @@ class Trainer:
             )
         if self.resume_from is not None:
             self._resume(self.resume_from)
+        if cfg["num_learner_workers"] > 1:
+            self.learner = self._make_learner()
         self.rollouts = self._make_rollouts()
         if isinstance(self.rollouts, LocalRollouts):
             self.rollouts.progress = self._generation_progress
@@ -268,6 +273,27 @@ class Trainer:
         rollouts = LocalRollouts(backend, self.chat, self.make_env, cfg, self.stop, push_weights=True)
         rollouts.update_weights(self.policy_state_dict, self.policy_version)
         return rollouts
+
+    def _make_learner(self) -> Any:
+        from trainers.sharded import SHARDED_DIR, ShardedLearner
+
+        cfg = self.config
+        started = time.perf_counter()
+        learner = ShardedLearner(cfg, self.model, self.device)
+        self.log(
+            f"sharded the policy over {cfg['num_learner_workers']} learner processes (FSDP2) "
+            f"in {time.perf_counter() - started:.1f}s"
+        )
+        if self.resume_from is not None:
+            if (self.resume_from / SHARDED_DIR).is_dir():
+                learner.load(self.resume_from)
+            else:
+                self.log(
+                    f"{self.resume_from} has no sharded optimizer state: the learner shards start "
+                    "from its weights with fresh AdamW moments",
+                    "warning",
+                )
+        return learner
 
     def _resume(self, path: Path) -> None:
         checkpoint.load_weights(path, self.model)
@@ -360,6 +386,8 @@ class Trainer:
             logging.getLogger().removeHandler(forwarder)
             if self.rollouts is not None:
                 self.rollouts.close()
+            if self.learner is not None:
+                self.learner.close()
             self.sink.flush()
 
     def _cancel_requested(self) -> bool:
@@ -389,7 +417,7 @@ class Trainer:
         generated: list[list[Rollout]] = []
         zero_variance = 0
         rounds = 0
-        off_policy = cfg["one_step_off_policy"] and cfg["num_rollout_workers"] > 0
+        ahead = cfg["max_staleness"] if cfg["num_rollout_workers"] > 0 else 0
         while True:
             need = cfg["prompts_per_step"] - len(kept)
             self.phase(
@@ -399,10 +427,9 @@ class Trainer:
                 message=f"{need} groups of {cfg['group_size']}" + (f", round {rounds + 1}" if rounds else ""),
             )
             t0 = time.perf_counter()
-            if self._pending is not None and rounds == 0:
-                # Generated while the previous step updated: one policy version behind.
-                groups = self.rollouts.collect(self._pending[1])
-                self._pending = None
+            if self._pending and rounds == 0:
+                # Generated while earlier steps updated: at most `max_staleness` versions behind.
+                groups = self.rollouts.collect(self._pending.pop(0)[1])
             else:
                 seeds = self._seeds(need, cfg["group_size"])
                 tasks = self._next_tasks(need)
@@ -414,20 +441,27 @@ class Trainer:
                     policy_version=self.policy_version,
                     first_group=len(generated),
                 )
-            if off_policy and rounds == 0 and self.step + 1 < cfg["max_steps"]:
-                position = self.data_position
-                seeds = self._seeds(cfg["prompts_per_step"], cfg["group_size"])
-                tasks = self._next_tasks(cfg["prompts_per_step"])
-                self._pending = (
-                    position,
-                    self.rollouts.submit(
+            if rounds == 0:
+                # Keep `max_staleness` batches in flight: Ray runs an actor's calls in order, so a batch
+                # submitted now is sampled by the current weights and trained on at most that many
+                # updates later.
+                upcoming = self.step + 1 + len(self._pending)
+                while len(self._pending) < ahead and upcoming < cfg["max_steps"]:
+                    position = self.data_position
+                    seeds = self._seeds(cfg["prompts_per_step"], cfg["group_size"])
+                    tasks = self._next_tasks(cfg["prompts_per_step"])
+                    futures = self.rollouts.submit(
                         tasks,
                         seeds,
-                        max_turns=max_turns_at(cfg, self.step + 1),
+                        max_turns=max_turns_at(cfg, upcoming),
                         generation_seed=seeds[0][0],
                         policy_version=self.policy_version,
-                    ),
-                )
+                    )
+                    self._pending.append((position, futures))
+                    upcoming += 1
+            for group in groups:
+                for r in group:
+                    r.staleness = self.policy_version - r.policy_version
             timings["generate"] += time.perf_counter() - t0
             self.phase("scoring", self.step + 1, total=len(groups))
             t0 = time.perf_counter()
@@ -562,6 +596,8 @@ class Trainer:
         return list(r.loss_mask) if cfg["mask_tool_tokens"] else [1] * len(r.completion_ids)
 
     def update(self, rollouts: list[Rollout], timings: dict[str, float]) -> dict[str, float]:
+        if self.learner is not None:
+            return self._sharded_update(rollouts, timings)
         cfg = self.config
         masks = [self._loss_mask(r) for r in rollouts]
         num_tokens = float(sum(sum(m) for m in masks))
@@ -574,7 +610,11 @@ class Trainer:
             i for i, r in enumerate(rollouts) if any(masks[i]) and (r.advantage != 0.0 or cfg["kl_coef"] > 0)
         ]
         chunks = [c for c in _split(active, cfg["grad_accum_steps"]) if c]
-        behaviour_old = cfg["one_step_off_policy"] and cfg["num_rollout_workers"] > 0
+        # Bounded async: the batch may come from an older policy; weight each token by the truncated
+        # importance ratio π_learner / π_behaviour (TIS). The clip stays around the learner's own
+        # log-probs at the start of the update (the proximal policy), as in decoupled PPO.
+        correct = cfg["max_staleness"] > 0 and cfg["num_rollout_workers"] > 0 and cfg["tis_cap"] > 0
+        mismatch = {"sum": 0.0, "tokens": 0.0, "weight": 0.0}
         old_logps: dict[int, torch.Tensor] = {}
         timings.setdefault("forward", 0.0)
         timings.setdefault("backward", 0.0)
@@ -603,14 +643,22 @@ class Trainer:
                 logp, mask, entropy = completion_logprobs(
                     self.model, batch, batch_masks, cfg["temperature"], with_entropy=epoch == 0
                 )
-                if behaviour_old:
-                    old = _pad([r.behaviour_logprobs for r in batch], logp.shape[1], logp.device) * mask
-                elif cfg["updates_per_batch"] == 1:
+                if cfg["updates_per_batch"] == 1:
                     old = logp.detach()
                 else:
                     if c not in old_logps:
                         old_logps[c] = logp.detach()
                     old = old_logps[c]
+                is_weights = None
+                if epoch == 0 or correct:
+                    behaviour = _pad([r.behaviour_logprobs for r in batch], logp.shape[1], logp.device)
+                    if epoch == 0:
+                        mismatch["sum"] += float(((old - behaviour).abs() * mask).sum())
+                        mismatch["tokens"] += float(mask.sum())
+                    if correct:
+                        is_weights = truncated_importance_weights(old, behaviour, mask, cfg["tis_cap"])
+                        if epoch == 0:
+                            mismatch["weight"] += float((is_weights * mask).sum())
                 ref = None
                 if cfg["kl_coef"] > 0:
                     ref = self._reference_logprobs(batch, batch_masks)
@@ -625,6 +673,7 @@ class Trainer:
                     cfg["loss_agg"],
                     ref_logp=ref,
                     kl_coef=cfg["kl_coef"],
+                    is_weights=is_weights,
                     num_sequences=num_sequences,
                     num_tokens=num_tokens,
                     norm_constant=norm_constant,
@@ -667,6 +716,97 @@ class Trainer:
             "advantage/abs_mean": sum(abs(a) for a in advs) / len(advs),
             "loss_tokens": num_tokens,
             "trained_sequences": float(len(active)),
+            **self._async_metrics(rollouts, mismatch, correct),
+        }
+
+    def _async_metrics(self, rollouts: list[Rollout], mismatch: dict[str, float], corrected: bool) -> dict:
+        """How far behind the learner the batch was sampled, and how much the sampler's log-probs differ
+        from the learner's on the trained tokens (mean |log π_learner − log π_behaviour|, the gap AReaL
+        and NeMo-RL report; non-zero even when synchronous, from numerics and a different backend)."""
+        staleness = [r.staleness for r in rollouts]
+        metrics = {
+            "staleness/mean": sum(staleness) / max(len(staleness), 1),
+            "staleness/max": float(max(staleness, default=0)),
+        }
+        if mismatch["tokens"]:
+            metrics["logprob_mismatch/mean"] = mismatch["sum"] / mismatch["tokens"]
+            if corrected:
+                metrics["is_weight/mean"] = mismatch["weight"] / mismatch["tokens"]
+        return metrics
+
+    def _sharded_update(self, rollouts: list[Rollout], timings: dict[str, float]) -> dict[str, float]:
+        """`update` on the learner shards (trainers/sharded.py): the same rows, normalisers and learning
+        rate; the shards' sums add up to the single-process step's. Their wall time is reported as
+        `time/forward` (forward, backward and optimizer run remotely, together)."""
+        from trainers.sharded import sample_payload, split_rows
+
+        cfg = self.config
+        masks = [self._loss_mask(r) for r in rollouts]
+        num_tokens = float(sum(sum(m) for m in masks))
+        num_sequences = float(sum(1 for m in masks if any(m)))
+        norm_constant = cfg["loss_norm_constant"] or cfg["max_new_tokens"] * max(
+            max_turns_at(cfg, self.step), 1
+        )
+        active = [
+            i for i, r in enumerate(rollouts) if any(masks[i]) and (r.advantage != 0.0 or cfg["kl_coef"] > 0)
+        ]
+        chunks = [c for c in _split(active, cfg["grad_accum_steps"]) if c]
+        refs: dict[int, list[float]] = {}
+        if cfg["kl_coef"] > 0:
+            for chunk in chunks:
+                ref = self._reference_logprobs([rollouts[i] for i in chunk], [masks[i] for i in chunk])
+                refs.update({i: ref[j].tolist() for j, i in enumerate(chunk)})
+        correct = cfg["max_staleness"] > 0 and cfg["num_rollout_workers"] > 0 and cfg["tis_cap"] > 0
+        lr = self.scheduler.get_last_lr()[0]
+        payloads = [
+            {
+                "chunks": [
+                    [sample_payload(rollouts[i], masks[i], refs.get(i)) for i in rows] for rows in mine
+                ],
+                "num_tokens": num_tokens,
+                "num_sequences": num_sequences,
+                "norm_constant": norm_constant,
+                "correct": correct,
+                "lr": lr,
+            }
+            for mine in split_rows(chunks, cfg["num_learner_workers"])
+        ]
+        t0 = time.perf_counter()
+        parts = self.learner.learn(payloads)
+        with warnings.catch_warnings():  # the driver's optimizer only carries the schedule: it never steps
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
+            for _ in range(cfg["updates_per_batch"]):
+                self.scheduler.step()
+        timings["forward"] = timings.get("forward", 0.0) + time.perf_counter() - t0
+        totals = {key: sum(p[key] for p in parts) for key in parts[0]}
+        self.policy_version += 1
+        self.phase("syncing", self.step + 1)
+        t0 = time.perf_counter()
+        state = self.learner.full_state_dict()
+        with torch.no_grad():
+            for name, tensor in self.model.state_dict().items():
+                if name in state:
+                    tensor.copy_(state[name])
+        self.rollouts.update_weights(self.policy_state_dict, self.policy_version)
+        timings["weight_sync"] = time.perf_counter() - t0
+        active_tokens = max(totals["tokens"], 1.0)
+        advs = [r.advantage for r in rollouts]
+        return {
+            "loss": totals["loss"] / cfg["updates_per_batch"],
+            "clip_fraction": totals["clipped"] / active_tokens,
+            "kl": totals["kl"] / active_tokens,
+            "ratio_mean": totals["ratio"] / active_tokens,
+            "entropy": totals["entropy"] / max(sum(sum(masks[i]) for i in active), 1),
+            "grad_norm": parts[0]["grad_norm"],
+            "advantage/mean": sum(advs) / len(advs),
+            "advantage/abs_mean": sum(abs(a) for a in advs) / len(advs),
+            "loss_tokens": num_tokens,
+            "trained_sequences": float(len(active)),
+            **self._async_metrics(
+                rollouts,
+                {"sum": totals["mm_sum"], "tokens": totals["mm_tokens"], "weight": totals["mm_w"]},
+                correct,
+            ),
         }
 
     @torch.no_grad()
@@ -709,6 +849,9 @@ class Trainer:
         self.last_metrics.update(metrics)
         return metrics
 
+    def _save_shards(self, directory: Path) -> None:
+        self.learner.save(directory)
+
     def save_checkpoint(self) -> str:
         assert self.out_dir is not None and self.registry is not None
         self.phase("checkpointing", self.step)
@@ -717,7 +860,7 @@ class Trainer:
             k: v for k, v in self.last_metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)
         }
         # A batch already generating for the next step is not trained on yet: resume regenerates it.
-        position = self._pending[0] if self._pending is not None else self.data_position
+        position = self._pending[0][0] if self._pending else self.data_position
         state = {
             "step": self.step,
             "data_position": position,
@@ -732,6 +875,7 @@ class Trainer:
             scheduler=self.scheduler,
             trainer_state=state,
             run_config=self.config,
+            extra=self._save_shards if self.learner is not None else None,
         )
         removed = self.registry.add(self.step, path, metrics)
         kind = "adapter" if self.lora else "full"

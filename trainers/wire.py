@@ -305,6 +305,13 @@ TRAJECTORY = Shape(
             default=0,
             column="policy_version",
         ),
+        _int(
+            "staleness",
+            "policy versions between the policy that sampled it and the one trained on it "
+            "(0: on-policy; at most the run's max_staleness)",
+            default=0,
+            column="staleness",
+        ),
         _int("prompt_tokens", "tokens of the initial prompt", default=0, column="prompt_tokens"),
         _int("completion_tokens", "tokens the model sampled", default=0, column="completion_tokens"),
         _int("rubric_version", "the rubric version that scored it", nullable=True, column="rubric_version"),

@@ -95,8 +95,23 @@ def test_validation_names_each_bad_field():
 
 
 def test_cross_field_rules():
-    errors = validate_run_config(resolve_run_config("rloo", {"group_size": 1, "one_step_off_policy": True}))
-    assert "group_size" in errors and "one_step_off_policy" in errors
+    errors = validate_run_config(resolve_run_config("rloo", {"group_size": 1, "max_staleness": 1}))
+    assert "group_size" in errors and "max_staleness" in errors
+    errors = validate_run_config(
+        resolve_run_config("grpo", {"num_learner_workers": 2, "lora": {"enabled": True}})
+    )
+    assert "num_learner_workers" in errors
+
+
+def test_a_stored_config_with_one_step_off_policy_still_resolves():
+    """Runs stored before max_staleness replaced the boolean keep loading: true means one version ahead."""
+    old = {"num_rollout_workers": 1, "one_step_off_policy": True}
+    config = resolve_run_config("grpo", old)
+    assert "one_step_off_policy" not in config and config["max_staleness"] == 1
+    assert validate_run_config(config) == {}
+    assert resolve_run_config("grpo", {"one_step_off_policy": False})["max_staleness"] == 0
+    # An explicit new knob wins over the old one.
+    assert resolve_run_config("grpo", {**old, "max_staleness": 2})["max_staleness"] == 2
 
 
 def test_unknown_environment_kind_is_reported_on_the_kind():

@@ -28,7 +28,7 @@ def test_ray_workers_roll_out_and_follow_the_learner(local_ray, smollm):
         "max_new_tokens": 8,
         "max_turns": 1,
         "num_rollout_workers": 2,
-        "one_step_off_policy": True,
+        "max_staleness": 1,
         "eval_tasks": 0,
         "checkpoint_every": 0,
         "learning_rate": 1e-3,
@@ -61,3 +61,44 @@ def test_ray_workers_roll_out_and_follow_the_learner(local_ray, smollm):
         (1, 0),
         (1, 1),
     ]
+
+
+def test_rollouts_run_ahead_by_at_most_max_staleness_versions(local_ray, smollm):
+    """One worker, max_staleness 2: it samples up to two batches ahead of the learner; each item says
+    which policy sampled it and how stale it was, and the learner corrects with capped IS weights."""
+    model, tokenizer = smollm
+    config = {
+        "max_steps": 4,
+        "group_size": 2,
+        "prompts_per_step": 1,
+        "max_new_tokens": 6,
+        "max_turns": 1,
+        "num_rollout_workers": 1,
+        "max_staleness": 2,
+        "tis_cap": 2.0,
+        "eval_tasks": 0,
+        "checkpoint_every": 0,
+        "learning_rate": 1e-3,
+        "environment": {"kind": "arithmetic_calculator", "config": {}},
+    }
+    import copy
+
+    sink = MemorySink()
+    trainer = Trainer(config, sink=sink, model=copy.deepcopy(model), tokenizer=tokenizer)
+    trainer.setup()
+    try:
+        for _ in range(4):
+            trainer.train_step()
+            assert len(trainer._pending) <= 2
+    finally:
+        trainer.rollouts.close()
+    batches = sink.of_type("trajectories")
+    # Step 1 is sampled on-policy; steps 2 and 3 were submitted with it (version 0); step 4 after step
+    # 2's update (version 1). Never more than 2 versions behind.
+    assert [sorted({i["policy_version"] for i in b["items"]}) for b in batches] == [[0], [0], [0], [1]]
+    assert [sorted({i["staleness"] for i in b["items"]}) for b in batches] == [[0], [1], [2], [2]]
+    metrics = [m["values"] for m in sink.of_type("metrics")]
+    assert [m["staleness/mean"] for m in metrics] == [0.0, 1.0, 2.0, 2.0]
+    for m in metrics:
+        if "logprob_mismatch/mean" in m:  # a step with signal: the gap and the mean IS weight
+            assert m["logprob_mismatch/mean"] >= 0 and 0 < m["is_weight/mean"] <= 2.0

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from trainers.losses import aggregate, k3_kl, policy_loss
+from trainers.losses import aggregate, k3_kl, policy_loss, truncated_importance_weights
 
 MASK = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
 ADV = torch.tensor([2.0, -1.0])
@@ -103,3 +103,22 @@ def test_unknown_mode_and_missing_constant():
         aggregate(torch.zeros(1, 1), torch.ones(1, 1), "sum")
     with pytest.raises(ValueError):
         aggregate(torch.zeros(1, 1), torch.ones(1, 1), "seq-mean-token-sum-norm")
+
+
+def test_truncated_importance_weights_are_the_ratio_capped_and_masked():
+    learner = torch.tensor([[-1.0, -1.0, -2.0], [-0.5, 0.0, 0.0]])
+    behaviour = torch.tensor([[-1.5, -3.0, -2.0], [-0.5, 0.0, 0.0]])
+    weights = truncated_importance_weights(learner, behaviour, MASK, cap=2.0)
+    # exp(0.5) ≈ 1.65 kept, exp(2) ≈ 7.4 capped at 2, masked token 0, equal log-probs 1.
+    assert torch.allclose(weights, torch.tensor([[math.exp(0.5), 2.0, 0.0], [1.0, 0.0, 0.0]]))
+    assert not weights.requires_grad
+
+
+def test_importance_weights_scale_each_tokens_surrogate_and_gradient():
+    logp = torch.zeros(2, 3, requires_grad=True)
+    weights = torch.tensor([[0.5, 2.0, 0.0], [1.5, 0.0, 0.0]])
+    loss, _ = policy_loss(logp, logp.detach(), ADV, MASK, loss_agg="token-mean", is_weights=weights)
+    # On-policy ratio 1: each token's surrogate is -A · w.
+    assert loss.item() == pytest.approx((-2 * 0.5 - 2 * 2.0 + 1 * 1.5) / 3)
+    loss.backward()
+    assert torch.allclose(logp.grad, torch.tensor([[-1 / 3, -4 / 3, 0.0], [1.5 / 3, 0.0, 0.0]]))

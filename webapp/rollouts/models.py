@@ -45,6 +45,9 @@ class Trajectory(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     policy_version = models.PositiveIntegerField(default=0)
+    staleness = models.PositiveIntegerField(
+        default=0, help_text="policy versions between the sampler and the learner (0: on-policy)"
+    )
     env_state = models.JSONField(null=True, blank=True)
     rubric_version = models.PositiveIntegerField(null=True, blank=True)
     dropped = models.BooleanField(default=False, help_text="generated but not trained on (dynamic sampling)")

@@ -271,8 +271,8 @@ BAD_INPUT = [
     (
         "run knobs that disagree",
         RUN,
-        {"overrides": {"one_step_off_policy": True}},
-        ["overrides.one_step_off_policy"],
+        {"overrides": {"max_staleness": 1}},
+        ["overrides.max_staleness"],
     ),
     ("run overrides not an object", RUN, {"overrides": [1]}, ["overrides"]),
     ("run unknown queue", RUN, {"queue": "tpu"}, ["queue"]),

@@ -111,10 +111,10 @@ def test_it_shows_an_invalid_knob_next_to_it_and_launches_nothing(client_for, pr
 def test_it_shows_a_rule_between_knobs_on_the_knob_concerned(client_for, project, environment, rubric):
     bob = client_for("bob")
     posted, _presets, _keys = launch_form(bob, project)
-    posted.update({"name": "off policy", "knob-one_step_off_policy": "on", "knob-num_rollout_workers": "0"})
+    posted.update({"name": "off policy", "knob-max_staleness": "1", "knob-num_rollout_workers": "0"})
     response = bob.post(url("run_create", project), posted)
-    assert field_errors(response.content, "knob-one_step_off_policy") == [
-        "One-step off-policy needs at least one rollout worker."
+    assert field_errors(response.content, "knob-max_staleness") == [
+        "Generating ahead (max staleness above 0) needs at least one rollout worker."
     ]
     assert Run.objects.count() == 0
 

@@ -54,6 +54,8 @@ def solved(run):
         prompt_tokens=57,
         completion_tokens=31,
         env_state={"display": "42"},
+        policy_version=1,
+        staleness=2,
         turns=[
             turn("system", "You are a careful calculator.", token_ids=[1, 2, 3], loss_mask=[0, 0, 0]),
             turn("user", "What is 12 + 30?", token_ids=[4, 5], loss_mask=[0, 0]),
@@ -99,6 +101,7 @@ def test_the_page_shows_every_turn_with_its_role_tool_card_reward_and_tokens(cli
         html.count('class="m"') == 1 + 1 + 1 + 1
     )  # one masked segment in each of four turns… and the last's
     assert "first run" in html and "correctness v1" in html and "scored with v1" in html
+    assert "policy v1, 2 versions stale" in html  # sampled two updates before the learner trained on it
 
 
 def test_the_reward_breakdown_lists_raw_weight_weighted_and_the_judges_explanation(
