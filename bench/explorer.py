@@ -207,6 +207,7 @@ def seed_trajectories(
         "completion_tokens",
         "policy_version",
         "dropped",
+        "staleness",
         "created_at",
     ]
     turn_columns = ["trajectory_id", "index", "role", "text", "tool_name", "tool_args", "tool_result"]
@@ -319,6 +320,7 @@ def seed_trajectories(
                     rng.randint(10, 120),
                     step,
                     False,
+                    0,
                     now,
                 )
             )
