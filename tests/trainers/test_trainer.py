@@ -233,7 +233,11 @@ def test_dapo_with_a_rubric_reports_components_that_add_up(policy_copy, toy_env)
     items = sink.of_type("trajectories")[0]["items"]
     for item in items:
         names = [c["name"] for c in item["components"]]
-        assert names == ["env", "short", "overlong_penalty"]
+        assert names == [
+            "env",
+            "short",
+            "overlong",
+        ]  # the knobs add the criterion (config.OVERLONG_CRITERION)
         assert item["reward"] == pytest.approx(sum(c["weighted"] for c in item["components"]))
         if item.get("dropped"):
             assert item["advantage"] == 0
