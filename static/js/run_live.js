@@ -29,6 +29,10 @@
     { id: "step_time", title: "Step time by phase (s)", keys: ["step_time"], prefix: "time/", stack: true },
     { id: "throughput", title: "Tokens / s", keys: ["tokens_per_s"] },
     { id: "loss", title: "Loss", keys: ["loss"] },
+    // DPO runs (trainers/dpo.py, TRL's names mapped in trainers/importers/trl.py).
+    { id: "dpo_rewards", title: "DPO implicit reward: chosen vs rejected", keys: ["dpo/reward_chosen", "dpo/reward_rejected"] },
+    { id: "dpo_margin", title: "DPO reward margin", keys: ["dpo/margin"] },
+    { id: "dpo_accuracy", title: "DPO preference accuracy", keys: ["dpo/accuracy"] },
     { id: "staleness", title: "Staleness (policy versions behind)", keys: ["staleness/mean", "staleness/max"] },
     { id: "mismatch", title: "Log-prob mismatch (sampler vs learner)", prefix: "logprob_mismatch/" },
   ];

@@ -491,6 +491,13 @@ def snapshot_dpo(request: HttpRequest, slug: str, snapshot_id: int) -> HttpRespo
 
 @login_required
 @require_GET
+def snapshot_dpo_text(request: HttpRequest, slug: str, snapshot_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    return exports.download_response(_snapshot(access, snapshot_id), "dpo-text")
+
+
+@login_required
+@require_GET
 def snapshot_parquet(request: HttpRequest, slug: str, snapshot_id: int) -> HttpResponse:
     access = access_project(request.user, slug, Capability.LAUNCH)
     return exports.download_response(_snapshot(access, snapshot_id), "parquet")
