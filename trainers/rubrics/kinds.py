@@ -105,6 +105,8 @@ EXACT_MATCH = KindSpec(
         }
     ),
     target=f"{_CRITERIA_MODULE}:ExactMatch",
+    typical_range="0 or 1",
+    signal="verifiable",
 )
 
 NUMERIC_MATCH = KindSpec(
@@ -133,6 +135,8 @@ NUMERIC_MATCH = KindSpec(
         }
     ),
     target=f"{_CRITERIA_MODULE}:NumericMatch",
+    typical_range="0 or 1",
+    signal="verifiable",
 )
 
 REGEX = KindSpec(
@@ -174,6 +178,8 @@ REGEX = KindSpec(
         required=["pattern"],
     ),
     target=f"{_CRITERIA_MODULE}:RegexCriterion",
+    typical_range="0 or 1",
+    signal="verifiable",
 )
 
 FORMAT = KindSpec(
@@ -203,6 +209,8 @@ FORMAT = KindSpec(
         }
     ),
     target=f"{_CRITERIA_MODULE}:FormatCriterion",
+    typical_range="0 to 1",
+    signal="verifiable",
 )
 
 LENGTH = KindSpec(
@@ -221,6 +229,8 @@ LENGTH = KindSpec(
         }
     ),
     target=f"{_CRITERIA_MODULE}:LengthCriterion",
+    typical_range="0 to 1",
+    signal="verifiable",
 )
 
 OVERLONG_PENALTY = KindSpec(
@@ -239,6 +249,8 @@ OVERLONG_PENALTY = KindSpec(
         }
     ),
     target=f"{_CRITERIA_MODULE}:OverlongPenalty",
+    typical_range="−1 to 0",
+    signal="verifiable",
 )
 
 TOOL_CALLS = KindSpec(
@@ -268,6 +280,8 @@ TOOL_CALLS = KindSpec(
         }
     ),
     target=f"{_CRITERIA_MODULE}:ToolCallsCriterion",
+    typical_range="about −1 to 1",
+    signal="verifiable",
 )
 
 ENV_REWARD = KindSpec(
@@ -276,6 +290,7 @@ ENV_REWARD = KindSpec(
     description="The reward the environment itself returned over the episode (its step() rewards summed).",
     config_schema=_object({}),
     target=f"{_CRITERIA_MODULE}:EnvRewardCriterion",
+    typical_range="as the environment rewards",
 )
 
 DEFAULT_JUDGE_TEMPLATE = (
@@ -330,6 +345,8 @@ LLM_JUDGE = KindSpec(
     ),
     target="trainers.rubrics.judge:LLMJudge",
     needs_model=True,
+    typical_range="0 to 1 (scaled); the template's scale otherwise",
+    signal="learned",
 )
 
 LEARNED_REWARD = KindSpec(
@@ -350,11 +367,20 @@ LEARNED_REWARD = KindSpec(
                 "default": "",
             },
             "batch_size": _int("Batch size", "Texts scored per forward pass.", 8, 1, 256),
+            "bounded": {
+                "type": "boolean",
+                "title": "Standardise and bound",
+                "description": "tanh((score − mean) / std) with the model's training-text statistics, so the "
+                "criterion lies in (−1, 1) like the others; off: the raw, unbounded score.",
+                "default": True,
+            },
         },
         required=["path"],
     ),
     target="trainers.rubrics.reward_model:LearnedReward",
     needs_model=True,
+    typical_range="−1 to 1 (standardised, bounded); unbounded raw otherwise",
+    signal="learned",
 )
 
 CUSTOM_PYTHON = KindSpec(
@@ -386,6 +412,7 @@ CUSTOM_PYTHON = KindSpec(
         required=["function"],
     ),
     target=f"{_CRITERIA_MODULE}:CustomPython",
+    typical_range="as the function returns",
 )
 
 MATH_VERIFY = KindSpec(
@@ -420,6 +447,8 @@ MATH_VERIFY = KindSpec(
         }
     ),
     target="trainers.rubrics.ecosystem:MathVerifyCriterion",
+    typical_range="0 or 1",
+    signal="verifiable",
 )
 
 VERIFIERS_RUBRIC = KindSpec(
@@ -443,6 +472,7 @@ VERIFIERS_RUBRIC = KindSpec(
         }
     ),
     target="trainers.rubrics.ecosystem:VerifiersRubricCriterion",
+    typical_range="as the verifiers rubric returns",
 )
 
 BUILTIN_CRITERIA: list[KindSpec] = [

@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from trainers.config import PRESETS, RUN_CONFIG_SCHEMA
+from trainers.dpo import DPO_SCHEMA
 from trainers.registry import environment_kinds
 from trainers.rubrics import AGGREGATIONS, rubric_schema
 from webapp.api import fields
@@ -224,6 +225,8 @@ class RunSerializer(serializers.ModelSerializer):
             "parent",
             "parent_checkpoint",
             "lineage",
+            "kind",
+            "preference_snapshot",
             "status",
             "status_changed_at",
             "started_at",
@@ -292,6 +295,24 @@ class RunInputSerializer(serializers.Serializer):
     rubric = fields.object_id(help_text="id of a rubric of this project (its latest version is pinned)")
     preset = serializers.ChoiceField(choices=list(PRESETS), default="grpo", help_text="GET /api/presets/")
     overrides = OverridesField(default=dict, help_text="knobs that differ from the preset")
+    queue = serializers.ChoiceField(choices=Queue.choices, default=Queue.CPU)
+    from_checkpoint = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        help_text="id of a checkpoint of this project (a DPO run's, say): the new run's policy starts from "
+        "its weights (its `model` knob is the checkpoint directory; lineage `init`)",
+    )
+
+
+@extend_schema_field(DPO_SCHEMA)
+class DpoConfigField(serializers.DictField):
+    pass
+
+
+class DpoRunInputSerializer(serializers.Serializer):
+    name = fields.name(Run)
+    config = DpoConfigField(default=dict, help_text="DPO knobs (trainers/dpo.py); defaults fill the rest")
     queue = serializers.ChoiceField(choices=Queue.choices, default=Queue.CPU)
 
 
