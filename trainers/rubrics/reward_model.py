@@ -408,6 +408,7 @@ class LearnedReward(Criterion):
         self.path, self.batch_size, self.bounded = path, batch_size, bounded
         self._scorer = reward_scorer
         self._scale = dict(score_scale) if score_scale else None
+        self._metadata_read = False
         self._template = "{prompt}\n\n{response}"
         self._response_text = "transcript"
         self._provenance: dict[str, Any] = {"reward_model_path": path}
@@ -428,6 +429,14 @@ class LearnedReward(Criterion):
                 "reward_model_provenance": model.metadata.provenance,
             }
             self._scorer = lambda texts: model.score(texts, batch_size=self.batch_size)
+        elif self._scale is None and self.bounded and not self._metadata_read:
+            # A scorer attached from outside (a scoring server, a test) scores raw; the model's
+            # directory still says how to standardise what it returns.
+            self._metadata_read = True
+            try:
+                self._scale = read_metadata(self.path).score_scale
+            except (CriterionUnavailable, RewardModelFormatError):
+                pass
         return self._scorer
 
     def render(self, trajectory: Trajectory) -> str:
