@@ -842,6 +842,7 @@
     const parts = (sample.components || []).map(function (c) { return c.name + " " + fmt(c.weighted); });
     if (parts.length) detail.appendChild(text("span", " · " + parts.join(" · "), "muted small"));
     box.appendChild(detail);
+    if (sample.hacking) box.appendChild(text("div", sample.hacking, "badge hacking"));
     box.appendChild(text("pre", sample.final || "(no final answer)"));
     return box;
   }
@@ -857,6 +858,11 @@
       const flag = text("span", "zero variance: no learning signal", "badge zero");
       flag.title = "Every sample got the same reward, so every advantage is 0.";
       head.appendChild(flag);
+    }
+    if (group.hacking) {
+      const alarm = text("span", "possible reward hacking (" + group.hacking.count + ")", "badge hacking");
+      alarm.title = group.hacking.message;
+      head.appendChild(alarm);
     }
     item.appendChild(head);
     if (group.best) item.appendChild(sampleNode(group.best, "best", "best"));

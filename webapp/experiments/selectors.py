@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import Count, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
 
@@ -11,6 +12,7 @@ from trainers.rubrics import ComponentScore, score_trajectory
 from trainers.types import Trajectory
 from webapp.experiments.models import (
     ACTIVE_STATUSES,
+    Checkpoint,
     Environment,
     EnvironmentVersion,
     Rubric,
@@ -243,3 +245,14 @@ def rubric_preview(spec: dict, trajectory: Trajectory) -> RubricPreview:
             )
     total = sum(c.weighted for c in components if c.scored)
     return RubricPreview(components, total, spec.get("aggregation", "weighted_sum"))
+
+
+def startable_checkpoint(*, project, checkpoint_id: Any) -> Checkpoint | None:
+    """A kept checkpoint of this project that a new run may start from; None for anything else."""
+    if not checkpoint_id or not str(checkpoint_id).isdigit():
+        return None
+    return (
+        Checkpoint.objects.filter(run__project=project, pk=int(checkpoint_id), deleted=False)
+        .select_related("run")
+        .first()
+    )

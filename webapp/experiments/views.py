@@ -43,6 +43,7 @@ from webapp.projects.access import (
     access_run,
 )
 from webapp.projects.views import project_context
+from webapp.rollouts import selectors as rollout_selectors
 
 log = logging.getLogger(__name__)
 
@@ -352,11 +353,23 @@ def run_list(request: HttpRequest, slug: str) -> HttpResponse:
 def run_create(request: HttpRequest, slug: str) -> HttpResponse:
     access = access_project(request.user, slug, Capability.LAUNCH)
     launcher = RunLauncher(_posted(request), project=access.project)
+    # ?from_checkpoint=<id>: the new run's policy starts from that checkpoint (a DPO run's, say).
+    start = selectors.startable_checkpoint(
+        project=access.project,
+        checkpoint_id=request.POST.get("from_checkpoint") or request.GET.get("from_checkpoint"),
+    )
     if request.method == "POST" and launcher.is_valid():
         try:
-            run, _token = services.run_create(
-                project=access.project, user=request.user, dispatch=True, **launcher.values()
-            )
+            if start is not None:
+                values = launcher.values()
+                values["overrides"].pop("model", None)
+                run, _token = services.run_create_from_checkpoint(
+                    checkpoint=start, user=request.user, dispatch=True, **values
+                )
+            else:
+                run, _token = services.run_create(
+                    project=access.project, user=request.user, dispatch=True, **launcher.values()
+                )
         except ValidationError as error:
             launcher.add_service_errors(error)
         else:
@@ -365,7 +378,7 @@ def run_create(request: HttpRequest, slug: str) -> HttpResponse:
     return render(
         request,
         "experiments/run_form.html",
-        project_context(access, launcher=launcher),
+        project_context(access, launcher=launcher, start_checkpoint=start),
     )
 
 
@@ -395,6 +408,7 @@ def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
             snapshot=run_snapshot(run),
             step_time_parts=wire.STEP_TIME_PARTS,
             can_launch=access.can(Capability.LAUNCH),
+            hacking_alarm=rollout_selectors.run_hacking_alarm(run),
         ),
     )
 

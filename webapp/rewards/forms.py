@@ -35,6 +35,7 @@ class TrainForm(forms.Form):
     )
     seed = forms.IntegerField(initial=_KNOBS["seed"]["default"])
     accuracy_threshold = forms.FloatField(
+        required=False,
         initial=DEFAULT_ACCURACY_THRESHOLD,
         min_value=0.0,
         max_value=1.0,
@@ -52,6 +53,10 @@ class TrainForm(forms.Form):
         self.fields["snapshot"].label_from_instance = lambda s: (
             f"dataset #{s.pk} · v{s.version} · {s.pair_count} pairs · {s.created_at:%Y-%m-%d %H:%M}"
         )
+
+    def threshold(self) -> float:
+        value = self.cleaned_data.get("accuracy_threshold")
+        return DEFAULT_ACCURACY_THRESHOLD if value is None else value
 
     def params(self) -> dict:
         return {key: self.cleaned_data[key] for key in ("head", "epochs", "held_out_fraction", "seed")}

@@ -54,7 +54,7 @@ def reward_model_create(request: HttpRequest, slug: str) -> HttpResponse:
                 name=form.cleaned_data["name"],
                 params=form.params(),
                 queue=form.cleaned_data["queue"],
-                accuracy_threshold=form.cleaned_data["accuracy_threshold"],
+                accuracy_threshold=form.threshold(),
             )
         except ValidationError as error:
             _show_errors(form, error)

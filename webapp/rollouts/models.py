@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import models
 
+from trainers.rubrics.alarms import HackingFlag, trajectory_flag
 from webapp.experiments.models import Run
 
 
@@ -67,6 +68,11 @@ class Trajectory(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}/{self.step}/{self.group_index}/{self.sample_index}"
+
+    def hacking_flag(self) -> HackingFlag | None:
+        """Whether this trajectory looks like reward hacking: a learned or judge criterion scored high
+        while a verifiable one failed or the episode was truncated (trainers.rubrics.alarms)."""
+        return trajectory_flag([c for c in self.components or [] if isinstance(c, dict)], self.status)
 
     def reward_breakdown(self) -> RewardBreakdown:
         """The reward criterion by criterion, raw and weighted, with their sum — and whether that sum is

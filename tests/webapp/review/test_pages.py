@@ -138,6 +138,7 @@ PAGES = [
     Page("download DPO JSONL", "get", "launch", "review:snapshot_dpo", ("snapshot",)),
     Page("download parquet", "get", "launch", "review:snapshot_parquet", ("snapshot",)),
     Page("download dpo text", "get", "launch", "review:snapshot_dpo_text", ("snapshot",)),
+    Page("train with dpo", "post", "launch", "review:snapshot_dpo_run", ("snapshot",), ok=302),
 ]
 
 
