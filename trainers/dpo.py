@@ -222,14 +222,14 @@ def train_dpo(
         def __init__(self) -> None:
             self.metrics: dict[str, float] = {}
 
-        def on_log(self, args, state, control, logs=None, **kwargs):  # type: ignore[no-untyped-def]
+        def on_log(self, args, state, control, logs=None, **kwargs):
             self.metrics.update({k: float(v) for k, v in (logs or {}).items() if isinstance(v, (int, float))})
 
     class _SaveOnStop(TrainerCallback):
         """A run stopped early (cancel) still leaves a checkpoint of what it trained, registered
         like the others (the save goes through the Trainer, so on_save callbacks see it)."""
 
-        def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+        def on_step_end(self, args, state, control, **kwargs):
             if control.should_training_stop:
                 control.should_save = True
 

@@ -93,11 +93,15 @@ class EnvironmentPreviewSerializer(serializers.Serializer):
     )
 
 
+# Named in settings.SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] (another "kind" enum is the run's kind).
+ENVIRONMENT_KIND_CHOICES = sorted(environment_kinds())
+
+
 class EnvironmentInputSerializer(serializers.Serializer):
     name = fields.name(Environment)
     description = fields.description()
     kind = serializers.ChoiceField(
-        choices=sorted(environment_kinds()),
+        choices=ENVIRONMENT_KIND_CHOICES,
         help_text="a registered environment kind (GET /api/kinds/environments/)",
     )
     config = serializers.DictField(
@@ -113,7 +117,7 @@ class EnvironmentUpdateSerializer(serializers.Serializer):
 
     name = fields.name(Environment, required=False)
     description = fields.description(required=False)
-    kind = serializers.ChoiceField(choices=sorted(environment_kinds()), required=False)
+    kind = serializers.ChoiceField(choices=ENVIRONMENT_KIND_CHOICES, required=False)
     config = serializers.DictField(required=False)
     note = serializers.CharField(
         allow_blank=True,
