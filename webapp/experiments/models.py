@@ -241,7 +241,8 @@ class Run(models.Model):
         """Which of the run page's actions apply to the run now (the viewer's role aside): the page, its
         live updates and the APIs all ask here."""
         can_continue = self.can_resume()
-        return {"cancel": self.can_cancel(), "resume": can_continue, "fork": can_continue}
+        # The fork page edits GRPO-family knobs; a DPO run forks through the API with DPO knobs.
+        return {"cancel": self.can_cancel(), "resume": can_continue, "fork": can_continue and not self.is_dpo}
 
     def page_state(self) -> dict[str, Any]:
         """Everything the run page shows that a status change can alter: the status, its timestamps, the

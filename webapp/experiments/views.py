@@ -447,6 +447,9 @@ def run_fork(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     """A new run from one of this run's checkpoints with edited knobs."""
     access = access_project(request.user, slug, Capability.LAUNCH)
     run, checkpoints = _stopped_run(access, run_id)
+    if run.is_dpo:  # the fork form edits GRPO knobs; a DPO fork takes DPO knobs (API: POST …/fork/)
+        messages.error(request, "Fork a DPO run through the API (its knobs are DPO's); Resume works here.")
+        return redirect("experiments:run_detail", slug, run.pk)
     form = ForkForm(_posted(request), run=run, checkpoints=checkpoints)
     if request.method == "POST" and form.is_valid():
         values = form.values()
