@@ -300,10 +300,9 @@ class RunInputSerializer(serializers.Serializer):
     preset = serializers.ChoiceField(choices=list(PRESETS), default="grpo", help_text="GET /api/presets/")
     overrides = OverridesField(default=dict, help_text="knobs that differ from the preset")
     queue = serializers.ChoiceField(choices=Queue.choices, default=Queue.CPU)
-    from_checkpoint = serializers.IntegerField(
+    from_checkpoint = fields.object_id(
         required=False,
         allow_null=True,
-        min_value=1,
         help_text="id of a checkpoint of this project (a DPO run's, say): the new run's policy starts from "
         "its weights (its `model` knob is the checkpoint directory; lineage `init`)",
     )

@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.api import fields
 from webapp.api.base import FORBIDDEN, NOT_FOUND, VALIDATION_ERROR, parse
 from webapp.experiments.models import Rubric
 from webapp.projects.access import Capability, access_reward_model
@@ -53,7 +54,7 @@ class RewardModelSerializer(serializers.ModelSerializer):
 
 
 class RegisterInputSerializer(serializers.Serializer):
-    rubric = serializers.IntegerField(min_value=1, help_text="id of a rubric of this project")
+    rubric = fields.object_id(help_text="id of a rubric of this project")
     weight = serializers.FloatField(default=1.0)
     criterion_name = serializers.CharField(max_length=80, required=False, allow_blank=True, default="")
     allow_unreliable = serializers.BooleanField(

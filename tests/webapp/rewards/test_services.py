@@ -280,7 +280,9 @@ def test_an_unreliable_model_needs_an_explicit_override_to_join_a_rubric(snapsho
     reliability = reward_model.reliability()
     assert not reliability.reliable and reliability.n == 2 and reliability.low == 0.0
     with pytest.raises(ValidationError) as refused:
-        services.reward_model_register(reward_model=reward_model, rubric=rubric, weight=1.0, user=users["bob"])
+        services.reward_model_register(
+            reward_model=reward_model, rubric=rubric, weight=1.0, user=users["bob"]
+        )
     message = refused.value.message_dict["allow_unreliable"][0]
     assert "not reliable" in message and "includes 50 %" in message and "below the threshold 60%" in message
     version = services.reward_model_register(
