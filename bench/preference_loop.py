@@ -161,7 +161,8 @@ def main() -> None:
     rubric = {**base_config["rubric"], "criteria": criteria}
     grpo = Trainer({**base_config, "rubric": rubric, "max_steps": max(args.grpo_steps, 1)})
     grpo.setup()
-    flags, series = [0], {}
+    flags: list[int] = [0]
+    series: dict[str, list[tuple[int, float]]] = {}
     score = grpo._score
 
     def score_and_watch(group) -> None:  # every training group through the alarm, as ingestion does
