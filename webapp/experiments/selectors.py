@@ -26,7 +26,11 @@ from webapp.projects.models import Project
 def run_queryset() -> QuerySet[Run]:
     """Runs with what the run serializer and the run list read (look one up with access_run)."""
     return Run.objects.select_related(
-        "project", "created_by", "environment_version__environment", "rubric_version__rubric"
+        "project",
+        "created_by",
+        "environment_version__environment",
+        "rubric_version__rubric",
+        "preference_snapshot",
     )
 
 
@@ -48,6 +52,7 @@ def run_detail_queryset() -> QuerySet[Run]:
         "rubric_version__created_by",
         "parent",
         "parent_checkpoint__run",
+        "preference_snapshot",
     )
 
 
