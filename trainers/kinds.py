@@ -29,6 +29,13 @@ class KindSpec:
     needs_model: bool = False
     # What a criterion's explanation is, as the trajectory page labels it ("judge says" only for a judge).
     explanation_label: str = "details"
+    # Criterion kinds: the values a criterion of this kind typically takes, in words ("0 or 1",
+    # "−1 to 1"), shown by the rubric builder so no one weighs a criterion blind to its scale.
+    typical_range: str = ""
+    # Criterion kinds: "verifiable" (checked against the task: correctness, format, truncation) or
+    # "learned" (a model's opinion: LLM judge, learned reward); the reward-hacking alarm
+    # (trainers.rubrics.alarms) compares the two. "" for neither.
+    signal: str = ""
 
     def validate(self, config: Any) -> Errors:
         """Every problem with `config` as {dotted field path: [messages]}; {} when it is valid. The form,

@@ -123,6 +123,7 @@ class RewardTrainingResult:
     train_loss: float = 0.0
     seconds: dict[str, float] = field(default_factory=dict)  # load, embed, fit, total
     head: str = "linear"
+    score_scale: dict[str, float] = field(default_factory=dict)  # raw-score mean and std on training texts
 
     def metrics(self) -> dict[str, Any]:
         """A JSON-ready summary (no curve)."""
@@ -476,6 +477,15 @@ def train_reward_model(
             scores[[chosen_ids[i] for i in eval_index]], scores[[rejected_ids[i] for i in eval_index]]
         )
 
+    # The criterion standardises raw scores with these (then bounds them with tanh): the training
+    # texts' spread, so a learned criterion's values are comparable with the others' whatever its scale.
+    train_text_ids = sorted({chosen_ids[i] for i in train_index} | {rejected_ids[i] for i in train_index})
+    train_scores = scores[train_text_ids]
+    score_scale = {
+        "mean": float(train_scores.mean()),
+        "std": max(float(train_scores.std(unbiased=False)), 1e-6),
+    }
+
     report("save", 0.0)
     directory = Path(out_dir)
     result = RewardTrainingResult(
@@ -489,6 +499,7 @@ def train_reward_model(
         train_loss=train_loss,
         head=head,
         seconds={"load": loaded - started, "embed": embedded - loaded, "fit": fitted_at - embedded},
+        score_scale=score_scale,
     )
     save_reward_model(
         directory,
@@ -501,6 +512,7 @@ def train_reward_model(
         max_length=max_length,
         input_template=input_template,
         response_text=response_text,
+        score_scale=score_scale,
         provenance={
             **dict(provenance or {}),
             "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -47,14 +47,34 @@ def _label(turn: TurnLike) -> str:
     return f"tool ({turn.tool_name})" if turn.role == "tool" and turn.tool_name else turn.role
 
 
+def _message(turn: TurnLike) -> dict[str, str]:
+    message = {"role": turn.role, "content": _content(turn)}
+    if turn.role == "tool" and turn.tool_name:
+        message["name"] = turn.tool_name
+    return message
+
+
+def flat_response(messages: Iterable[dict[str, str]]) -> str:
+    """A response as flat text for preference exports: always one "role: text" block per message, so
+    the chosen and the rejected side of a pair are rendered by the same rule whatever their shapes (a
+    bare answer on one side and a transcript on the other is a cue a DPO model learns instead of the
+    preference). Tool messages are labelled with their tool when the message names one."""
+    blocks = []
+    for message in messages:
+        role = message.get("role", "")
+        label = f"tool ({message['name']})" if role == "tool" and message.get("name") else role
+        blocks.append(f"{label}: {message.get('content', '')}")
+    return "\n".join(blocks)
+
+
 def trajectory_text(prompt: str, turns: Iterable[TurnLike]) -> TrajectoryText:
     """Split `turns` (in order) at the first assistant turn. `prompt` is the trajectory's task prompt;
     when empty, the last user turn before the response stands in for it."""
     turns = list(turns)
     first_assistant = next((i for i, t in enumerate(turns) if t.role == "assistant"), len(turns))
     before, after = turns[:first_assistant], turns[first_assistant:]
-    prompt_messages = [{"role": t.role, "content": _content(t)} for t in before]
-    response_messages = [{"role": t.role, "content": _content(t)} for t in after]
+    prompt_messages = [_message(t) for t in before]
+    response_messages = [_message(t) for t in after]
     if not prompt:
         users = [t.text for t in before if t.role == "user"]
         prompt = users[-1] if users else ""

@@ -219,6 +219,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "webapp.experiments.models.RunStatus",
         "TrajectoryStatusEnum": "webapp.rollouts.models.TrajectoryStatus",
+        "RunKindEnum": "webapp.experiments.models.RunKind",
+        "EnvironmentKindEnum": "webapp.experiments.serializers.ENVIRONMENT_KIND_CHOICES",
     },
     # The run's ingestion token is checked by the ingestion view itself (no DRF authentication class).
     "APPEND_COMPONENTS": {

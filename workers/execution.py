@@ -86,6 +86,8 @@ def execute_run(run_id: int, *, task_id: str = "", hostname: str = "") -> str:
 
 
 def _train(run: Run, token: str) -> str:
+    if run.is_dpo:
+        return _train_dpo(run, token)
     from trainers.events import JsonlSink, MultiSink
     from trainers.reporting import HttpSink
     from trainers.trainer import train
@@ -99,3 +101,33 @@ def _train(run: Run, token: str) -> str:
         if not http.close(timeout_s=120):
             log.error("run %s: some events could not be delivered: %s", run.pk, http.stats)
     return getattr(result, "status", "done")
+
+
+def _train_dpo(run: Run, token: str) -> str:
+    """A DPO run: TRL's DPOTrainer on the run's preference snapshot, reported by the TRL callback
+    through the same ingestion API (metrics, checkpoints, cancel, final status)."""
+    from trainers.dpo import train_dpo
+    from trainers.integrations.trl import RolloutStudioCallback
+    from trainers.reporting import HttpSink
+    from trainers.sdk import Run as StudioRun
+    from webapp.review.exports import dpo_records
+
+    out_dir = run_artifacts_dir(run)
+    http = HttpSink(settings.DASHBOARD_URL, run.pk, token, start_seq=run.last_seq + 1)
+    reporter = StudioRun(run.pk, token, settings.DASHBOARD_URL, sink=http)
+    http.emit({"type": "status", "status": "RUNNING"})
+    config = {k: v for k, v in run.resolved_config.items() if k not in ("kind", "snapshot")}
+    records = dpo_records(run.preference_snapshot)
+    reporter.log(
+        f"DPO on preference dataset #{run.preference_snapshot_id} (v{run.preference_snapshot.version}): "
+        f"{len(records)} pairs, {config.get('max_steps')} steps"
+    )
+    callback = RolloutStudioCallback(reporter, algorithm="dpo", finish_on_end=True)
+    try:
+        result = train_dpo(
+            records, config, out_dir=out_dir, callbacks=[callback], resume_from=resume_path(run)
+        )
+    finally:
+        if not http.close(timeout_s=120):
+            log.error("run %s: some events could not be delivered: %s", run.pk, http.stats)
+    return "cancelled" if callback.cancelled else f"done ({result.steps} steps)"

@@ -29,6 +29,10 @@
     { id: "step_time", title: "Step time by phase (s)", keys: ["step_time"], prefix: "time/", stack: true },
     { id: "throughput", title: "Tokens / s", keys: ["tokens_per_s"] },
     { id: "loss", title: "Loss", keys: ["loss"] },
+    // DPO runs (trainers/dpo.py, TRL's names mapped in trainers/importers/trl.py).
+    { id: "dpo_rewards", title: "DPO implicit reward: chosen vs rejected", keys: ["dpo/reward_chosen", "dpo/reward_rejected"] },
+    { id: "dpo_margin", title: "DPO reward margin", keys: ["dpo/margin"] },
+    { id: "dpo_accuracy", title: "DPO preference accuracy", keys: ["dpo/accuracy"] },
     { id: "staleness", title: "Staleness (policy versions behind)", keys: ["staleness/mean", "staleness/max"] },
     { id: "mismatch", title: "Log-prob mismatch (sampler vs learner)", prefix: "logprob_mismatch/" },
   ];
@@ -849,6 +853,7 @@
     const parts = (sample.components || []).map(function (c) { return c.name + " " + fmt(c.weighted); });
     if (parts.length) detail.appendChild(text("span", " · " + parts.join(" · "), "muted small"));
     box.appendChild(detail);
+    if (sample.hacking) box.appendChild(text("div", sample.hacking, "badge hacking"));
     box.appendChild(text("pre", sample.final || "(no final answer)"));
     return box;
   }
@@ -864,6 +869,11 @@
       const flag = text("span", "zero variance: no learning signal", "badge zero");
       flag.title = "Every sample got the same reward, so every advantage is 0.";
       head.appendChild(flag);
+    }
+    if (group.hacking) {
+      const alarm = text("span", "possible reward hacking (" + group.hacking.count + ")", "badge hacking");
+      alarm.title = group.hacking.message;
+      head.appendChild(alarm);
     }
     item.appendChild(head);
     if (group.best) item.appendChild(sampleNode(group.best, "best", "best"));

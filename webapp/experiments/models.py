@@ -146,6 +146,14 @@ class RunOrigin(models.TextChoices):
     EXTERNAL = "external", "External trainer"
 
 
+class RunKind(models.TextChoices):
+    """What a dashboard run trains with: a GRPO-family algorithm on an environment and rubric (the
+    `algorithm` knob picks which), or DPO on a preference snapshot (trainers/dpo.py, TRL's DPOTrainer)."""
+
+    RL = "rl", "RL (GRPO family)"
+    DPO = "dpo", "DPO"
+
+
 class Run(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
     name = models.CharField(max_length=120)
@@ -163,6 +171,11 @@ class Run(models.Model):
     rubric_version = models.ForeignKey(
         RubricVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
     )
+    kind = models.CharField(max_length=8, choices=RunKind.choices, default=RunKind.RL)
+    # DPO runs: the preference dataset they train on (PROTECT: a run's data stays inspectable).
+    preference_snapshot = models.ForeignKey(
+        "review.PreferenceSnapshot", null=True, blank=True, on_delete=models.PROTECT, related_name="dpo_runs"
+    )
     preset = models.CharField(max_length=32)
     overrides = models.JSONField(default=dict, help_text="knobs the user changed from the preset")
     resolved_config = models.JSONField(default=dict)
@@ -175,7 +188,8 @@ class Run(models.Model):
     parent_checkpoint = models.ForeignKey(
         "Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="descendant_runs"
     )
-    lineage = models.CharField(max_length=8, blank=True, help_text="'' | resume | fork")
+    # init: a new run whose model is the parent checkpoint's weights (a GRPO run from a DPO checkpoint).
+    lineage = models.CharField(max_length=8, blank=True, help_text="'' | resume | fork | init")
     # Automatic resumes in a row that led to this run (0: started or resumed by a person).
     auto_resume_count = models.PositiveSmallIntegerField(default=0)
 
@@ -232,7 +246,8 @@ class Run(models.Model):
         """Which of the run page's actions apply to the run now (the viewer's role aside): the page, its
         live updates and the APIs all ask here."""
         can_continue = self.can_resume()
-        return {"cancel": self.can_cancel(), "resume": can_continue, "fork": can_continue}
+        # The fork page edits GRPO-family knobs; a DPO run forks through the API with DPO knobs.
+        return {"cancel": self.can_cancel(), "resume": can_continue, "fork": can_continue and not self.is_dpo}
 
     def page_state(self) -> dict[str, Any]:
         """Everything the run page shows that a status change can alter: the status, its timestamps, the
@@ -296,14 +311,23 @@ class Run(models.Model):
         return self.origin == RunOrigin.EXTERNAL
 
     @property
+    def is_dpo(self) -> bool:
+        return self.kind == RunKind.DPO
+
+    @property
     def environment_label(self) -> str:
-        """ "arith v3", or "external" for an external run that pinned no environment."""
+        """ "arith v3", "preferences v2" for a DPO run, or "external" for an external run that pinned
+        no environment."""
         version = self.environment_version
+        if version is None and self.is_dpo and self.preference_snapshot_id:
+            return f"preferences v{self.preference_snapshot.version}"
         return f"{version.environment.name} v{version.number}" if version else "external"
 
     @property
     def rubric_label(self) -> str:
         version = self.rubric_version
+        if version is None and self.is_dpo:
+            return "DPO (no rubric)"
         return f"{version.rubric.name} v{version.number}" if version else "external"
 
     @property

@@ -15,6 +15,7 @@ from trainers.rubrics import ComponentScore, score_trajectory
 from trainers.types import Trajectory
 from webapp.experiments.models import (
     ACTIVE_STATUSES,
+    Checkpoint,
     Environment,
     EnvironmentVersion,
     Rubric,
@@ -28,7 +29,11 @@ from webapp.projects.models import Project
 def run_queryset() -> QuerySet[Run]:
     """Runs with what the run serializer and the run list read (look one up with access_run)."""
     return Run.objects.select_related(
-        "project", "created_by", "environment_version__environment", "rubric_version__rubric"
+        "project",
+        "created_by",
+        "environment_version__environment",
+        "rubric_version__rubric",
+        "preference_snapshot",
     )
 
 
@@ -86,6 +91,7 @@ def run_detail_queryset() -> QuerySet[Run]:
         "rubric_version__created_by",
         "parent",
         "parent_checkpoint__run",
+        "preference_snapshot",
     )
 
 
@@ -333,4 +339,15 @@ def stored_trajectory(stored: Any, *, answer: str | None = None) -> Trajectory:
         turns=turns,
         status=stored.status,
         env_reward=float(env_reward),
+    )
+
+
+def startable_checkpoint(*, project, checkpoint_id: Any) -> Checkpoint | None:
+    """A kept checkpoint of this project that a new run may start from; None for anything else."""
+    if not checkpoint_id or not str(checkpoint_id).isdigit():
+        return None
+    return (
+        Checkpoint.objects.filter(run__project=project, pk=int(checkpoint_id), deleted=False)
+        .select_related("run")
+        .first()
     )

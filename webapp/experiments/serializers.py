@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from trainers.config import PRESETS, RUN_CONFIG_SCHEMA
+from trainers.dpo import DPO_SCHEMA
 from trainers.registry import environment_kinds
 from trainers.rubrics import AGGREGATIONS, rubric_schema
 from webapp.api import fields
@@ -93,11 +94,15 @@ class EnvironmentPreviewSerializer(serializers.Serializer):
     )
 
 
+# Named in settings.SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] (another "kind" enum is the run's kind).
+ENVIRONMENT_KIND_CHOICES = sorted(environment_kinds())
+
+
 class EnvironmentInputSerializer(serializers.Serializer):
     name = fields.name(Environment)
     description = fields.description()
     kind = serializers.ChoiceField(
-        choices=sorted(environment_kinds()),
+        choices=ENVIRONMENT_KIND_CHOICES,
         help_text="a registered environment kind (GET /api/kinds/environments/)",
     )
     config = serializers.DictField(
@@ -113,7 +118,7 @@ class EnvironmentUpdateSerializer(serializers.Serializer):
 
     name = fields.name(Environment, required=False)
     description = fields.description(required=False)
-    kind = serializers.ChoiceField(choices=sorted(environment_kinds()), required=False)
+    kind = serializers.ChoiceField(choices=ENVIRONMENT_KIND_CHOICES, required=False)
     config = serializers.DictField(required=False)
     note = serializers.CharField(
         allow_blank=True,
@@ -225,6 +230,8 @@ class RunSerializer(serializers.ModelSerializer):
             "parent",
             "parent_checkpoint",
             "lineage",
+            "kind",
+            "preference_snapshot",
             "status",
             "status_changed_at",
             "started_at",
@@ -296,6 +303,23 @@ class RunInputSerializer(serializers.Serializer):
     rubric = fields.object_id(help_text="id of a rubric of this project (its latest version is pinned)")
     preset = serializers.ChoiceField(choices=list(PRESETS), default="grpo", help_text="GET /api/presets/")
     overrides = OverridesField(default=dict, help_text="knobs that differ from the preset")
+    queue = serializers.ChoiceField(choices=Queue.choices, default=Queue.CPU)
+    from_checkpoint = fields.object_id(
+        required=False,
+        allow_null=True,
+        help_text="id of a checkpoint of this project (a DPO run's, say): the new run's policy starts from "
+        "its weights (its `model` knob is the checkpoint directory; lineage `init`)",
+    )
+
+
+@extend_schema_field(DPO_SCHEMA)
+class DpoConfigField(serializers.DictField):
+    pass
+
+
+class DpoRunInputSerializer(serializers.Serializer):
+    name = fields.name(Run)
+    config = DpoConfigField(default=dict, help_text="DPO knobs (trainers/dpo.py); defaults fill the rest")
     queue = serializers.ChoiceField(choices=Queue.choices, default=Queue.CPU)
 
 

@@ -17,7 +17,9 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from trainers.config import resolve_run_config, validate_run_config
-from trainers.registry import UnknownKind, environment_kind
+from trainers.dpo import DPO_SCHEMA
+from trainers.kinds import config_with_defaults
+from trainers.registry import UnknownKind, environment_kind, validate_config
 from trainers.rubrics import validate_rubric
 from webapp.accounts.models import hash_token
 from webapp.core.dispatch import Queue, Task, revoke, send_on_commit
@@ -31,6 +33,7 @@ from webapp.experiments.models import (
     Rubric,
     RubricVersion,
     Run,
+    RunKind,
     RunStatus,
     VersionedDefinition,
 )
@@ -358,15 +361,126 @@ def run_create(
     token = run_issue_ingest_token(run)
     log_activity(project, user, ActivityVerb.RUN_LAUNCHED, run_id=run.pk, name=run.name)
     if dispatch:
-        run_id = run.pk
-        send_on_commit(
-            Task.EXECUTE_RUN,
-            args=[run_id],
-            queue=run.queue,
-            on_sent=lambda task_id: Run.objects.filter(pk=run_id).update(task_id=task_id),
-        )
+        _dispatch(run)
     broadcast_on_commit(run, [run.status_event()])
     return run, token
+
+
+def _dispatch(run: Run) -> None:
+    run_id = run.pk
+    send_on_commit(
+        Task.EXECUTE_RUN,
+        args=[run_id],
+        queue=run.queue,
+        on_sent=lambda task_id: Run.objects.filter(pk=run_id).update(task_id=task_id),
+    )
+
+
+def dpo_params(params: Any) -> dict[str, Any]:
+    """A DPO run's knobs with defaults filled in (trainers.dpo.DPO_SCHEMA); field errors as config.*."""
+    if not isinstance(params, dict):
+        raise ValidationError({"config": ["Must be a JSON object of knob values."]})
+    errors = validate_config(DPO_SCHEMA, params)
+    if errors:
+        raise ValidationError(_prefixed(errors, "config"))
+    return config_with_defaults(DPO_SCHEMA, params)
+
+
+@transaction.atomic
+def run_create_dpo(
+    *,
+    project: Project,
+    snapshot: Any,
+    name: str,
+    params: dict[str, Any],
+    user,
+    queue: str = Queue.CPU,
+    parent: Run | None = None,
+    parent_checkpoint: Checkpoint | None = None,
+    lineage: str = "",
+    dispatch: bool = True,
+) -> tuple[Run, str]:
+    """A DPO run: the policy trained on `snapshot`'s preference pairs with TRL's DPOTrainer, on the same
+    worker queues and reporting through the same event API as every run. Returns the run and its token."""
+    name = _require_name(name)
+    if snapshot is None or snapshot.project_id != project.pk:
+        raise ValidationError({"snapshot": ["Choose a preference dataset of this project."]})
+    if queue not in Queue.values:
+        raise ValidationError(
+            {"queue": [f"Unknown queue {queue!r}; choose one of {', '.join(Queue.values)}."]}
+        )
+    knobs = dpo_params(params)
+    pairs = snapshot.pairs.count()
+    if pairs == 0:
+        raise ValidationError(
+            {"snapshot": ["This preference dataset has no pairs: judge some and snapshot again."]}
+        )
+    run = Run.objects.create(
+        project=project,
+        name=name,
+        created_by=user,
+        kind=RunKind.DPO,
+        preference_snapshot=snapshot,
+        preset="dpo",
+        overrides=dict(params),
+        resolved_config={
+            **knobs,
+            "kind": RunKind.DPO,
+            "snapshot": {
+                "id": snapshot.pk,
+                "version": snapshot.version,
+                "queue": snapshot.queue_id,
+                "pairs": pairs,
+            },
+        },
+        queue=queue,
+        parent=parent,
+        parent_checkpoint=parent_checkpoint,
+        lineage=lineage,
+        max_steps=int(knobs["max_steps"]),
+    )
+    token = run_issue_ingest_token(run)
+    if dispatch:
+        _dispatch(run)
+    broadcast_on_commit(run, [run.status_event()])
+    return run, token
+
+
+def run_create_from_checkpoint(
+    *,
+    checkpoint: Checkpoint,
+    name: str,
+    environment: Environment,
+    rubric: Rubric,
+    preset: str,
+    overrides: dict[str, Any],
+    user,
+    queue: str = Queue.CPU,
+    dispatch: bool = True,
+) -> tuple[Run, str]:
+    """A new GRPO-family run whose policy starts from `checkpoint`'s weights (a DPO run's, say): its
+    `model` knob is the checkpoint directory, its lineage `init` under the checkpoint's run. Optimizer
+    and step count start fresh (unlike resume and fork, which continue the same run kind)."""
+    if checkpoint.deleted:
+        raise ValidationError({"checkpoint": ["This checkpoint was pruned: choose a kept one."]})
+    if checkpoint.run.project_id != environment.project_id:
+        raise ValidationError({"checkpoint": ["Choose a checkpoint of this project."]})
+    if not isinstance(overrides, dict):
+        raise ValidationError({"overrides": ["Must be a JSON object of knob values."]})
+    return run_create(
+        project=checkpoint.run.project,
+        name=name,
+        environment=environment,
+        rubric=rubric,
+        preset=preset,
+        overrides={**overrides, "model": checkpoint.path},
+        user=user,
+        queue=queue,
+        parent=checkpoint.run,
+        parent_checkpoint=checkpoint,
+        lineage="init",
+        dispatch=dispatch,
+    )
 
 
 def _resume_point(run: Run, checkpoint: Checkpoint | None) -> Checkpoint:
@@ -390,7 +504,20 @@ def run_resume(
     exactly the same config: the trainer restores weights, optimizer, RNG and data position, and
     starts at the step after the checkpoint. `automatic`: the reaper resumes a LOST run by itself."""
     checkpoint = _resume_point(run, checkpoint)
-    # resume_refusal() refuses external runs, the only ones without pinned versions.
+    if run.is_dpo:
+        return run_create_dpo(
+            project=run.project,
+            snapshot=run.preference_snapshot,
+            name=f"{run.name} · {'auto-resumed' if automatic else 'resumed'} @{checkpoint.step}",
+            params=run.overrides,
+            user=user,
+            queue=run.queue,
+            parent=run,
+            parent_checkpoint=checkpoint,
+            lineage="resume",
+            dispatch=dispatch,
+        )
+    # resume_refusal() refuses external runs; DPO runs train on a snapshot. The rest have pinned versions.
     assert run.environment_version is not None and run.rubric_version is not None
     return run_create(
         project=run.project,
@@ -444,10 +571,23 @@ def run_fork(
     `overrides` are the fork's complete overrides of its preset (start from the parent's and change
     some). Its step count starts at the checkpoint's step."""
     checkpoint = _resume_point(run, checkpoint)
-    # resume_refusal() refuses external runs, the only ones without pinned versions.
-    assert run.environment_version is not None and run.rubric_version is not None
     if not isinstance(overrides, dict):
         raise ValidationError({"overrides": ["Must be a JSON object of knob values."]})
+    if run.is_dpo:
+        return run_create_dpo(
+            project=run.project,
+            snapshot=run.preference_snapshot,
+            name=name or f"{run.name} · fork @{checkpoint.step}",
+            params=overrides,
+            user=user,
+            queue=run.queue,
+            parent=run,
+            parent_checkpoint=checkpoint,
+            lineage="fork",
+            dispatch=dispatch,
+        )
+    # resume_refusal() refuses external runs; DPO runs train on a snapshot. The rest have pinned versions.
+    assert run.environment_version is not None and run.rubric_version is not None
     return run_create(
         project=run.project,
         name=name or f"{run.name} · fork @{checkpoint.step}",
@@ -601,6 +741,8 @@ __all__ = [
     "rubric_create",
     "rubric_update",
     "run_create",
+    "run_create_dpo",
+    "run_create_from_checkpoint",
     "run_transition",
     "run_resume",
     "run_fork",

@@ -49,6 +49,7 @@ from webapp.projects.access import (
     access_trajectory,
 )
 from webapp.projects.views import project_context
+from webapp.rollouts import selectors as rollout_selectors
 
 log = logging.getLogger(__name__)
 
@@ -465,11 +466,23 @@ def run_create(request: HttpRequest, slug: str) -> HttpResponse:
     )
     start = like_run(source) if source is not None else {}
     launcher = RunLauncher(_posted(request), project=access.project, **start)
+    # ?from_checkpoint=<id>: the new run's policy starts from that checkpoint (a DPO run's, say).
+    start_checkpoint = selectors.startable_checkpoint(
+        project=access.project,
+        checkpoint_id=request.POST.get("from_checkpoint") or request.GET.get("from_checkpoint"),
+    )
     if request.method == "POST" and launcher.is_valid():
         try:
-            run, _token = services.run_create(
-                project=access.project, user=request.user, dispatch=True, **launcher.values()
-            )
+            if start_checkpoint is not None:
+                values = launcher.values()
+                values["overrides"].pop("model", None)
+                run, _token = services.run_create_from_checkpoint(
+                    checkpoint=start_checkpoint, user=request.user, dispatch=True, **values
+                )
+            else:
+                run, _token = services.run_create(
+                    project=access.project, user=request.user, dispatch=True, **launcher.values()
+                )
         except ValidationError as error:
             launcher.add_service_errors(error)
         else:
@@ -481,7 +494,7 @@ def run_create(request: HttpRequest, slug: str) -> HttpResponse:
     return render(
         request,
         "experiments/run_form.html",
-        project_context(access, launcher=launcher, source=source),
+        project_context(access, launcher=launcher, source=source, start_checkpoint=start_checkpoint),
     )
 
 
@@ -522,6 +535,7 @@ def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
             snapshot=run_snapshot(run),
             step_time_parts=wire.STEP_TIME_PARTS,
             can_launch=access.can(Capability.LAUNCH),
+            hacking_alarm=rollout_selectors.run_hacking_alarm(run),
         ),
     )
 
@@ -560,6 +574,9 @@ def run_fork(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     """A new run from one of this run's checkpoints with edited knobs."""
     access = access_project(request.user, slug, Capability.LAUNCH)
     run, checkpoints = _stopped_run(access, run_id)
+    if run.is_dpo:  # the fork form edits GRPO knobs; a DPO fork takes DPO knobs (API: POST …/fork/)
+        messages.error(request, "Fork a DPO run through the API (its knobs are DPO's); Resume works here.")
+        return redirect("experiments:run_detail", slug, run.pk)
     form = ForkForm(_posted(request), run=run, checkpoints=checkpoints)
     if request.method == "POST" and form.is_valid():
         values = form.values()

@@ -1,8 +1,16 @@
 """Preference dataset exports, written from a frozen PreferenceSnapshot (so a download is reproducible).
 
-- DPO JSONL: one JSON object a line, `{prompt, chosen, rejected, chosen_reward, rejected_reward,
-  provenance}` — the columns TRL's DPOTrainer reads, plus the rewards and where the row came from
-  (queue, snapshot version, pair, trajectories, runs, steps, votes, annotators).
+- DPO JSONL (`dpo`): TRL's conversational preference format, one JSON object a line,
+  `{prompt, chosen, rejected, chosen_reward, rejected_reward, provenance}` where `prompt` is the chat
+  messages before the first assistant turn (system, user) and `chosen` / `rejected` are the messages
+  from it on — assistant turns (tool calls as the model wrote them), tool results (role "tool", with
+  the tool's `name`) and the final answer, built by the same rule on both sides. TRL's DPOTrainer
+  applies the model's chat template to them; `provenance` says where the row came from (queue, snapshot
+  version, pair, trajectories, runs, steps, votes, annotators).
+- DPO text JSONL (`dpo-text`): the same rows with `prompt`, `chosen` and `rejected` as plain strings,
+  both responses rendered by one rule (`trainers.texts.flat_response`: one "role: text" block per
+  message), so the two sides never differ in shape — a bare answer against a transcript would be a cue
+  a DPO model learns instead of the preference.
 - Parquet for Hugging Face `datasets` (`load_dataset("parquet", data_files=...)` or
   `Dataset.from_parquet`): the same rows with the provenance flattened into plain columns, and the
   snapshot's provenance as JSON in the file's schema metadata under `rollout_studio`.
@@ -22,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from django.http import HttpResponse
 
+from trainers.texts import flat_response
 from webapp.review.models import PreferenceSnapshot
 from webapp.review.services import snapshot_pairs
 
@@ -63,23 +72,50 @@ def export_basename(snapshot: PreferenceSnapshot) -> str:
     return f"{name}-v{snapshot.version}"
 
 
+def conversational_record(row: dict[str, Any]) -> dict[str, Any]:
+    """One snapshot row (see services.snapshot_pairs) in TRL's conversational preference format."""
+    return {
+        "prompt": row["prompt_messages"] or [{"role": "user", "content": row["prompt"]}],
+        "chosen": row["chosen_messages"],
+        "rejected": row["rejected_messages"],
+        "chosen_reward": row["chosen_reward"],
+        "rejected_reward": row["rejected_reward"],
+        "provenance": row["provenance"],
+    }
+
+
+def text_record(row: dict[str, Any]) -> dict[str, Any]:
+    """One snapshot row with prompt and responses as flat strings, both sides rendered alike."""
+    return {
+        "prompt": row["prompt"],
+        "chosen": flat_response(row["chosen_messages"]),
+        "rejected": flat_response(row["rejected_messages"]),
+        "chosen_reward": row["chosen_reward"],
+        "rejected_reward": row["rejected_reward"],
+        "provenance": row["provenance"],
+    }
+
+
 def dpo_records(snapshot: PreferenceSnapshot) -> list[dict[str, Any]]:
-    return [
-        {
-            "prompt": row["prompt"],
-            "chosen": row["chosen"],
-            "rejected": row["rejected"],
-            "chosen_reward": row["chosen_reward"],
-            "rejected_reward": row["rejected_reward"],
-            "provenance": row["provenance"],
-        }
-        for row in snapshot_pairs(snapshot)
-    ]
+    """The snapshot in TRL's conversational format (what `dpo` exports and DPO runs train on)."""
+    return [conversational_record(row) for row in snapshot_pairs(snapshot)]
+
+
+def dpo_text_records(snapshot: PreferenceSnapshot) -> list[dict[str, Any]]:
+    return [text_record(row) for row in snapshot_pairs(snapshot)]
+
+
+def _jsonl(records: list[dict[str, Any]]) -> bytes:
+    lines = (json.dumps(record, ensure_ascii=False, sort_keys=True) for record in records)
+    return "".join(f"{line}\n" for line in lines).encode("utf-8")
 
 
 def dpo_jsonl(snapshot: PreferenceSnapshot) -> bytes:
-    lines = (json.dumps(record, ensure_ascii=False, sort_keys=True) for record in dpo_records(snapshot))
-    return "".join(f"{line}\n" for line in lines).encode("utf-8")
+    return _jsonl(dpo_records(snapshot))
+
+
+def dpo_text_jsonl(snapshot: PreferenceSnapshot) -> bytes:
+    return _jsonl(dpo_text_records(snapshot))
 
 
 def read_dpo_jsonl(data: bytes) -> list[dict[str, Any]]:
@@ -115,7 +151,7 @@ def _flat(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def parquet_bytes(snapshot: PreferenceSnapshot) -> bytes:
-    rows = [_flat(record) for record in dpo_records(snapshot)]
+    rows = [_flat(record) for record in dpo_text_records(snapshot)]
     table = pa.Table.from_pylist(rows, schema=PARQUET_SCHEMA)
     metadata = {PARQUET_METADATA_KEY: json.dumps(snapshot.provenance, sort_keys=True).encode("utf-8")}
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
@@ -134,6 +170,7 @@ def read_parquet(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 # format name → (writer, content type, file suffix): the pages' downloads and the API's export share it.
 EXPORT_FILES = {
     "dpo": (dpo_jsonl, "application/x-ndjson; charset=utf-8", "dpo.jsonl"),
+    "dpo-text": (dpo_text_jsonl, "application/x-ndjson; charset=utf-8", "dpo-text.jsonl"),
     "parquet": (parquet_bytes, "application/vnd.apache.parquet", "parquet"),
 }
 

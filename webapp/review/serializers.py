@@ -224,7 +224,8 @@ class SnapshotExportQuerySerializer(serializers.Serializer):
     format = serializers.ChoiceField(
         choices=EXPORT_FORMATS,
         default="dpo",
-        help_text="dpo: JSON lines {prompt, chosen, rejected, chosen_reward, rejected_reward, provenance}; "
-        "parquet: the same rows, provenance flattened into columns",
+        help_text="dpo: JSON lines in TRL's conversational preference format {prompt, chosen, rejected "
+        "(chat messages), chosen_reward, rejected_reward, provenance}; dpo-text: the same rows with "
+        "prompt and responses as plain strings, both sides rendered alike; parquet: the same rows, provenance flattened into columns",
         error_messages={"invalid_choice": f'Unknown format "{{input}}": one of {", ".join(EXPORT_FORMATS)}.'},
     )

@@ -32,5 +32,9 @@ urlpatterns = [
     path("review/queues/<int:queue_id>/pairs/<int:pair_id>/judge/", views.judge, name="judge"),
     path("review/queues/<int:queue_id>/snapshots/", views.snapshot_create, name="snapshot_create"),
     path("review/snapshots/<int:snapshot_id>/dpo.jsonl", views.snapshot_dpo, name="snapshot_dpo"),
+    path("review/snapshots/<int:snapshot_id>/dpo-run/", views.snapshot_dpo_run, name="snapshot_dpo_run"),
+    path(
+        "review/snapshots/<int:snapshot_id>/dpo-text.jsonl", views.snapshot_dpo_text, name="snapshot_dpo_text"
+    ),
     path("review/snapshots/<int:snapshot_id>/pairs.parquet", views.snapshot_parquet, name="snapshot_parquet"),
 ]

@@ -490,6 +490,42 @@ def snapshot_dpo(request: HttpRequest, slug: str, snapshot_id: int) -> HttpRespo
 
 
 @login_required
+@require_POST
+def snapshot_dpo_run(request: HttpRequest, slug: str, snapshot_id: int) -> HttpResponse:
+    """One click: a DPO run on this preference dataset with the default knobs (trainers/dpo.py)."""
+    from webapp.experiments.services import run_create_dpo
+
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    snapshot = _snapshot(access, snapshot_id)
+    try:
+        run, _token = run_create_dpo(
+            project=access.project,
+            snapshot=snapshot,
+            name=f"DPO on {exports.export_basename(snapshot)}",
+            params={},
+            user=request.user,
+        )
+    except ValidationError as error:
+        for field_messages in error.message_dict.values():
+            for message in field_messages:
+                messages.error(request, message)
+        return (
+            redirect("review:queue_detail", slug, snapshot.queue_id)
+            if snapshot.queue_id
+            else redirect("projects:home", slug)
+        )
+    messages.success(request, f"DPO run “{run.name}” queued on the {run.queue} queue.")
+    return redirect("experiments:run_detail", slug, run.pk)
+
+
+@login_required
+@require_GET
+def snapshot_dpo_text(request: HttpRequest, slug: str, snapshot_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    return exports.download_response(_snapshot(access, snapshot_id), "dpo-text")
+
+
+@login_required
 @require_GET
 def snapshot_parquet(request: HttpRequest, slug: str, snapshot_id: int) -> HttpResponse:
     access = access_project(request.user, slug, Capability.LAUNCH)

@@ -10,6 +10,7 @@ from webapp.core.dispatch import Queue
 from webapp.experiments.models import Rubric
 from webapp.projects.models import Project
 from webapp.rewards import selectors
+from webapp.rewards.models import DEFAULT_ACCURACY_THRESHOLD
 
 _KNOBS = TRAINING_SCHEMA["properties"]
 
@@ -33,6 +34,15 @@ class TrainForm(forms.Form):
         help_text=_help("held_out_fraction"),
     )
     seed = forms.IntegerField(initial=_KNOBS["seed"]["default"])
+    accuracy_threshold = forms.FloatField(
+        required=False,
+        initial=DEFAULT_ACCURACY_THRESHOLD,
+        min_value=0.0,
+        max_value=1.0,
+        label="Reliable from held-out accuracy",
+        help_text="Below this (or when the 95 % interval of the held-out accuracy includes 50 %) the model "
+        "is marked not reliable, and adding it to a rubric needs an explicit override.",
+    )
     queue = forms.ChoiceField(choices=Queue.choices, initial=Queue.CPU, label="Worker queue")
 
     def __init__(self, *args, project: Project, **kwargs) -> None:
@@ -44,6 +54,10 @@ class TrainForm(forms.Form):
             f"dataset #{s.pk} · v{s.version} · {s.pair_count} pairs · {s.created_at:%Y-%m-%d %H:%M}"
         )
 
+    def threshold(self) -> float:
+        value = self.cleaned_data.get("accuracy_threshold")
+        return DEFAULT_ACCURACY_THRESHOLD if value is None else value
+
     def params(self) -> dict:
         return {key: self.cleaned_data[key] for key in ("head", "epochs", "held_out_fraction", "seed")}
 
@@ -53,6 +67,12 @@ class RegisterForm(forms.Form):
     weight = forms.FloatField(initial=1.0)
     criterion_name = forms.CharField(
         max_length=80, required=False, label="Criterion name", help_text="Leave empty for <name>_v<version>."
+    )
+    allow_unreliable = forms.BooleanField(
+        required=False,
+        label="Add it although it is not reliable",
+        help_text="Only for a model marked not reliable: its held-out accuracy does not show it learned "
+        "the preference, and its scores may reward the wrong thing.",
     )
 
     def __init__(self, *args, project: Project, **kwargs) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from trainers.rubrics.reward_model import Reliability, assess_reliability
 from webapp.core.dispatch import Queue
 from webapp.projects.models import Project
 from webapp.review.models import PreferenceSnapshot
@@ -20,6 +21,9 @@ class RewardModelStatus(models.TextChoices):
     TRAINING = "training", "Training"
     READY = "ready", "Ready"
     FAILED = "failed", "Failed"
+
+
+DEFAULT_ACCURACY_THRESHOLD = 0.6
 
 
 class RewardModel(models.Model):
@@ -33,6 +37,11 @@ class RewardModel(models.Model):
     # Training knobs as trainers.reward_training.train_reward_model takes them (head, epochs, lr, seed…).
     params = models.JSONField(default=dict)
     queue = models.CharField(max_length=8, choices=Queue.choices, default=Queue.CPU)
+    # Below this held-out accuracy the model is "not reliable" (see reliability()).
+    accuracy_threshold = models.FloatField(
+        default=DEFAULT_ACCURACY_THRESHOLD,
+        help_text="lowest held-out accuracy that counts as reliable (0..1)",
+    )
 
     status = models.CharField(
         max_length=10, choices=RewardModelStatus.choices, default=RewardModelStatus.QUEUED
@@ -82,3 +91,11 @@ class RewardModel(models.Model):
     @property
     def held_out_accuracy(self) -> float | None:
         return self.metrics.get("held_out_accuracy")
+
+    def reliability(self) -> Reliability:
+        """Whether this model has earned a place in a rubric: held-out accuracy, its Wilson 95 %
+        interval and the held-out size against the threshold (the rule: trainers.rubrics.reward_model.
+        assess_reliability). The pages, the API and reward_model_register all ask here."""
+        return assess_reliability(
+            self.held_out_accuracy, int(self.metrics.get("n_eval") or 0), self.accuracy_threshold
+        )

@@ -25,7 +25,7 @@ from webapp.experiments.services import rubric_update
 from webapp.fleet.models import WorkerNode
 from webapp.review.models import ActivityVerb, PreferenceSnapshot
 from webapp.review.services.activity import log_activity
-from webapp.rewards.models import RewardModel, RewardModelStatus
+from webapp.rewards.models import DEFAULT_ACCURACY_THRESHOLD, RewardModel, RewardModelStatus
 
 # Fewer pairs cannot hold any out for an honest accuracy.
 MIN_PAIRS = 4
@@ -64,11 +64,18 @@ def reward_model_train(
     params: dict[str, Any] | None = None,
     queue: str = Queue.CPU,
     dispatch: bool = True,
+    accuracy_threshold: float = DEFAULT_ACCURACY_THRESHOLD,
 ) -> RewardModel:
     """Create the next version of reward model `name` from `snapshot` and queue its training on a
-    worker after commit."""
+    worker after commit. `accuracy_threshold`: the lowest held-out accuracy that counts as reliable."""
     name = _clean_name(name)
     params = training_params(params)
+    try:
+        accuracy_threshold = float(accuracy_threshold)
+    except (TypeError, ValueError):
+        raise ValidationError({"accuracy_threshold": ["Enter a number between 0 and 1."]}) from None
+    if not 0.0 <= accuracy_threshold <= 1.0:
+        raise ValidationError({"accuracy_threshold": ["Enter a number between 0 and 1."]})
     if queue not in Queue.values:
         raise ValidationError(
             {"queue": [f"Unknown queue {queue!r}; choose one of {', '.join(Queue.values)}."]}
@@ -95,6 +102,7 @@ def reward_model_train(
                     snapshot=snapshot,
                     params=params,
                     queue=queue,
+                    accuracy_threshold=accuracy_threshold,
                     metrics={"n_pairs": pairs},
                     created_by=user,
                 )
@@ -214,11 +222,20 @@ def _criterion_name(reward_model: RewardModel, taken: set[str]) -> str:
 
 @transaction.atomic
 def reward_model_register(
-    *, reward_model: RewardModel, rubric: Rubric, weight: float, user, criterion_name: str = ""
+    *,
+    reward_model: RewardModel,
+    rubric: Rubric,
+    weight: float,
+    user,
+    criterion_name: str = "",
+    allow_unreliable: bool = False,
 ) -> RubricVersion:
     """Add a `learned_reward` criterion scoring with `reward_model` to `rubric`, as its next version.
 
-    Runs already pinned to earlier versions are unchanged; a new run launched with the rubric uses it."""
+    A model that is not reliable (RewardModel.reliability()) is refused unless `allow_unreliable`
+    says the user saw why and wants it anyway. The criterion scores standardised and bounded
+    (`bounded`), so its weight means the same as the other criteria's. Runs already pinned to earlier
+    versions are unchanged; a new run launched with the rubric uses it."""
     if rubric.project_id != reward_model.project_id:
         raise ValidationError({"rubric": ["Choose a rubric of this project."]})
     if not reward_model.is_ready:
@@ -226,6 +243,16 @@ def reward_model_register(
             {
                 "reward_model": [
                     f"{reward_model.label} is {reward_model.get_status_display().lower()}, not ready."
+                ]
+            }
+        )
+    reliability = reward_model.reliability()
+    if not reliability.reliable and not allow_unreliable:
+        raise ValidationError(
+            {
+                "allow_unreliable": [
+                    f"{reward_model.label} is not reliable: {reliability.reason}. Adding it to a rubric "
+                    "needs an explicit override (allow_unreliable)."
                 ]
             }
         )
@@ -245,11 +272,17 @@ def reward_model_register(
     if name in taken:
         raise ValidationError({"criterion_name": [f"{rubric.name} already has a criterion named {name!r}."]})
     spec["criteria"].append(
-        {"name": name, "kind": LEARNED_REWARD, "weight": weight, "params": {"path": reward_model.path}}
+        {
+            "name": name,
+            "kind": LEARNED_REWARD,
+            "weight": weight,
+            "params": {"path": reward_model.path, "bounded": True},
+        }
     )
-    version = rubric_update(
-        rubric=rubric, user=user, spec=spec, note=f"added learned reward {reward_model.label}"[:200]
-    )
+    note = f"added learned reward {reward_model.label}"
+    if not reliability.reliable:
+        note += f" (not reliable, added anyway: {reliability.summary()})"
+    version = rubric_update(rubric=rubric, user=user, spec=spec, note=note[:200])
     log_activity(
         rubric.project,
         user,

@@ -54,6 +54,7 @@ def reward_model_create(request: HttpRequest, slug: str) -> HttpResponse:
                 name=form.cleaned_data["name"],
                 params=form.params(),
                 queue=form.cleaned_data["queue"],
+                accuracy_threshold=form.threshold(),
             )
         except ValidationError as error:
             _show_errors(form, error)
@@ -124,6 +125,7 @@ def reward_model_register(request: HttpRequest, slug: str, reward_model_id: int)
                 weight=form.cleaned_data["weight"],
                 user=request.user,
                 criterion_name=form.cleaned_data["criterion_name"],
+                allow_unreliable=form.cleaned_data["allow_unreliable"],
             )
         except ValidationError as error:
             _show_errors(form, error)
@@ -150,6 +152,7 @@ def reward_model_retrain(request: HttpRequest, slug: str, reward_model_id: int) 
             name=reward_model.name,
             params=reward_model.params,
             queue=reward_model.queue,
+            accuracy_threshold=reward_model.accuracy_threshold,
         )
     except ValidationError as error:
         for field_messages in error.message_dict.values():

@@ -292,6 +292,7 @@ def group_summaries(trajectories: list[Trajectory], items: list[dict[str, Any]])
     out = []
     for (split, group), members in sorted(groups.items()):
         ranked = sorted(members, key=lambda m: m[0].reward)
+        flags = [flag for t, _ in members if (flag := t.hacking_flag()) is not None]
         out.append(
             {
                 "split": split,
@@ -300,6 +301,7 @@ def group_summaries(trajectories: list[Trajectory], items: list[dict[str, Any]])
                 **group_stats([t.reward for t, _ in members], split).to_dict(),
                 "best": _sample_summary(*ranked[-1]),
                 "worst": _sample_summary(*ranked[0]),
+                "hacking": {"count": len(flags), "message": flags[0].message} if flags else None,
             }
         )
     return out
@@ -313,4 +315,5 @@ def _sample_summary(trajectory: Trajectory, item: dict[str, Any]) -> dict[str, A
         "reward": trajectory.reward,
         "components": [{"name": c.get("name"), "weighted": c.get("weighted")} for c in trajectory.components],
         "final": final[:280],
+        "hacking": flag.message if (flag := trajectory.hacking_flag()) is not None else None,
     }

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from trainers.registry import explanation_label
+from trainers.rubrics.alarms import HackingFlag, trajectory_flag
 from webapp.experiments.models import Run
 
 LONG_TRACE_TURNS = 8  # more turns than this: system prompts and tool output start folded
@@ -77,6 +78,11 @@ class Trajectory(models.Model):
     def folds_by_default(self) -> bool:
         """A long trace opens with its system prompts and tool output folded (the page can unfold them)."""
         return self.num_turns > LONG_TRACE_TURNS
+
+    def hacking_flag(self) -> HackingFlag | None:
+        """Whether this trajectory looks like reward hacking: a learned or judge criterion scored high
+        while a verifiable one failed or the episode was truncated (trainers.rubrics.alarms)."""
+        return trajectory_flag([c for c in self.components or [] if isinstance(c, dict)], self.status)
 
     def reward_breakdown(self) -> RewardBreakdown:
         """The reward criterion by criterion, raw and weighted, with their sum — and whether that sum is

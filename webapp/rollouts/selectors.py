@@ -10,8 +10,9 @@ from collections.abc import Iterator
 
 from django.db.models import Prefetch, QuerySet
 
+from trainers.rubrics import alarms
 from webapp.experiments.models import Checkpoint, Run
-from webapp.rollouts.models import RunEvent, Trajectory, Turn
+from webapp.rollouts.models import MetricPoint, RunEvent, Trajectory, Turn
 
 
 def trajectory_list(
@@ -90,3 +91,27 @@ def lineage_trajectories(*, run: Run) -> QuerySet[Trajectory]:
 def trajectory_queryset() -> QuerySet[Trajectory]:
     """Trajectories with the run and project the access helper and the review services read."""
     return Trajectory.objects.select_related("run__project")
+
+
+def run_hacking_alarm(run: Run, *, window: int = alarms.WINDOW) -> alarms.RunAlarm | None:
+    """The run-level reward-hacking alarm (trainers.rubrics.alarms.run_alarm) from the run's rubric and its
+    last `window` steps of per-criterion means (`criterion/<name>` metrics)."""
+    criteria = ((run.resolved_config or {}).get("rubric") or {}).get("criteria") or []
+    learned, verifiable = alarms.criteria_by_signal(criteria)
+    if not learned or not verifiable:
+        return None
+    keys = {f"criterion/{name}": name for name in (*learned, *verifiable)}
+    steps = list(
+        MetricPoint.objects.filter(run=run, key__in=list(keys))
+        .order_by("-step")
+        .values_list("step", flat=True)
+        .distinct()[:window]
+    )
+    if len(steps) < 2:
+        return None
+    series: dict[str, list[tuple[int, float]]] = {}
+    for key, step, value in MetricPoint.objects.filter(
+        run=run, key__in=list(keys), step__gte=min(steps)
+    ).values_list("key", "step", "value"):
+        series.setdefault(keys[key], []).append((step, value))
+    return alarms.run_alarm(criteria, series, window=window)

@@ -15,6 +15,7 @@ from webapp.experiments.services import run_create
 from webapp.projects.models import Membership
 from webapp.projects.services import invitation_create
 from webapp.review import services as review_services
+from webapp.rewards.models import RewardModel
 from webapp.rollouts.models import MetricPoint
 
 
@@ -67,7 +68,18 @@ def world(users, project, environment, rubric, run) -> World:
         runs=[stopped],
         annotators=[users["carol"], alice],
     )
+    assignment = review_services.next_pair(queue=queue, annotator=users["carol"])
+    review_services.judgement_submit(pair=assignment.pair, annotator=users["carol"], choice="a")
     snapshot = review_services.snapshot_create(queue, alice)
+    reward_model = RewardModel.objects.create(
+        project=project,
+        name="prefs",
+        version=1,
+        snapshot=snapshot,
+        status="ready",
+        path="/tmp/reward-model",
+        metrics={"held_out_accuracy": 0.9, "n_eval": 60},
+    )
     _token, personal = api_token_create(user=alice, name="fuzzing")
     spare, _raw = api_token_create(user=alice, name="to revoke")
     dave = Membership.objects.get(project=project, user=users["dave"])
@@ -116,6 +128,9 @@ def world(users, project, environment, rubric, run) -> World:
             "/api/preference-queues/{id}/": {"id": queue.pk},
             "/api/preference-queues/{id}/snapshots/": {"id": queue.pk},
             "/api/preference-snapshots/{id}/export/": {"id": snapshot.pk},
+            "/api/preference-snapshots/{id}/dpo-runs/": {"id": snapshot.pk},
+            "/api/reward-models/{id}/": {"id": reward_model.pk},
+            "/api/reward-models/{id}/register/": {"id": reward_model.pk},
             "/api/tokens/{id}/": {"id": spare.pk},
         },
     )

@@ -78,3 +78,44 @@ def test_only_launch_capable_members_resume_or_fork(client_for, stopped_run, who
     assert client_for(who).post(f"{base}/resume/").status_code == status
     assert client_for(who).get(f"{base}/fork/").status_code == status
     assert Run.objects.count() == 1
+
+
+def test_a_dpo_run_page_says_what_it_trains_on_and_a_grpo_run_starts_from_its_checkpoint(
+    client_for, project, users, run, environment, rubric, django_capture_on_commit_callbacks
+):
+    from tests.webapp.review_factories import make_group
+    from webapp.experiments.services import run_create_dpo
+    from webapp.review import services as review
+
+    make_group(run, rewards=[1.0, 0.0])
+    queue = review.queue_create(
+        project=project, user=users["bob"], name="q", runs=[run], annotators=[users["carol"]]
+    )
+    assignment = review.next_pair(queue=queue, annotator=users["carol"])
+    review.judgement_submit(pair=assignment.pair, annotator=users["carol"], choice="a")
+    snapshot = review.snapshot_create(queue, users["bob"])
+    dpo, _ = run_create_dpo(
+        project=project,
+        snapshot=snapshot,
+        name="dpo",
+        params={"max_steps": 3},
+        user=users["bob"],
+        dispatch=False,
+    )
+    Run.objects.filter(pk=dpo.pk).update(status="SUCCEEDED")
+    checkpoint = Checkpoint.objects.create(run=dpo, step=3, path="/ckpt/dpo-3")
+    client = client_for("bob")
+    page = client.get(f"/p/{project.slug}/runs/{dpo.pk}/").content.decode()
+    assert "DPOTrainer)" in page and f"?from_checkpoint={checkpoint.pk}" in page
+    assert f"/p/{project.slug}/runs/{dpo.pk}/fork/" not in page or 'data-run-action="fork" hidden' in page
+
+    form_page = client.get(f"/p/{project.slug}/runs/new/?from_checkpoint={checkpoint.pk}").content.decode()
+    assert "data-start-checkpoint" in form_page
+    data = form_data(form_page, "run-form")
+    data.update(name="grpo from dpo", environment=str(environment.pk), rubric=str(rubric.pk))
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(f"/p/{project.slug}/runs/new/", data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    grpo = Run.objects.get(name="grpo from dpo")
+    assert (grpo.lineage, grpo.parent_id, grpo.parent_checkpoint_id) == ("init", dpo.pk, checkpoint.pk)
+    assert grpo.resolved_config["model"] == "/ckpt/dpo-3" and grpo.kind == "rl"

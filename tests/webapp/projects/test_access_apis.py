@@ -19,7 +19,14 @@ from rest_framework.test import APIClient
 from tests.webapp.review_factories import make_group
 from webapp.accounts.models import ApiToken
 from webapp.accounts.services import api_token_create
-from webapp.experiments.models import Environment, EnvironmentVersion, Rubric, RubricVersion, Run
+from webapp.experiments.models import (
+    Checkpoint,
+    Environment,
+    EnvironmentVersion,
+    Rubric,
+    RubricVersion,
+    Run,
+)
 from webapp.experiments.services import run_create
 from webapp.projects.models import ROLE_CAPABILITIES, Invitation, Membership, Project
 from webapp.projects.services import invitation_create
@@ -33,6 +40,7 @@ from webapp.review.models import (
     Tag,
     TrajectoryTag,
 )
+from webapp.rewards.models import RewardModel
 from webapp.rollouts.models import MetricPoint, Trajectory, Turn
 
 PRINCIPALS = ["anonymous", "alice", "bob", "carol", "dave", "eve"]
@@ -57,6 +65,8 @@ class World:
     queue: PreferenceQueue  # carol (annotator) and bob are its annotators
     snapshot: PreferenceSnapshot
     invitation: Invitation
+    reward_model: RewardModel  # ready and reliable
+    checkpoint: Checkpoint  # of finished_run: a run can start from it
 
 
 @pytest.fixture
@@ -92,10 +102,23 @@ def world(users, project, environment, rubric, run, tmp_path) -> World:
         runs=[finished_run],
         annotators=[users["carol"], users["bob"]],
     )
+    assignment = review_services.next_pair(queue=queue, annotator=users["carol"])
+    review_services.judgement_submit(pair=assignment.pair, annotator=users["carol"], choice="a")
     snapshot = review_services.snapshot_create(queue, users["bob"])
+    reward_model = RewardModel.objects.create(
+        project=project,
+        name="prefs",
+        version=1,
+        snapshot=snapshot,
+        status="ready",
+        path="/tmp/reward-model",
+        metrics={"held_out_accuracy": 0.9, "n_eval": 60},
+    )
     invitation, _raw = invitation_create(project=project, created_by=users["alice"], role="viewer")
     return World(
         invitation=invitation,
+        reward_model=reward_model,
+        checkpoint=finished_run.checkpoints.get(step=3),
         queue=queue,
         snapshot=snapshot,
         finished_run=finished_run,
@@ -221,6 +244,18 @@ ENDPOINTS: dict[str, Endpoint] = {
     "project-trajectories": Endpoint(
         "GET", lambda w, who: f"{_p(w)}/trajectories/?q=answer&status=ok", "read"
     ),
+    "runs-create-from-checkpoint": Endpoint(
+        "POST",
+        lambda w, who: f"{_p(w)}/runs/",
+        "launch",
+        201,
+        lambda w: {
+            "name": "from a checkpoint",
+            "environment": w.environment.pk,
+            "rubric": w.rubric.pk,
+            "from_checkpoint": w.checkpoint.pk,
+        },
+    ),
     "run-get": Endpoint("GET", lambda w, who: f"/api/runs/{w.run.pk}/", "read"),
     "run-update": Endpoint(
         "PATCH",
@@ -305,6 +340,22 @@ ENDPOINTS: dict[str, Endpoint] = {
         lambda w, who: f"/api/preference-snapshots/{w.snapshot.pk}/export/?format=dpo",
         "launch",
         content_type="application/x-ndjson",
+    ),
+    "preference-snapshot-dpo-runs": Endpoint(
+        "POST",
+        lambda w, who: f"/api/preference-snapshots/{w.snapshot.pk}/dpo-runs/",
+        "launch",
+        201,
+        lambda w: {"name": "dpo", "config": {"max_steps": 3}},
+    ),
+    # learned reward models
+    "reward-model-get": Endpoint("GET", lambda w, who: f"/api/reward-models/{w.reward_model.pk}/", "read"),
+    "reward-model-register": Endpoint(
+        "POST",
+        lambda w, who: f"/api/reward-models/{w.reward_model.pk}/register/",
+        "launch",
+        201,
+        lambda w: {"rubric": w.rubric.pk, "weight": 0.5},
     ),
     # tokens: each caller manages their own
     "tokens-list": Endpoint("GET", lambda w, who: "/api/tokens/", "auth"),
@@ -434,7 +485,7 @@ def test_every_api_route_is_in_the_matrix():
         "rubrics": {"rubrics-list", "rubrics-create"},
         "rubric": {"rubric-get", "rubric-update"},
         "rubric-versions": {"rubric-versions"},
-        "runs": {"runs-list", "runs-create"},
+        "runs": {"runs-list", "runs-create", "runs-create-from-checkpoint"},
         "run": {"run-get", "run-update"},
         "trajectories": {"project-trajectories"},
         "run-cancel": {"run-cancel"},
@@ -459,6 +510,9 @@ def test_every_api_route_is_in_the_matrix():
         "preference-queue": {"preference-queue-get"},
         "preference-queue-snapshots": {"preference-snapshots-list", "preference-snapshots-create"},
         "preference-snapshot-export": {"preference-snapshot-export"},
+        "preference-snapshot-dpo-runs": {"preference-snapshot-dpo-runs"},
+        "reward-model": {"reward-model-get"},
+        "reward-model-register": {"reward-model-register"},
     }
     assert routes == set(covered)
     assert set().union(*covered.values()) == set(ENDPOINTS)

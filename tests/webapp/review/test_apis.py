@@ -344,10 +344,8 @@ def test_a_script_downloads_the_dpo_export_with_its_token(token_client, queue, u
     rows = exports.read_dpo_jsonl(response.content)
     assert rows == exports.dpo_records(snapshot)
     assert len(rows) == 1
-    assert (
-        rows[0]["chosen"] == "<answer>answer 0.0</answer>"
-        and rows[0]["rejected"] == "<answer>answer 0.1</answer>"
-    )
+    assert rows[0]["chosen"] == [{"role": "assistant", "content": "<answer>answer 0.0</answer>"}]
+    assert rows[0]["rejected"] == [{"role": "assistant", "content": "<answer>answer 0.1</answer>"}]
     assert rows[0]["provenance"]["snapshot_version"] == 1 and rows[0]["provenance"]["annotators"] == [
         "bob",
         "carol",
@@ -364,7 +362,7 @@ def test_the_parquet_export_reads_back_with_its_provenance(token_client, queue, 
     assert response["Content-Type"] == "application/vnd.apache.parquet"
     assert response["Content-Disposition"].endswith('.parquet"')
     rows, provenance = exports.read_parquet(response.content)
-    assert [row["chosen"] for row in rows] == ["<answer>answer 0.0</answer>"]
+    assert [row["chosen"] for row in rows] == ["assistant: <answer>answer 0.0</answer>"]  # the text variant
     assert provenance["version"] == 1 and provenance["queue"]["id"] == queue.pk
 
 

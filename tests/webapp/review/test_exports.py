@@ -33,18 +33,19 @@ def snapshot(project, users, run):
     return services.snapshot_create(queue, users["bob"])
 
 
-def test_dpo_jsonl_round_trips_the_snapshot(snapshot):
+def test_dpo_jsonl_is_trl_conversational_and_round_trips_the_snapshot(snapshot):
     data = exports.dpo_jsonl(snapshot)
     records = exports.read_dpo_jsonl(data)
     pairs = services.snapshot_pairs(snapshot)
     assert len(records) == len(pairs) == 3
     for record, pair in zip(records, pairs, strict=True):
-        assert {
-            k: record[k] for k in ("prompt", "chosen", "rejected", "chosen_reward", "rejected_reward")
-        } == {k: pair[k] for k in ("prompt", "chosen", "rejected", "chosen_reward", "rejected_reward")}
+        assert record["prompt"] == pair["prompt_messages"]
+        assert record["prompt"][0] == {"role": "system", "content": "You add numbers."}
+        assert record["chosen"] == pair["chosen_messages"] and record["rejected"] == pair["rejected_messages"]
+        assert record["chosen"][0]["role"] == record["rejected"][0]["role"] == "assistant"
         assert record["provenance"] == pair["provenance"]
         assert record["chosen_reward"] >= record["rejected_reward"]
-    tricky = next(r for r in records if r["prompt"] == TRICKY)
+    tricky = next(r for r in records if r["prompt"][-1]["content"] == TRICKY)
     assert tricky["provenance"]["votes"]["chosen"] == 1
     # one object a line, UTF-8 kept as is
     assert data.count(b"\n") == 3 and "ünïcode".encode() in data
@@ -58,11 +59,43 @@ def test_dpo_jsonl_round_trips_the_snapshot(snapshot):
     }
 
 
+def test_tool_calls_and_results_are_on_both_sides_of_a_conversational_row(snapshot):
+    tool_row = next(r for r in exports.dpo_records(snapshot) if len(r["chosen"]) > 1)
+    for side in (tool_row["chosen"], tool_row["rejected"]):
+        assert [m["role"] for m in side] == ["assistant", "tool", "assistant"]
+        assert side[0]["content"] == '<tool>{"name": "add"}</tool>'
+        assert side[1]["name"] == "add"
+
+
+def test_the_text_variant_renders_both_sides_by_one_rule(project, users, run):
+    # One side answered at once, the other through a tool: both are "role: text" transcripts, so the
+    # shape of the text says nothing about which side was preferred.
+    from tests.webapp.review_factories import make_trajectory
+
+    make_trajectory(run, group=0, sample=0, reward=1.0, answer="2")
+    make_trajectory(run, group=0, sample=1, reward=0.0, answer="3", tool=True)
+    queue = services.queue_create(
+        project=project, user=users["bob"], name="q", runs=[run], annotators=[users["carol"]]
+    )
+    assignment = services.next_pair(queue=queue, annotator=users["carol"])
+    bare_side = "a" if len(assignment.pair.a.turns.all()) == 3 else "b"
+    services.judgement_submit(pair=assignment.pair, annotator=users["carol"], choice=bare_side)
+    snapshot = services.snapshot_create(queue, users["bob"])
+    (record,) = exports.read_dpo_jsonl(exports.dpo_text_jsonl(snapshot))
+    assert record["prompt"] == "What is 0 + 2?"
+    assert record["chosen"] == "assistant: <answer>2</answer>"
+    assert record["rejected"] == (
+        'assistant: <tool>{"name": "add"}</tool>\ntool (add): 3\nassistant: <answer>3</answer>'
+    )
+    assert record["provenance"]["snapshot_version"] == 1 and record["provenance"]["annotators"] == ["carol"]
+
+
 def test_parquet_round_trips_and_carries_provenance(snapshot):
     rows, provenance = exports.read_parquet(exports.parquet_bytes(snapshot))
+    texts = exports.dpo_text_records(snapshot)
     pairs = services.snapshot_pairs(snapshot)
     assert [(r["prompt"], r["chosen"], r["rejected"]) for r in rows] == [
-        (p["prompt"], p["chosen"], p["rejected"]) for p in pairs
+        (t["prompt"], t["chosen"], t["rejected"]) for t in texts
     ]
     assert [r["pair_id"] for r in rows] == [p["provenance"]["pair_id"] for p in pairs]
     assert rows[0]["annotators"] == ["carol"] and rows[0]["snapshot_version"] == 1
@@ -80,6 +113,23 @@ def test_parquet_loads_with_hugging_face_datasets(snapshot, tmp_path):
     assert sorted(dataset["chosen_reward"]) == sorted(
         p["chosen_reward"] for p in services.snapshot_pairs(snapshot)
     )
+
+
+@pytest.mark.slow
+def test_both_exports_train_a_step_of_trls_dpo_trainer(snapshot, tmp_path):
+    """The real DPOTrainer, the bundled model (no download), one optimizer step on each export."""
+    from trainers.dpo import train_dpo
+
+    for name, data in (("dpo", exports.dpo_jsonl(snapshot)), ("dpo-text", exports.dpo_text_jsonl(snapshot))):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(data)
+        result = train_dpo(
+            exports.read_dpo_jsonl(path.read_bytes()),
+            {"max_steps": 1, "batch_size": 3, "max_length": 128, "device": "cpu"},
+            out_dir=tmp_path / name,
+        )
+        assert result.steps == 1 and result.metrics["loss"] > 0
+        assert {"rewards/chosen", "rewards/rejected", "rewards/margins"} <= set(result.metrics)
 
 
 def test_ties_and_both_bad_are_left_out_of_the_exports(project, users, run):

@@ -137,6 +137,8 @@ PAGES = [
     Page("create snapshot", "post", "launch", "review:snapshot_create", ("queue",), ok=302),
     Page("download DPO JSONL", "get", "launch", "review:snapshot_dpo", ("snapshot",)),
     Page("download parquet", "get", "launch", "review:snapshot_parquet", ("snapshot",)),
+    Page("download dpo text", "get", "launch", "review:snapshot_dpo_text", ("snapshot",)),
+    Page("train with dpo", "post", "launch", "review:snapshot_dpo_run", ("snapshot",), ok=302),
 ]
 
 
@@ -439,11 +441,15 @@ def test_downloads_round_trip(client_for, users, run, project):
     assert jsonl["Content-Disposition"] == 'attachment; filename="arith-prefs-v1.dpo.jsonl"'
     records = exports.read_dpo_jsonl(jsonl.content)
     assert [(r["prompt"], r["chosen"], r["rejected"]) for r in records] == [
-        (p["prompt"], p["chosen"], p["rejected"]) for p in services.snapshot_pairs(snapshot)
+        (p["prompt_messages"], p["chosen_messages"], p["rejected_messages"])
+        for p in services.snapshot_pairs(snapshot)
     ]
+    text = client.get(reverse("review:snapshot_dpo_text", args=[project.slug, snapshot.pk]))
+    assert text["Content-Disposition"] == 'attachment; filename="arith-prefs-v1.dpo-text.jsonl"'
+    texts = exports.read_dpo_jsonl(text.content)
     parquet = client.get(reverse("review:snapshot_parquet", args=[project.slug, snapshot.pk]))
     rows, provenance = exports.read_parquet(parquet.content)
-    assert rows[0]["chosen"] == records[0]["chosen"] and provenance["version"] == 1
+    assert rows[0]["chosen"] == texts[0]["chosen"] and provenance["version"] == 1
 
 
 def test_each_snapshot_links_to_training_a_reward_model_on_it(client_for, users, run, project):

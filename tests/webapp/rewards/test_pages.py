@@ -78,7 +78,7 @@ def ready(reward_model: RewardModel, path: str = "/srv/reward_models/rm") -> Rew
     services.reward_model_finish(
         reward_model.pk,
         path=path,
-        metrics={"held_out_accuracy": 0.875, "n_eval": 8, "train_accuracy": 1.0, "n_train": 32},
+        metrics={"held_out_accuracy": 0.875, "n_eval": 40, "train_accuracy": 1.0, "n_train": 32},
         curve=[
             {"epoch": 1.0, "train_accuracy": 0.6, "eval_accuracy": 0.5},
             {"epoch": 2.0, "train_accuracy": 1.0, "eval_accuracy": 0.875},
@@ -179,7 +179,7 @@ def test_a_ready_model_shows_its_accuracy_and_is_added_to_a_rubric(client_for, w
     reward_model = world["reward_model"]
     url = reverse("rewards:reward_model_detail", args=[world["project"].slug, reward_model.pk])
     page = client.get(url).content.decode()
-    assert "88%" in page and "of 8" in page and "<polyline" in page and "every 3s" not in page
+    assert "88%" in page and "of 40" in page and "<polyline" in page and "every 3s" not in page
     data = form_data(page, "register-form")
     data.update(rubric=str(world["rubric"].pk), weight="0.25")
     response = client.post(url + "register/", data)
@@ -189,6 +189,39 @@ def test_a_ready_model_shows_its_accuracy_and_is_added_to_a_rubric(client_for, w
     assert "correctness v2" in client.get(url).content.decode()
     again = client.post(url + "register/", data)
     assert again.status_code == 400 and "already scores with style v1" in again.content.decode()
+
+
+def test_an_unreliable_model_says_why_and_joins_a_rubric_only_with_the_box_ticked(client_for, world):
+    reward_model = world["reward_model"]
+    RewardModel.objects.filter(pk=reward_model.pk).update(metrics={"held_out_accuracy": 0.0, "n_eval": 2})
+    client = client_for("bob")
+    url = reverse("rewards:reward_model_detail", args=[world["project"].slug, reward_model.pk])
+    page = client.get(url).content.decode()
+    assert "Not reliable" in page and "includes 50 %" in page and 'name="allow_unreliable"' in page
+    data = form_data(page, "register-form")
+    data.update(rubric=str(world["rubric"].pk), weight="1")
+    data.pop("allow_unreliable", None)
+    refused = client.post(url + "register/", data)
+    assert refused.status_code == 400 and "explicit override" in refused.content.decode()
+    assert world["rubric"].versions.count() == 1
+    assert client.post(url + "register/", {**data, "allow_unreliable": "on"}).status_code == 302
+    assert world["rubric"].versions.count() == 2
+
+
+def test_the_api_refuses_an_unreliable_model_without_allow_unreliable(world, users):
+    from rest_framework.test import APIClient
+
+    reward_model = world["reward_model"]
+    RewardModel.objects.filter(pk=reward_model.pk).update(metrics={"held_out_accuracy": 0.5, "n_eval": 4})
+    api = APIClient()
+    api.force_login(users["bob"])
+    detail = api.get(f"/api/reward-models/{reward_model.pk}/").json()
+    assert detail["reliability"]["reliable"] is False and detail["reliability"]["n"] == 4
+    url = f"/api/reward-models/{reward_model.pk}/register/"
+    refused = api.post(url, {"rubric": world["rubric"].pk}, format="json")
+    assert refused.status_code == 400 and "allow_unreliable" in refused.json()["fields"]
+    accepted = api.post(url, {"rubric": world["rubric"].pk, "allow_unreliable": True}, format="json")
+    assert accepted.status_code == 201 and accepted.json()["version"] == 2
 
 
 def test_the_status_fragment_reloads_the_page_once_training_ends(client_for, world):

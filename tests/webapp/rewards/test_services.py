@@ -26,11 +26,11 @@ def snapshot(project, users):
 
 
 def ready(
-    reward_model: RewardModel, path: str = "/srv/reward_models/rm-1", accuracy: float = 0.9
+    reward_model: RewardModel, path: str = "/srv/reward_models/rm-1", accuracy: float = 0.9, n_eval: int = 60
 ) -> RewardModel:
     assert services.reward_model_claim(reward_model.pk, worker="w1")
     assert services.reward_model_finish(
-        reward_model.pk, path=path, metrics={"held_out_accuracy": accuracy}, curve=[]
+        reward_model.pk, path=path, metrics={"held_out_accuracy": accuracy, "n_eval": n_eval}, curve=[]
     )
     return RewardModel.objects.get(pk=reward_model.pk)
 
@@ -162,7 +162,7 @@ def test_registering_makes_a_new_rubric_version_that_new_runs_pin_and_old_runs_n
         "name": "style___tone_v1",
         "kind": "learned_reward",
         "weight": 0.5,
-        "params": {"path": "/srv/reward_models/rm-1"},
+        "params": {"path": "/srv/reward_models/rm-1", "bounded": True},
     }
     assert (
         version.spec["criteria"][:-1] == RubricVersion.objects.get(rubric=rubric, number=1).spec["criteria"]
@@ -268,3 +268,37 @@ def test_a_training_whose_worker_stopped_heartbeating_fails_with_a_reason(snapsh
     assert dead.status == "failed" and "celery@gone stopped reporting" in dead.error_message
     assert busy.status == "training"
     assert services.reward_models_reap_lost(now=now, timeout_s=45) == []
+
+
+def test_an_unreliable_model_needs_an_explicit_override_to_join_a_rubric(snapshot, users, rubric):
+    # The walk-through: 0 % held-out accuracy on 2 pairs was marked Ready and added without a word.
+    reward_model = ready(
+        services.reward_model_train(snapshot=snapshot, user=users["bob"], name="style", dispatch=False),
+        accuracy=0.0,
+        n_eval=2,
+    )
+    reliability = reward_model.reliability()
+    assert not reliability.reliable and reliability.n == 2 and reliability.low == 0.0
+    with pytest.raises(ValidationError) as refused:
+        services.reward_model_register(
+            reward_model=reward_model, rubric=rubric, weight=1.0, user=users["bob"]
+        )
+    message = refused.value.message_dict["allow_unreliable"][0]
+    assert "not reliable" in message and "includes 50 %" in message and "below the threshold 60%" in message
+    version = services.reward_model_register(
+        reward_model=reward_model, rubric=rubric, weight=1.0, user=users["bob"], allow_unreliable=True
+    )
+    criterion = version.spec["criteria"][-1]
+    assert criterion["params"] == {"path": reward_model.path, "bounded": True}
+    assert "not reliable" in version.note
+
+
+def test_the_threshold_is_the_users(snapshot, users):
+    strict = services.reward_model_train(
+        snapshot=snapshot, user=users["bob"], name="strict", dispatch=False, accuracy_threshold=0.95
+    )
+    assert not ready(strict, accuracy=0.9, n_eval=200).reliability().reliable
+    with pytest.raises(ValidationError):
+        services.reward_model_train(
+            snapshot=snapshot, user=users["bob"], name="x", dispatch=False, accuracy_threshold=1.5
+        )

@@ -1,0 +1,175 @@
+"""The reward-hacking alarm: a model's opinion says "good" while the checks say "wrong".
+
+Criteria come in two sorts (`KindSpec.signal`, trainers/rubrics/kinds.py): *verifiable* ones check the
+trajectory against the task (correct answer, format, length, truncation penalty) and *learned* ones are a
+model's opinion (an LLM judge, a learned reward model). A policy that learns to please the opinion
+without doing the task is reward hacking; two symptoms are flagged here, and nowhere else:
+
+- `trajectory_flag`: one trajectory on which a learned criterion scores high (≥ LEARNED_HIGH) while a
+  verifiable criterion fails (below its pass mark) or the episode was cut off (status truncated/error).
+  E.g. a truncated, malformed `TOOL_NAME` call that a reward model rates above a correct answer.
+- `run_alarm`: over the last `window` steps, the learned criteria's mean rises (by ≥ MIN_CHANGE) while
+  the verifiable criteria's mean falls (by ≥ MIN_CHANGE): the run as a whole is drifting that way.
+
+Both read plain data (stored components, metric series), so ingestion, the feed, the group view, the
+run header and the trainer all ask the same functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trainers.registry import criterion_kinds
+
+LEARNED = "learned"
+VERIFIABLE = "verifiable"
+# A learned value at or above this is "high": a bounded learned reward is tanh(z), so 0.5 is about half a
+# standard deviation above its training texts' mean; an LLM judge scaled to 0–1 is past the midpoint.
+LEARNED_HIGH = 0.5
+# A verifiable criterion passes at or above this (0/1 checks, partial-credit format, length)…
+PASS_MARK = 0.5
+# …except kinds whose good value is 0 and whose bad values are negative.
+PASS_MARKS = {"overlong_penalty": 0.0, "tool_calls": 0.0}
+FAILED_STATUSES = ("truncated", "error")
+WINDOW = 6
+MIN_CHANGE = 0.05
+
+
+def signal_of(kind: str) -> str:
+    """ "learned", "verifiable" or "" for a criterion kind (unknown kinds: "")."""
+    spec = criterion_kinds().get(kind)
+    return spec.signal if spec is not None else ""
+
+
+@dataclass(frozen=True)
+class HackingFlag:
+    learned: tuple[str, ...]  # learned criteria that scored high
+    failed: tuple[str, ...]  # verifiable criteria that failed, and "truncated" / "error"
+
+    @property
+    def message(self) -> str:
+        return (
+            f"possible reward hacking: {', '.join(self.learned)} scored high while "
+            f"{', '.join(self.failed)} failed"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"learned": list(self.learned), "failed": list(self.failed), "message": self.message}
+
+
+def trajectory_flag(components: Iterable[Mapping[str, Any]], status: str = "ok") -> HackingFlag | None:
+    """The flag of one trajectory from its stored components ({name, kind, raw, skipped}) and status;
+    None when no learned criterion scored high, or nothing verifiable failed."""
+    learned: list[str] = []
+    failed: list[str] = []
+    for component in components:
+        raw = component.get("raw")
+        if component.get("skipped") or not isinstance(raw, (int, float)):
+            continue
+        kind = str(component.get("kind") or "")
+        signal = signal_of(kind)
+        name = str(component.get("name") or kind)
+        if signal == LEARNED and raw >= LEARNED_HIGH:
+            learned.append(name)
+        elif signal == VERIFIABLE and raw < PASS_MARKS.get(kind, PASS_MARK):
+            failed.append(name)
+    if status in FAILED_STATUSES:
+        failed.append(status)
+    if learned and failed:
+        return HackingFlag(tuple(learned), tuple(failed))
+    return None
+
+
+@dataclass(frozen=True)
+class RunAlarm:
+    first_step: int
+    last_step: int
+    learned_change: float
+    verifiable_change: float
+    learned: tuple[str, ...]
+    verifiable: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        return (
+            f"possible reward hacking: over steps {self.first_step}–{self.last_step} the learned reward "
+            f"({', '.join(self.learned)}) rose by {self.learned_change:+.2f} while the verifiable criteria "
+            f"({', '.join(self.verifiable)}) moved {self.verifiable_change:+.2f}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "first_step": self.first_step,
+            "last_step": self.last_step,
+            "learned_change": self.learned_change,
+            "verifiable_change": self.verifiable_change,
+            "message": self.message,
+        }
+
+
+def criteria_by_signal(criteria: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
+    """(learned names, verifiable names) of a rubric spec's criteria."""
+    learned, verifiable = [], []
+    for criterion in criteria:
+        signal = signal_of(str(criterion.get("kind") or ""))
+        if signal == LEARNED:
+            learned.append(str(criterion.get("name")))
+        elif signal == VERIFIABLE:
+            verifiable.append(str(criterion.get("name")))
+    return learned, verifiable
+
+
+def _mean_by_step(
+    series: Mapping[str, Sequence[tuple[int, float]]], names: Sequence[str]
+) -> dict[int, float]:
+    per_step: dict[int, list[float]] = {}
+    for name in names:
+        for step, value in series.get(name, ()):
+            per_step.setdefault(int(step), []).append(float(value))
+    # Only steps where every criterion reported, so the mean is of the same things at each step.
+    return {step: sum(v) / len(v) for step, v in per_step.items() if len(v) == len(names)}
+
+
+def _trend(values: Sequence[float]) -> float:
+    """Mean of the later half minus mean of the earlier half (robust to one noisy step)."""
+    half = len(values) // 2
+    return sum(values[-half:]) / half - sum(values[:half]) / half
+
+
+def run_alarm(
+    criteria: Iterable[Mapping[str, Any]],
+    series: Mapping[str, Sequence[tuple[int, float]]],
+    *,
+    window: int = WINDOW,
+    min_change: float = MIN_CHANGE,
+) -> RunAlarm | None:
+    """The run-level alarm from the rubric's criteria and the per-step criterion means, keyed by
+    criterion name ([(step, mean)], the trainer's `criterion/<name>` metrics)."""
+    learned, verifiable = criteria_by_signal(criteria)
+    if not learned or not verifiable:
+        return None
+    learned_mean = _mean_by_step(series, learned)
+    verifiable_mean = _mean_by_step(series, verifiable)
+    steps = sorted(set(learned_mean) & set(verifiable_mean))[-window:]
+    if len(steps) < 2:
+        return None
+    learned_change = _trend([learned_mean[s] for s in steps])
+    verifiable_change = _trend([verifiable_mean[s] for s in steps])
+    if learned_change >= min_change and verifiable_change <= -min_change:
+        return RunAlarm(
+            steps[0], steps[-1], learned_change, verifiable_change, tuple(learned), tuple(verifiable)
+        )
+    return None
+
+
+__all__ = [
+    "LEARNED_HIGH",
+    "HackingFlag",
+    "RunAlarm",
+    "criteria_by_signal",
+    "run_alarm",
+    "signal_of",
+    "trajectory_flag",
+]

@@ -1,0 +1,103 @@
+"""The JSON API of learned reward models: read one (with its reliability), add it to a rubric."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from webapp.api import fields
+from webapp.api.base import FORBIDDEN, NOT_FOUND, VALIDATION_ERROR, parse
+from webapp.experiments.models import Rubric
+from webapp.projects.access import Capability, access_reward_model
+from webapp.rewards import selectors, services
+from webapp.rewards.models import RewardModel
+
+
+class ReliabilitySerializer(serializers.Serializer):
+    reliable = serializers.BooleanField()
+    reason = serializers.CharField(help_text="why it is not reliable; empty when it is")
+    accuracy = serializers.FloatField(allow_null=True, help_text="held-out pairwise accuracy")
+    n = serializers.IntegerField(help_text="held-out pairs")
+    low = serializers.FloatField(help_text="Wilson 95 % interval, lower bound")
+    high = serializers.FloatField(help_text="Wilson 95 % interval, upper bound")
+    threshold = serializers.FloatField()
+    summary = serializers.CharField()
+
+
+class RewardModelSerializer(serializers.ModelSerializer):
+    reliability = serializers.SerializerMethodField()
+
+    class Meta:
+        model = RewardModel
+        fields = [
+            "id",
+            "name",
+            "version",
+            "snapshot",
+            "status",
+            "params",
+            "accuracy_threshold",
+            "metrics",
+            "path",
+            "error_message",
+            "created_at",
+            "finished_at",
+            "reliability",
+        ]
+
+    @extend_schema_field(ReliabilitySerializer)
+    def get_reliability(self, reward_model: RewardModel) -> dict:
+        return reward_model.reliability().as_dict()
+
+
+class RegisterInputSerializer(serializers.Serializer):
+    rubric = fields.object_id(help_text="id of a rubric of this project")
+    weight = serializers.FloatField(default=1.0)
+    criterion_name = serializers.CharField(max_length=80, required=False, allow_blank=True, default="")
+    allow_unreliable = serializers.BooleanField(
+        default=False,
+        help_text="add the model although it is not reliable (see its reliability); without this such a "
+        "model is refused with 400",
+    )
+
+
+class RubricVersionCreatedSerializer(serializers.Serializer):
+    rubric = serializers.IntegerField()
+    version = serializers.IntegerField()
+    spec = serializers.JSONField()
+
+
+def _reward_model(request: Request, pk: int, need: str) -> RewardModel:
+    return access_reward_model(request.user, pk, need, queryset=selectors.reward_model_queryset())
+
+
+class RewardModelDetailView(APIView):
+    @extend_schema(responses={200: RewardModelSerializer, 404: NOT_FOUND})
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(RewardModelSerializer(_reward_model(request, pk, Capability.READ)).data)
+
+
+class RewardModelRegisterView(APIView):
+    @extend_schema(
+        request=RegisterInputSerializer,
+        responses={
+            201: RubricVersionCreatedSerializer,
+            400: VALIDATION_ERROR,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+        },
+        summary="Add a ready reward model to a rubric (its next version); an unreliable one needs allow_unreliable",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        reward_model = _reward_model(request, pk, Capability.LAUNCH)
+        data = parse(RegisterInputSerializer, request.data)
+        rubric = Rubric.objects.filter(project=reward_model.project, pk=data.pop("rubric")).first()
+        if rubric is None:
+            raise serializers.ValidationError({"rubric": ["No such rubric in this project."]})
+        version = services.reward_model_register(
+            reward_model=reward_model, rubric=rubric, user=request.user, **data
+        )
+        return Response({"rubric": rubric.pk, "version": version.number, "spec": version.spec}, status=201)
