@@ -61,7 +61,10 @@ def test_reward_models_are_recorded_when_trained_and_when_added_to_a_rubric(proj
     )
     assert reward_services.reward_model_claim(reward_model.pk, worker="w1")
     assert reward_services.reward_model_finish(
-        reward_model.pk, path="/srv/reward_models/rm-1", metrics={"held_out_accuracy": 0.9}, curve=[]
+        reward_model.pk,
+        path="/srv/reward_models/rm-1",
+        metrics={"held_out_accuracy": 0.9, "n_eval": 60},
+        curve=[],
     )
     reward_services.reward_model_register(
         reward_model=RewardModel.objects.get(pk=reward_model.pk), rubric=rubric, weight=0.5, user=users["bob"]
