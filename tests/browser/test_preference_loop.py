@@ -117,13 +117,13 @@ def test_a_team_goes_from_a_finished_run_to_a_learned_reward_and_a_new_run_in_th
         json.loads(line) for line in Path(download.path()).read_text("utf-8").splitlines() if line.strip()
     ]
     assert len(lines) == GROUPS - 1
-    for line in lines:
+    for line in lines:  # TRL's conversational format: messages before the answer, then each side's
         assert {"prompt", "chosen", "rejected"} <= line.keys()
-        assert (
-            line["prompt"].startswith("What is ")
-            and "<answer>" in line["chosen"]
-            and "<answer>" not in line["rejected"]
-        )
+        chosen = " ".join(m["content"] or "" for m in line["chosen"])
+        rejected = " ".join(m["content"] or "" for m in line["rejected"])
+        assert line["prompt"][-1]["content"].startswith("What is ")
+        assert "<answer>" in chosen and "<answer>" not in rejected
+        assert {m["role"] for m in line["chosen"] + line["rejected"]} <= {"assistant", "tool"}
 
     # 3c. Train a reward model from the snapshot through the form; a real worker trains it while the
     # status panel polls, and the page reloads itself when the model is ready.
@@ -144,21 +144,35 @@ def test_a_team_goes_from_a_finished_run_to_a_learned_reward_and_a_new_run_in_th
     reward_model.refresh_from_db()
     assert reward_model.status == "ready", reward_model.error_message
     status = page.locator("#rm-status")
-    expect(status.locator(".badge")).to_have_text("Ready")
+    expect(status.locator(".badge.rm-ready")).to_have_text("Ready")
+    expect(status.locator(".badge.rm-unreliable")).to_have_text("Not reliable")  # a handful of pairs
     expect(status).not_to_have_attribute("hx-get", re.compile(".*"))  # no more polling
     expect(status).to_contain_text(str(GROUPS - 1))  # pairs
     assert Path(reward_model.path).parent == tmp_path
 
-    # 3d. Add it to the rubric: the rubric's version 2 scores with it.
+    # 3d. Add it to the rubric: the rubric's version 2 scores with it. Five pairs leave one or two
+    # held out, so the page says the model is not reliable and adding it takes the explicit override.
+    reliability = reward_model.reliability()
+    assert not reliability.reliable
+    expect(page.locator("main")).to_contain_text("not reliable")
     page.select_option("#register-form select[name=rubric]", str(rubric.pk))
     page.fill("#register-form input[name=weight]", "0.5")
+    page.click("#register-form button:has-text('Add to rubric')")
+    expect(page.locator("#register-form")).to_contain_text("override")
+    page.fill("#register-form input[name=weight]", "0.5")
+    page.check("#register-form input[name=allow_unreliable]")
     page.click("#register-form button:has-text('Add to rubric')")
     expect(page.locator(".messages")).to_contain_text("correctness v2 scores with style v1")
     expect(page.locator("a:has-text('correctness v2')")).to_be_visible()  # "Used by"
     version = rubric.versions.get(number=2)
     learned = [c for c in version.spec["criteria"] if c["kind"] == "learned_reward"]
     assert learned == [
-        {"name": "style_v1", "kind": "learned_reward", "weight": 0.5, "params": {"path": reward_model.path}}
+        {
+            "name": "style_v1",
+            "kind": "learned_reward",
+            "weight": 0.5,
+            "params": {"path": reward_model.path, "bounded": True},
+        }
     ]
 
     # 3e. Launch a run with the rubric (it pins the new version) and find it in the list.
