@@ -358,12 +358,18 @@ def run_create(
         max_steps=int(knobs.get("max_steps", 0)),
         auto_resume_count=auto_resume_count,
     )
+    return run, _launched(run, user=user, dispatch=dispatch)
+
+
+def _launched(run: Run, *, user, dispatch: bool) -> str:
+    """What every new run gets, whatever its kind: its ingestion token (returned raw, once), a line in
+    the project's activity, its task queued after commit, and its status pushed to open pages."""
     token = run_issue_ingest_token(run)
-    log_activity(project, user, ActivityVerb.RUN_LAUNCHED, run_id=run.pk, name=run.name)
+    log_activity(run.project, user, ActivityVerb.RUN_LAUNCHED, run_id=run.pk, name=run.name)
     if dispatch:
         _dispatch(run)
     broadcast_on_commit(run, [run.status_event()])
-    return run, token
+    return token
 
 
 def _dispatch(run: Run) -> None:
@@ -439,11 +445,7 @@ def run_create_dpo(
         lineage=lineage,
         max_steps=int(knobs["max_steps"]),
     )
-    token = run_issue_ingest_token(run)
-    if dispatch:
-        _dispatch(run)
-    broadcast_on_commit(run, [run.status_event()])
-    return run, token
+    return run, _launched(run, user=user, dispatch=dispatch)
 
 
 def run_create_from_checkpoint(
