@@ -7,6 +7,7 @@ from typing import Any
 
 from django.utils.cache import add_never_cache_headers
 from rest_framework import serializers
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 
 from webapp.api.schema import BAD_REQUEST, FORBIDDEN, NOT_FOUND  # noqa: F401 (re-exported)
@@ -33,3 +34,14 @@ def secret_response(data: Any, status: int = 201) -> Response:
     response = Response(data, status=status)
     add_never_cache_headers(response)
     return response
+
+
+class DownloadNegotiation(BaseContentNegotiation):
+    """For endpoints that answer a file: the file whatever the `Accept` header says, errors as JSON, and
+    `?format=` left to name the file's format (not a DRF renderer, as URL_FORMAT_OVERRIDE would)."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0]
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type

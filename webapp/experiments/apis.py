@@ -12,7 +12,6 @@ from django.http.response import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics
-from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -27,7 +26,14 @@ from trainers.config import (
 )
 from trainers.envs.preview import preview_environment
 from trainers.registry import KindSpec, criterion_kinds, environment_kinds
-from webapp.api.base import FORBIDDEN, NOT_FOUND, VALIDATION_ERROR, parse, secret_response
+from webapp.api.base import (
+    FORBIDDEN,
+    NOT_FOUND,
+    VALIDATION_ERROR,
+    DownloadNegotiation,
+    parse,
+    secret_response,
+)
 from webapp.experiments import selectors
 from webapp.experiments import serializers as s
 from webapp.experiments import services as experiment_services
@@ -387,18 +393,8 @@ class RunCheckpointListView(generics.ListAPIView):
         return {**super().get_serializer_context(), "show_paths": getattr(self, "show_paths", False)}
 
 
-class _AnyAccept(BaseContentNegotiation):
-    """A download answers its file whatever the Accept header says; errors are JSON."""
-
-    def select_parser(self, request, parsers):
-        return parsers[0]
-
-    def select_renderer(self, request, renderers, format_suffix=None):
-        return renderers[0], renderers[0].media_type
-
-
 class CheckpointWeightsView(APIView):
-    content_negotiation_class = _AnyAccept
+    content_negotiation_class = DownloadNegotiation
 
     @extend_schema(
         parameters=[s.CheckpointWeightsQuerySerializer],
@@ -441,7 +437,7 @@ class CheckpointWeightsView(APIView):
 
 
 class RunEventLogView(APIView):
-    content_negotiation_class = _AnyAccept
+    content_negotiation_class = DownloadNegotiation
 
     @extend_schema(
         responses={

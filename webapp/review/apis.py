@@ -7,12 +7,11 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
-from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.api.base import FORBIDDEN, NOT_FOUND, VALIDATION_ERROR, parse
+from webapp.api.base import FORBIDDEN, NOT_FOUND, VALIDATION_ERROR, DownloadNegotiation, parse
 from webapp.projects.access import (
     Capability,
     NotFound,
@@ -154,19 +153,8 @@ class PreferenceSnapshotListView(generics.ListAPIView):
         return Response(s.PreferenceSnapshotSerializer(snapshot).data, status=201)
 
 
-class _FileFormatQuery(BaseContentNegotiation):
-    """`?format=` on the export names the file's format, not a DRF renderer (its URL_FORMAT_OVERRIDE),
-    and an `Accept` header does not matter: errors are JSON, a download is the file."""
-
-    def select_parser(self, request, parsers):
-        return parsers[0]
-
-    def select_renderer(self, request, renderers, format_suffix=None):
-        return renderers[0], renderers[0].media_type
-
-
 class PreferenceSnapshotExportView(APIView):
-    content_negotiation_class = _FileFormatQuery
+    content_negotiation_class = DownloadNegotiation
 
     @extend_schema(
         parameters=[s.SnapshotExportQuerySerializer],
