@@ -58,6 +58,29 @@ def _private_artifact_dirs(request, tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
+def _drop_this_tests_artifacts(request):
+    """A slow or browser test's worker-run checkpoints (1.6–3.1 GB each with the optimizer) go when the test ends,
+    not at the end of the session: a whole suite's worth (DPO, resume, lineage runs) outgrew a small
+    disk. Only what appeared during this test is removed, so a fixture's earlier run stays."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    if "slow" not in request.keywords and "browser" not in request.keywords:
+        yield
+        return
+    roots = [
+        Path(os.environ[name]) for name in ("RUN_ARTIFACTS_DIR", "REWARD_MODELS_DIR") if name in os.environ
+    ]
+    before = {path for root in roots if root.is_dir() for path in root.iterdir()}
+    yield
+    for root in roots:
+        if root.is_dir():
+            for path in set(root.iterdir()) - before:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(request):
     """Hashing passwords properly costs ~0.3 s a user; tests make many users. Browser tests keep the
     real hasher because the server process they start must verify the passwords."""
