@@ -25,6 +25,13 @@ class Queue(models.TextChoices):
     GPU = "gpu", "GPU"
 
 
+def queue_refusal(queue: str) -> str | None:
+    """Why `queue` cannot take a run or a reward model; None when it is one of ours."""
+    if queue in Queue.values:
+        return None
+    return f"Unknown queue {queue!r}; choose one of {', '.join(Queue.values)}."
+
+
 # Small periodic jobs (the LOST-run reaper) go here, so they never wait behind a training run.
 CONTROL_QUEUE = "control"
 QUEUES: tuple[str, ...] = (*Queue.values, CONTROL_QUEUE)

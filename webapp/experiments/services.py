@@ -22,7 +22,7 @@ from trainers.kinds import config_with_defaults
 from trainers.registry import UnknownKind, environment_kind, validate_config
 from trainers.rubrics import validate_rubric
 from webapp.accounts.models import hash_token
-from webapp.core.dispatch import Queue, Task, revoke, send_on_commit
+from webapp.core.dispatch import Queue, Task, queue_refusal, revoke, send_on_commit
 from webapp.core.limits import DESCRIPTION_MAX_CHARS
 from webapp.experiments.models import (
     ALLOWED_TRANSITIONS,
@@ -318,8 +318,8 @@ def run_create(
         errors["environment"] = ["Choose an environment of this project."]
     if rubric.project_id != project.pk:
         errors["rubric"] = ["Choose a rubric of this project."]
-    if queue not in Queue.values:
-        errors["queue"] = [f"Unknown queue {queue!r}; choose one of {', '.join(Queue.values)}."]
+    if refusal := queue_refusal(queue):
+        errors["queue"] = [refusal]
     if not isinstance(overrides, dict):
         errors["overrides"] = ["Must be a JSON object of knob values."]
         overrides = {}
@@ -411,10 +411,8 @@ def run_create_dpo(
     name = _require_name(name)
     if snapshot is None or snapshot.project_id != project.pk:
         raise ValidationError({"snapshot": ["Choose a preference dataset of this project."]})
-    if queue not in Queue.values:
-        raise ValidationError(
-            {"queue": [f"Unknown queue {queue!r}; choose one of {', '.join(Queue.values)}."]}
-        )
+    if refusal := queue_refusal(queue):
+        raise ValidationError({"queue": [refusal]})
     knobs = dpo_params(params)
     pairs = snapshot.pairs.count()
     if pairs == 0:

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from trainers.registry import config_with_defaults, validate_config
 from trainers.reward_training import TRAINING_SCHEMA
-from webapp.core.dispatch import Queue, Task, send_on_commit
+from webapp.core.dispatch import Queue, Task, queue_refusal, send_on_commit
 from webapp.experiments.models import Rubric, RubricVersion
 from webapp.experiments.services import rubric_update
 from webapp.fleet.models import WorkerNode
@@ -76,10 +76,8 @@ def reward_model_train(
         raise ValidationError({"accuracy_threshold": ["Enter a number between 0 and 1."]}) from None
     if not 0.0 <= accuracy_threshold <= 1.0:
         raise ValidationError({"accuracy_threshold": ["Enter a number between 0 and 1."]})
-    if queue not in Queue.values:
-        raise ValidationError(
-            {"queue": [f"Unknown queue {queue!r}; choose one of {', '.join(Queue.values)}."]}
-        )
+    if refusal := queue_refusal(queue):
+        raise ValidationError({"queue": [refusal]})
     pairs = snapshot.pairs.count()
     if pairs < MIN_PAIRS:
         raise ValidationError(
