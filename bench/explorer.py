@@ -11,7 +11,7 @@ Then it renders explorer pages through the Django test client (the whole view: a
 query, template) for each kind of query and reports p50 / p95 per kind; the last line is the worst p95
 against the goal (p95 ≤ 150 ms).
 
-Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/rollout_bench_explorer; created
+Environment: REDIS_URL (default redis://127.0.0.1:6379/14), DATABASE_URL (default postgres://postgres@127.0.0.1:5432/rollout_bench_explorer; created
 and migrated if missing), EXPLORER_BENCH_RUNS (40: 25,600 trajectories per run), EXPLORER_BENCH_SAMPLES
 (40 timed requests per kind), EXPLORER_BENCH_RESEED=1 to drop and load the data again. The database (several GB) is dropped at
 the end unless EXPLORER_BENCH_KEEP=1 keeps it for a faster rerun.
@@ -34,6 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rollout_bench_explorer")
+# Seeding broadcasts like ingestion does; no embedded redis-server runs here, so the local one.
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/14")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 RUNS = int(os.environ.get("EXPLORER_BENCH_RUNS", "40"))

@@ -117,18 +117,38 @@ def ray_cpus(config: dict[str, Any]) -> int:
     return max(1, config.get("num_rollout_workers", 0) + (learners if learners > 1 else 0))
 
 
-def init_ray(num_cpus: int | None = None) -> bool:
-    """Join `RAY_ADDRESS` or start a local Ray; returns True when this call started Ray."""
+def init_ray(config: dict[str, Any]) -> bool:
+    """Join `RAY_ADDRESS` or start a local Ray sized for the run; returns True when this call started Ray.
+
+    Either way the Ray it joins must have room for every actor the run places (`ray_cpus`): an actor
+    Ray cannot place waits forever, so a run on too small a cluster fails here, saying so."""
     import ray
 
-    if ray.is_initialized():
-        return False
-    address = os.environ.get("RAY_ADDRESS")
-    if address:
-        ray.init(address=address, log_to_driver=False)
-    else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
-    return True
+    started = False
+    if not ray.is_initialized():
+        address = os.environ.get("RAY_ADDRESS")
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=ray_cpus(config), include_dashboard=False, log_to_driver=False)
+        started = True
+    needed = ray_cpus(config)
+    cpus = ray.cluster_resources().get("CPU", 0)
+    if cpus < needed:
+        if started:
+            ray.shutdown()
+        raise RuntimeError(
+            f"The Ray cluster has {cpus:g} CPUs but this run places {needed} actors of one CPU each "
+            f"({config.get('num_rollout_workers', 0)} rollout workers"
+            + (
+                f" + {config['num_learner_workers']} learner shards"
+                if config.get("num_learner_workers", 1) > 1
+                else ""
+            )
+            + "): Ray would wait for room forever. Lower num_rollout_workers / num_learner_workers or "
+            "add nodes to the cluster."
+        )
+    return started
 
 
 class RayRollouts:
@@ -144,7 +164,7 @@ class RayRollouts:
 
         self.config = config
         workers = config["num_rollout_workers"]
-        self.started_ray = init_ray(num_cpus=ray_cpus(config))
+        self.started_ray = init_ray(config)
         remote = ray.remote(num_cpus=1)(RolloutWorker)
         self.actors: list[Any] = [remote.remote(config, i, 1) for i in range(workers)]
         self._pending_updates: list[Any] = []

@@ -321,11 +321,11 @@ class ShardedLearner:
     def __init__(self, config: dict[str, Any], model: Any, device: str) -> None:
         import ray
 
-        from trainers.distributed import init_ray, ray_cpus
+        from trainers.distributed import init_ray
 
         self.config = config
         self.world_size = config["num_learner_workers"]
-        self.started_ray = init_ray(num_cpus=ray_cpus(config))
+        self.started_ray = init_ray(config)
         gpu = device.startswith("cuda")
         # The machine's threads split between the shards (on a cluster, set torch_threads per node).
         threads = max(1, int(config.get("torch_threads") or os.cpu_count() or 1) // self.world_size)

@@ -1,4 +1,5 @@
-"""Rollout workers on a real local Ray: generation, weight pushes, one-step off-policy."""
+"""Rollout workers on a real local Ray: generation, weight pushes, bounded async, and rollout workers
+beside a sharded learner (the cluster shape of docs/scale.md, on one machine)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture()
 def local_ray():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # Logical CPUs: the combined run places one rollout worker and two learner shards.
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 
@@ -102,3 +104,57 @@ def test_rollouts_run_ahead_by_at_most_max_staleness_versions(local_ray, smollm)
     for m in metrics:
         if "logprob_mismatch/mean" in m:  # a step with signal: the gap and the mean IS weight
             assert m["logprob_mismatch/mean"] >= 0 and 0 < m["is_weight/mean"] <= 2.0
+
+
+def test_rollout_workers_follow_a_sharded_learner(local_ray, smollm):
+    """The cluster shape at its smallest: one rollout worker sampling a step ahead while two FSDP2
+    learner processes (gloo) train; after every update the gathered weights reach the worker."""
+    model, tokenizer = smollm
+    config = {
+        "max_steps": 3,
+        "group_size": 2,
+        "prompts_per_step": 2,
+        "max_new_tokens": 6,
+        "max_turns": 1,
+        "num_rollout_workers": 1,
+        "num_learner_workers": 2,
+        "max_staleness": 1,
+        "eval_tasks": 0,
+        "checkpoint_every": 0,
+        "learning_rate": 1e-3,
+        "weight_decay": 0.1,
+        "environment": {"kind": "arithmetic_calculator", "config": {}},
+    }
+    import copy
+
+    sink = MemorySink()
+    trainer = Trainer(config, sink=sink, model=copy.deepcopy(model), tokenizer=tokenizer)
+    trainer.setup()
+    try:
+        initial = state_digest(trainer.policy_state_dict())
+        assert trainer.rollouts.weights_digests() == [initial]
+        for _ in range(3):
+            trainer.train_step()
+        # Weight decay moves every weight: the shards updated, and the worker has their gathered weights.
+        final = state_digest(trainer.policy_state_dict())
+        assert final != initial
+        assert trainer.rollouts.weights_digests() == [final]
+        shards = trainer.learner.info()
+        assert sorted(s["rank"] for s in shards) == [0, 1]
+    finally:
+        trainer.rollouts.close()
+        trainer.learner.close()
+    batches = sink.of_type("trajectories")
+    assert [sorted({i["policy_version"] for i in b["items"]}) for b in batches] == [[0], [0], [1]]
+    assert [sorted({i["staleness"] for i in b["items"]}) for b in batches] == [[0], [1], [1]]
+    losses = [m["values"].get("loss") for m in sink.of_type("metrics")]
+    assert len(losses) == 3 and all(loss is None or loss == loss for loss in losses)  # no NaN
+
+
+def test_a_run_bigger_than_the_ray_cluster_fails_at_once_instead_of_waiting(local_ray):
+    """Ray queues an actor it has no room for forever; the run says why instead of hanging."""
+    from trainers.distributed import RayRollouts
+
+    config = {"num_rollout_workers": 2, "num_learner_workers": 2}  # 4 actors on a 3-CPU Ray
+    with pytest.raises(RuntimeError, match=r"has 3 CPUs but this run places 4 actors"):
+        RayRollouts(config)
