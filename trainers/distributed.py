@@ -151,6 +151,33 @@ def init_ray(config: dict[str, Any]) -> bool:
     return started
 
 
+class RayWorkerDied(RuntimeError):
+    """A rollout worker's or learner shard's process ended under a running step."""
+
+
+def ray_get(refs: list[Any], who: str, doing: str) -> list[Any]:
+    """`ray.get`, except that an actor whose process died (killed, out of memory, node lost) fails the
+    step with a sentence saying who and what it was doing: Ray does not restart our actors, and a run
+    that stops saying why can be resumed, where one that waits cannot."""
+    import ray
+
+    try:
+        # One at a time as they finish: when a learner shard dies its peers wait on it inside a
+        # collective, so waiting for all of them first would wait for gloo's half-hour time-out.
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            ray.get(ready)
+        return ray.get(refs)
+    except ray.exceptions.RayActorError as exc:
+        text = str(exc).strip()
+        cause = text.splitlines()[0] if text else type(exc).__name__
+        raise RayWorkerDied(
+            f"{who} died while {doing}: {cause} The run stops here; resume it from its last "
+            "checkpoint (or turn on auto_resume)."
+        ) from exc
+
+
 class RayRollouts:
     """The trainer's rollout source backed by `num_rollout_workers` Ray actors."""
 
@@ -168,7 +195,8 @@ class RayRollouts:
         remote = ray.remote(num_cpus=1)(RolloutWorker)
         self.actors: list[Any] = [remote.remote(config, i, 1) for i in range(workers)]
         self._pending_updates: list[Any] = []
-        ray.get([a.info.remote() for a in self.actors])  # surface load errors here, not mid-step
+        # Surface load errors here, not mid-step; the pids name the workers when one dies later.
+        self.pids = [info["pid"] for info in ray.get([a.info.remote() for a in self.actors])]
         if initial_state is not None and initial_version > 0:
             self.update_weights(initial_state, initial_version)
 
@@ -204,12 +232,13 @@ class RayRollouts:
         return futures
 
     def collect(self, futures: list[Any]) -> list[list[Any]]:
-        import ray
-
         if self._pending_updates:
-            ray.get(self._pending_updates)  # raise a failed weight load here
+            self._get(self._pending_updates, "loading new weights")  # raise a failed weight load here
             self._pending_updates = []
-        return [group for part in ray.get(futures) for group in part]
+        return [group for part in self._get(futures, "generating") for group in part]
+
+    def _get(self, refs: list[Any], doing: str) -> list[Any]:
+        return ray_get(refs, f"A rollout worker (pids {', '.join(map(str, self.pids))})", doing)
 
     def generate(self, tasks: list[Any], seeds: list[list[int]], **kwargs: Any) -> list[list[Any]]:
         return self.collect(self.submit(tasks, seeds, **kwargs))
@@ -221,9 +250,7 @@ class RayRollouts:
         self._pending_updates += [a.update_weights.remote(reference, version) for a in self.actors]
 
     def weights_digests(self) -> list[str]:
-        import ray
-
-        return ray.get([a.weights_digest.remote() for a in self.actors])
+        return self._get([a.weights_digest.remote() for a in self.actors], "reporting its weights")
 
     def close(self) -> None:
         import ray

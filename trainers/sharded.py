@@ -338,14 +338,15 @@ class ShardedLearner:
         ray.get([s.setup.remote(master, reference, device) for s in self.shards])
 
     def _all(self, method: str, *args: Any) -> list[Any]:
-        import ray
+        return self._get([getattr(s, method).remote(*args) for s in self.shards], method.replace("_", " "))
 
-        return ray.get([getattr(s, method).remote(*args) for s in self.shards])
+    def _get(self, refs: list[Any], doing: str) -> list[Any]:
+        from trainers.distributed import ray_get
+
+        return ray_get(refs, f"A learner shard (of {self.world_size})", doing)
 
     def learn(self, payloads: list[dict[str, Any]]) -> list[dict[str, float]]:
-        import ray
-
-        return ray.get([s.learn.remote(p) for s, p in zip(self.shards, payloads, strict=True)])
+        return self._get([s.learn.remote(p) for s, p in zip(self.shards, payloads, strict=True)], "learning")
 
     def full_state_dict(self) -> dict[str, Any]:
         return self._all("full_state_dict")[0]
@@ -367,8 +368,12 @@ class ShardedLearner:
 
         if not self.shards:
             return
+        from trainers.distributed import RayWorkerDied
+
         try:
             self._all("close")
+        except RayWorkerDied:
+            pass  # a shard already died (the run failed saying so); the rest are killed below
         finally:
             for shard in self.shards:
                 ray.kill(shard)

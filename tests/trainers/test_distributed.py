@@ -158,3 +158,38 @@ def test_a_run_bigger_than_the_ray_cluster_fails_at_once_instead_of_waiting(loca
     config = {"num_rollout_workers": 2, "num_learner_workers": 2}  # 4 actors on a 3-CPU Ray
     with pytest.raises(RuntimeError, match=r"has 3 CPUs but this run places 4 actors"):
         RayRollouts(config)
+
+
+def test_a_rollout_worker_killed_mid_run_fails_the_step_saying_so(local_ray, smollm):
+    """kill -9 of a worker process: the next step raises a sentence naming the dead worker, at once."""
+    import os
+    import signal
+    import time
+
+    from trainers.distributed import RayWorkerDied
+
+    model, tokenizer = smollm
+    config = {
+        "max_steps": 3,
+        "group_size": 2,
+        "prompts_per_step": 1,
+        "max_new_tokens": 4,
+        "max_turns": 1,
+        "num_rollout_workers": 1,
+        "eval_tasks": 0,
+        "checkpoint_every": 0,
+        "environment": {"kind": "arithmetic_calculator", "config": {}},
+    }
+    import copy
+
+    trainer = Trainer(config, sink=MemorySink(), model=copy.deepcopy(model), tokenizer=tokenizer)
+    trainer.setup()
+    try:
+        trainer.train_step()
+        os.kill(trainer.rollouts.pids[0], signal.SIGKILL)
+        started = time.monotonic()
+        with pytest.raises(RayWorkerDied, match=r"A rollout worker \(pids \d+\) died while .*resume it"):
+            trainer.train_step()
+        assert time.monotonic() - started < 60
+    finally:
+        trainer.rollouts.close()

@@ -138,3 +138,27 @@ def test_a_sharded_run_resumes_from_its_sharded_checkpoint(local_ray, tiny, toy_
         straight.model.state_dict().items(), resumed.model.state_dict().values(), strict=True
     ):
         torch.testing.assert_close(b, a, rtol=0, atol=1e-7, msg=name)
+
+
+def test_a_learner_shard_killed_mid_run_fails_the_step_saying_so(local_ray, tiny, toy_env):
+    """kill -9 of one shard: its peer would wait in a collective for half an hour; the step fails at
+    once with a sentence naming the dead shard instead."""
+    import os
+    import signal
+    import time
+
+    from trainers.distributed import RayWorkerDied
+
+    sharded = _trainer(tiny, toy_env, num_learner_workers=2)
+    sharded.setup()
+    try:
+        sharded.train_step()
+        victim = next(m["pid"] for m in sharded.learner.info() if m["rank"] == 1)
+        os.kill(victim, signal.SIGKILL)
+        started = time.monotonic()
+        with pytest.raises(RayWorkerDied, match=r"A learner shard \(of 2\) died while .*resume it"):
+            sharded.train_step()
+        assert time.monotonic() - started < 60
+    finally:
+        sharded.rollouts.close()
+        sharded.learner.close()
