@@ -497,6 +497,53 @@ def _resume_point(run: Run, checkpoint: Checkpoint | None) -> Checkpoint:
     return checkpoint
 
 
+def _child_run(
+    *,
+    run: Run,
+    checkpoint: Checkpoint,
+    name: str,
+    overrides: dict[str, Any],
+    lineage: str,
+    user,
+    dispatch: bool,
+    auto_resume_count: int = 0,
+) -> tuple[Run, str]:
+    """A run that starts from `checkpoint` of `run`, of the same kind, on the same pinned environment and
+    rubric versions (or the same snapshot for DPO), linked to it as its `lineage` ("resume" or "fork")."""
+    if run.is_dpo:
+        return run_create_dpo(
+            project=run.project,
+            snapshot=run.preference_snapshot,
+            name=name,
+            params=overrides,
+            user=user,
+            queue=run.queue,
+            parent=run,
+            parent_checkpoint=checkpoint,
+            lineage=lineage,
+            dispatch=dispatch,
+        )
+    # resume_refusal() refuses external runs; DPO runs train on a snapshot. The rest have pinned versions.
+    assert run.environment_version is not None and run.rubric_version is not None
+    return run_create(
+        project=run.project,
+        name=name,
+        auto_resume_count=auto_resume_count,
+        environment=run.environment_version.environment,
+        rubric=run.rubric_version.rubric,
+        environment_version=run.environment_version,
+        rubric_version=run.rubric_version,
+        preset=run.preset,
+        overrides=overrides,
+        user=user,
+        queue=run.queue,
+        parent=run,
+        parent_checkpoint=checkpoint,
+        lineage=lineage,
+        dispatch=dispatch,
+    )
+
+
 def run_resume(
     *, run: Run, user, checkpoint: Checkpoint | None = None, dispatch: bool = True, automatic: bool = False
 ) -> tuple[Run, str]:
@@ -504,37 +551,15 @@ def run_resume(
     exactly the same config: the trainer restores weights, optimizer, RNG and data position, and
     starts at the step after the checkpoint. `automatic`: the reaper resumes a LOST run by itself."""
     checkpoint = _resume_point(run, checkpoint)
-    if run.is_dpo:
-        return run_create_dpo(
-            project=run.project,
-            snapshot=run.preference_snapshot,
-            name=f"{run.name} · {'auto-resumed' if automatic else 'resumed'} @{checkpoint.step}",
-            params=run.overrides,
-            user=user,
-            queue=run.queue,
-            parent=run,
-            parent_checkpoint=checkpoint,
-            lineage="resume",
-            dispatch=dispatch,
-        )
-    # resume_refusal() refuses external runs; DPO runs train on a snapshot. The rest have pinned versions.
-    assert run.environment_version is not None and run.rubric_version is not None
-    return run_create(
-        project=run.project,
+    return _child_run(
+        run=run,
+        checkpoint=checkpoint,
         name=f"{run.name} · {'auto-resumed' if automatic else 'resumed'} @{checkpoint.step}",
-        auto_resume_count=run.auto_resume_count + 1 if automatic else 0,
-        environment=run.environment_version.environment,
-        rubric=run.rubric_version.rubric,
-        environment_version=run.environment_version,
-        rubric_version=run.rubric_version,
-        preset=run.preset,
         overrides=run.overrides,
-        user=user,
-        queue=run.queue,
-        parent=run,
-        parent_checkpoint=checkpoint,
         lineage="resume",
+        user=user,
         dispatch=dispatch,
+        auto_resume_count=run.auto_resume_count + 1 if automatic else 0,
     )
 
 
@@ -573,35 +598,13 @@ def run_fork(
     checkpoint = _resume_point(run, checkpoint)
     if not isinstance(overrides, dict):
         raise ValidationError({"overrides": ["Must be a JSON object of knob values."]})
-    if run.is_dpo:
-        return run_create_dpo(
-            project=run.project,
-            snapshot=run.preference_snapshot,
-            name=name or f"{run.name} · fork @{checkpoint.step}",
-            params=overrides,
-            user=user,
-            queue=run.queue,
-            parent=run,
-            parent_checkpoint=checkpoint,
-            lineage="fork",
-            dispatch=dispatch,
-        )
-    # resume_refusal() refuses external runs; DPO runs train on a snapshot. The rest have pinned versions.
-    assert run.environment_version is not None and run.rubric_version is not None
-    return run_create(
-        project=run.project,
+    return _child_run(
+        run=run,
+        checkpoint=checkpoint,
         name=name or f"{run.name} · fork @{checkpoint.step}",
-        environment=run.environment_version.environment,
-        rubric=run.rubric_version.rubric,
-        environment_version=run.environment_version,
-        rubric_version=run.rubric_version,
-        preset=run.preset,
         overrides=overrides,
-        user=user,
-        queue=run.queue,
-        parent=run,
-        parent_checkpoint=checkpoint,
         lineage="fork",
+        user=user,
         dispatch=dispatch,
     )
 
