@@ -186,6 +186,18 @@ _PROPERTIES: dict[str, Any] = {
         minimum=0,
         maximum=1,
     ),
+    "turn_advantage_weight": _knob(
+        "number",
+        "Per-turn advantage weight",
+        "0 keeps one advantage per trajectory. Above 0, where the rubric scores turns (per-turn "
+        "criteria, a learned reward scored per turn), each turn's tokens get the trajectory's advantage "
+        "plus this weight times the turn's reward standardised within its group: the turn that went "
+        "wrong is pushed down, the turns before it are not.",
+        0.0,
+        "algorithm",
+        minimum=0,
+        maximum=10,
+    ),
     "group_size": _knob(
         "integer",
         "Group size",

@@ -2,7 +2,8 @@
 
 Tensors are (sequences, tokens) with a 0/1 `mask` saying which tokens the loss counts: tokens the
 model generated have 1; prompt, tool-output and padding tokens have 0 and so get no gradient at all
-(they are multiplied by 0 before any sum). `advantages` are one value per sequence.
+(they are multiplied by 0 before any sum). `advantages` are one value per sequence (B,), or one per
+token (B, L) where per-turn rewards credit turns apart (`trainers.turn_credit.advantage_tensor`).
 
 Aggregation modes (per optimizer step, across micro-batches, which is why the step's totals
 `num_sequences` / `num_tokens` are passed in rather than taken from the micro-batch):
@@ -94,7 +95,9 @@ def policy_loss(
     reweighted. Returns the scalar loss to backpropagate and the micro-batch's stats.
     """
     mask = mask.to(logp.dtype)
-    adv = advantages.to(logp.dtype).unsqueeze(-1)
+    adv = advantages.to(logp.dtype)
+    if adv.dim() == 1:
+        adv = adv.unsqueeze(-1)
     ratio = torch.exp(logp - old_logp)
     unclipped = -adv * ratio
     clipped = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)

@@ -228,6 +228,12 @@ class Rollout:
     components: list[dict[str, Any]] = field(default_factory=list)
     turn_rewards: dict[int, float] = field(default_factory=dict)
     advantage: float = 0.0
+    # Per completion token, where per-turn rewards credit turns apart (trainers.turn_credit); else None.
+    token_advantages: list[float] | None = None
+
+    def has_signal(self) -> bool:
+        """Whether the policy-gradient term can be non-zero: some token's advantage is not exactly 0."""
+        return self.advantage != 0.0 or any(v != 0.0 for v in self.token_advantages or ())
 
     @property
     def model_tokens(self) -> int:

@@ -138,6 +138,7 @@ class LearnerShard:
         """One optimizer step (× updates_per_batch) on this shard's rows; returns its sums."""
         import torch
 
+        from trainers import turn_credit
         from trainers.losses import policy_loss, truncated_importance_weights
 
         cfg = self.config
@@ -191,7 +192,12 @@ class LearnerShard:
                 ref = None
                 if cfg["kl_coef"] > 0:
                     ref = _rows([s["ref_logprobs"] for s in samples], logp.shape[1], logp.device)
-                adv = torch.tensor([s["advantage"] for s in samples], device=logp.device)
+                adv = turn_credit.advantage_tensor(
+                    [s["advantage"] for s in samples],
+                    [s.get("token_advantages") for s in samples],
+                    logp.shape[1],
+                    logp.device,
+                )
                 loss, stats = policy_loss(
                     logp,
                     old,
@@ -388,12 +394,13 @@ def split_rows(chunks: list[list[int]], world_size: int) -> list[list[list[int]]
 
 
 def sample_payload(rollout: Any, mask: list[int], ref_logprobs: list[float] | None) -> dict[str, Any]:
-    """What a shard needs of one rollout (token ids, mask, advantage, behaviour log-probs), not its text."""
+    """What a shard needs of one rollout (token ids, mask, advantages, behaviour log-probs), not its text."""
     return {
         "prompt_ids": list(rollout.prompt_ids),
         "completion_ids": list(rollout.completion_ids),
         "mask": list(mask),
         "advantage": float(rollout.advantage),
+        "token_advantages": rollout.token_advantages,
         "behaviour_logprobs": list(rollout.behaviour_logprobs),
         "ref_logprobs": ref_logprobs or [],
     }

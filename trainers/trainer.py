@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from trainers import algorithms, checkpoint, wire
+from trainers import algorithms, checkpoint, turn_credit, wire
 from trainers.config import effective_rubric, max_turns_at, resolve_run_config, validate_run_config
 from trainers.events import REPORTED, EventSink, LogForwarder, NullSink, PhaseClock, make_event
 from trainers.losses import completion_logprobs, policy_loss, truncated_importance_weights
@@ -496,8 +496,12 @@ class Trainer:
             cfg["advantage_epsilon"],
         )
         for group, group_adv in zip(kept, advantages, strict=True):
-            for rollout, adv in zip(group, group_adv, strict=True):
+            steps = turn_credit.step_advantages([r.turn_rewards for r in group], cfg["advantage_epsilon"])
+            for rollout, adv, turn_steps in zip(group, group_adv, steps, strict=True):
                 rollout.advantage = float(adv)
+                rollout.token_advantages = turn_credit.rollout_token_advantages(
+                    rollout, turn_steps, cfg["turn_advantage_weight"]
+                )
         if kept:
             self.phase("updating", self.step + 1, message=f"{sum(len(g) for g in kept)} samples")
         update = self.update([r for g in kept for r in g], timings) if kept else {}
@@ -605,10 +609,8 @@ class Trainer:
         norm_constant = cfg["loss_norm_constant"] or cfg["max_new_tokens"] * max(
             max_turns_at(cfg, self.step), 1
         )
-        # Exactly-zero advantage with no KL term: the loss and its gradient are exactly 0 there.
-        active = [
-            i for i, r in enumerate(rollouts) if any(masks[i]) and (r.advantage != 0.0 or cfg["kl_coef"] > 0)
-        ]
+        # Exactly-zero advantages with no KL term: the loss and its gradient are exactly 0 there.
+        active = [i for i, r in enumerate(rollouts) if any(masks[i]) and (r.has_signal() or cfg["kl_coef"] > 0)]
         chunks = [c for c in _split(active, cfg["grad_accum_steps"]) if c]
         # Bounded async: the batch may come from an older policy; weight each token by the truncated
         # importance ratio π_learner / π_behaviour (TIS). The clip stays around the learner's own
@@ -662,7 +664,9 @@ class Trainer:
                 ref = None
                 if cfg["kl_coef"] > 0:
                     ref = self._reference_logprobs(batch, batch_masks)
-                adv = torch.tensor([r.advantage for r in batch], device=logp.device)
+                adv = turn_credit.advantage_tensor(
+                    [r.advantage for r in batch], [r.token_advantages for r in batch], logp.shape[1], logp.device
+                )
                 loss, stats = policy_loss(
                     logp,
                     old,
@@ -747,9 +751,7 @@ class Trainer:
         norm_constant = cfg["loss_norm_constant"] or cfg["max_new_tokens"] * max(
             max_turns_at(cfg, self.step), 1
         )
-        active = [
-            i for i, r in enumerate(rollouts) if any(masks[i]) and (r.advantage != 0.0 or cfg["kl_coef"] > 0)
-        ]
+        active = [i for i, r in enumerate(rollouts) if any(masks[i]) and (r.has_signal() or cfg["kl_coef"] > 0)]
         chunks = [c for c in _split(active, cfg["grad_accum_steps"]) if c]
         refs: dict[int, list[float]] = {}
         if cfg["kl_coef"] > 0:

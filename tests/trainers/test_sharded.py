@@ -60,12 +60,13 @@ def tiny():
     return LlamaForCausalLM(config).eval(), tokenizer
 
 
-def _trainer(tiny, toy_env, sink=None, out_dir=None, resume_from=None, **overrides):
+def _trainer(tiny, toy_env, sink=None, out_dir=None, resume_from=None, rubric=None, **overrides):
     model, tokenizer = tiny
     return Trainer(
         {**CONFIG, **overrides},
         sink=sink or MemorySink(),
         env_factory=toy_env,
+        rubric=rubric,
         model=copy.deepcopy(model),
         tokenizer=tokenizer,
         out_dir=out_dir,
@@ -98,6 +99,27 @@ def test_two_learner_processes_take_the_single_process_step(local_ray, tiny, toy
         total = sum(p.numel() for p in single.model.parameters())
         assert sorted(m["rank"] for m in memory) == [0, 1]
         assert all(abs(m["local_params"] - total / 2) <= total * 0.01 for m in memory)  # half each
+    finally:
+        single.rollouts.close()
+        sharded.rollouts.close()
+        sharded.learner.close()
+
+
+def test_per_turn_advantages_reach_the_shards(local_ray, tiny, toy_env):
+    """Per-token advantages (trainers.turn_credit) travel in the shards' payload: the same step."""
+    from tests.trainers.test_turn_credit import TurnScoringRubric
+
+    single = _trainer(tiny, toy_env, rubric=TurnScoringRubric(), turn_advantage_weight=1.0)
+    single.setup()
+    sharded = _trainer(tiny, toy_env, rubric=TurnScoringRubric(), turn_advantage_weight=1.0, num_learner_workers=2)
+    sharded.setup()
+    try:
+        one, two = single.train_step(), sharded.train_step()
+        assert one["trained_sequences"] == two["trained_sequences"] > 0
+        assert two["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-4)
+        grads = sharded.learner.full_grads()
+        for name, p in single.model.named_parameters():
+            torch.testing.assert_close(grads[name], p.grad, rtol=1e-4, atol=1e-6, msg=name)
     finally:
         single.rollouts.close()
         sharded.rollouts.close()

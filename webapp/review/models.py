@@ -152,6 +152,8 @@ class ActivityVerb(models.TextChoices):
     RUBRIC_VERSIONED = "rubric.versioned", "saved the rubric"
     REWARD_MODEL_TRAINED = "reward_model.trained", "started training the reward model"
     REWARD_MODEL_REGISTERED = "reward_model.added", "added a learned reward to the rubric"
+    TURN_JUDGED = "turn.judged", "judged a turn of"
+    TURN_JUDGEMENT_CLEARED = "turn.cleared", "withdrew a turn judgement on"
 
 
 class Activity(models.Model):
@@ -387,3 +389,55 @@ class SnapshotPair(models.Model):
 
     def __str__(self) -> str:
         return f"row {self.index} of snapshot {self.snapshot_id}"
+
+
+# --- per-turn preferences -------------------------------------------------------------------------
+
+
+class TurnVerdict(models.TextChoices):
+    WRONG = "wrong", "Went wrong here"
+    BETTER = "better", "Better than the other turn at this point"
+
+
+class TurnJudgement(models.Model):
+    """An annotator's judgement of one assistant turn (docs/review.md, "Per-turn preferences").
+
+    WRONG: the trajectory went wrong at `turn_index` (the turns before it were fine).
+    BETTER: the trajectory's turn `turn_index` is better than `other`'s turn `other_turn_index`, taken at
+    the same point of the same task (the first turn where the two diverge, as in a queue pair).
+    One WRONG mark per annotator and trajectory (marking again moves it); one BETTER per annotator and
+    ordered pair of turns. What they mean as per-turn rewards is `TurnJudgement`'s consumer's business:
+    `trainers.turn_credit.judged_turn_rewards`."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="turn_judgements")
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="turn_judgements")
+    turn_index = models.PositiveIntegerField()
+    verdict = models.CharField(max_length=8, choices=TurnVerdict.choices)
+    other = models.ForeignKey(
+        Trajectory, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    other_turn_index = models.PositiveIntegerField(null=True, blank=True)
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="turn_judgements"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["trajectory", "annotator"],
+                condition=models.Q(verdict="wrong"),
+                name="one_wrong_mark_per_annotator",
+            ),
+            models.UniqueConstraint(
+                fields=["trajectory", "turn_index", "other", "other_turn_index", "annotator"],
+                condition=models.Q(verdict="better"),
+                name="one_turn_preference_per_annotator",
+            ),
+        ]
+        indexes = [models.Index(fields=["other"], name="turn_judgement_other")]
+
+    def __str__(self) -> str:
+        return f"{self.annotator} on turn {self.turn_index} of {self.trajectory_id}: {self.verdict}"
