@@ -106,6 +106,11 @@ urlpatterns = [
     ),
     path("trajectories/<int:pk>/tags/", review_apis.TrajectoryTagListView.as_view(), name="trajectory-tags"),
     path(
+        "trajectories/<int:pk>/turn-judgements/",
+        review_apis.TrajectoryTurnJudgementsView.as_view(),
+        name="trajectory-turn-judgements",
+    ),
+    path(
         "trajectories/<int:pk>/tags/<path:name>/",
         review_apis.TrajectoryTagDetailView.as_view(),
         name="trajectory-tag",

@@ -3,6 +3,7 @@ through the services, read through the selectors and shape output with the seria
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -86,6 +87,57 @@ class TrajectoryTagDetailView(APIView):
             raise NotFound("This trajectory has no such tag.")
         review_services.tag_remove(trajectory=trajectory, user=request.user, tag=link.tag)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TrajectoryTurnJudgementsView(APIView):
+    @extend_schema(
+        responses={200: s.TurnJudgementsSerializer, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="A trajectory's turn judgements and the per-turn rewards they attribute",
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        trajectory = _trajectory(request, pk, Capability.READ)
+        return Response(_turn_judgements_body(trajectory))
+
+    @extend_schema(
+        request=s.TurnJudgementInputSerializer,
+        responses={201: s.TurnJudgementsSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Mark the turn where the trajectory went wrong, or prefer its turn over another's at the same point",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        trajectory = _trajectory(request, pk, Capability.ANNOTATE)
+        data = parse(s.TurnJudgementInputSerializer, request.data)
+        if data["verdict"] == "wrong":
+            review_services.turn_mark_wrong(
+                trajectory=trajectory, annotator=request.user, turn_index=data["turn_index"]
+            )
+        else:
+            if "other" not in data:
+                raise ValidationError({"other": ["Name the trajectory whose turn this one beats."]})
+            other = _trajectory(request, data["other"], Capability.READ)
+            review_services.turn_prefer(
+                trajectory=trajectory,
+                turn_index=data["turn_index"],
+                other=other,
+                other_turn_index=data.get("other_turn_index", data["turn_index"]),
+                annotator=request.user,
+            )
+        return Response(_turn_judgements_body(trajectory), status=201)
+
+    @extend_schema(
+        responses={204: None, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Withdraw your turn judgements on this trajectory",
+    )
+    def delete(self, request: Request, pk: int) -> Response:
+        trajectory = _trajectory(request, pk, Capability.ANNOTATE)
+        review_services.turn_judgements_withdraw(trajectory=trajectory, annotator=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _turn_judgements_body(trajectory: Trajectory) -> dict:
+    judged = selectors.turn_judgements(trajectory)
+    return s.TurnJudgementsSerializer(
+        {"turn_rewards": {str(k): v for k, v in judged.rewards.items()}, "judgements": judged.judgements}
+    ).data
 
 
 # --- review: preference queues and their datasets ---------------------------------------------------------

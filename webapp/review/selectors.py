@@ -9,6 +9,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
 
+from trainers.turn_credit import judged_turn_rewards
+
 from webapp.experiments.models import Run
 from webapp.projects.access import Capability, ProjectAccess
 from webapp.projects.models import Membership, Project
@@ -23,9 +25,11 @@ from webapp.review.models import (
     PreferenceSnapshot,
     Tag,
     TrajectoryTag,
+    TurnJudgement,
+    TurnVerdict,
     normalized_tag_name,
 )
-from webapp.rollouts.models import Trajectory
+from webapp.rollouts.models import Trajectory, Turn
 
 RECENT_ACTIVITY = 15
 
@@ -253,3 +257,73 @@ def preference_queue_queryset() -> QuerySet[PreferenceQueue]:
 
 def preference_snapshot_queryset() -> QuerySet[PreferenceSnapshot]:
     return PreferenceSnapshot.objects.select_related("project", "queue")
+
+
+# --- per-turn preferences ------------------------------------------------------------------------------
+
+
+@dataclass
+class TurnJudgements:
+    """A trajectory's turn judgements as the trajectory page, the diff and the API read them."""
+
+    rewards: dict[int, float]  # judged per-turn reward, per assistant turn (trainers.turn_credit)
+    marks: dict[int, int]  # turn → how many annotators marked "went wrong here"
+    preferences: dict[int, tuple[int, int]]  # turn → (times preferred, times another was preferred)
+    mine: int | None  # the turn the reader marked as wrong, if any
+    judgements: list[Any] = field(default_factory=list)
+
+    def annotate(self, turns: list[Any]) -> list[Any]:
+        """Give each turn (a Turn row or a diff row with `.index`) what the pages print beside it:
+        `judged_reward`, `wrong_marks`, `preference_votes` (won, lost) and `my_mark`."""
+        for turn in turns:
+            index = getattr(turn, "index", None)
+            turn.judged_reward = self.rewards.get(index) if index is not None else None
+            turn.wrong_marks = self.marks.get(index, 0) if index is not None else 0
+            turn.preference_votes = self.preferences.get(index) if index is not None else None
+            turn.my_mark = index is not None and index == self.mine
+        return turns
+
+
+def turn_judgements(trajectory: Trajectory, reader=None) -> TurnJudgements:
+    """Every turn judgement on the trajectory, and the per-turn rewards they attribute to its turns."""
+    rows = list(
+        TurnJudgement.objects.filter(Q(trajectory=trajectory) | Q(other=trajectory))
+        .select_related("annotator")
+        .order_by("created_at", "id")
+    )
+    wrong = [j.turn_index for j in rows if j.verdict == TurnVerdict.WRONG and j.trajectory_id == trajectory.pk]
+    won = [j.turn_index for j in rows if j.verdict == TurnVerdict.BETTER and j.trajectory_id == trajectory.pk]
+    lost = [
+        j.other_turn_index
+        for j in rows
+        if j.verdict == TurnVerdict.BETTER and j.other_id == trajectory.pk and j.other_turn_index is not None
+    ]
+    assistant = []
+    if rows:
+        assistant = list(
+            Turn.objects.filter(trajectory=trajectory, role="assistant").values_list("index", flat=True)
+        )
+    marks: dict[int, int] = defaultdict(int)
+    for t in wrong:
+        marks[t] += 1
+    preferences: dict[int, tuple[int, int]] = {}
+    for t in set(won) | set(lost):
+        preferences[t] = (won.count(t), lost.count(t))
+    mine = next(
+        (
+            j.turn_index
+            for j in rows
+            if reader is not None
+            and j.annotator_id == reader.pk
+            and j.verdict == TurnVerdict.WRONG
+            and j.trajectory_id == trajectory.pk
+        ),
+        None,
+    )
+    return TurnJudgements(
+        rewards=judged_turn_rewards(assistant, wrong_marks=wrong, won=won, lost=lost),
+        marks=dict(marks),
+        preferences=preferences,
+        mine=mine,
+        judgements=rows,
+    )

@@ -229,3 +229,36 @@ class SnapshotExportQuerySerializer(serializers.Serializer):
         "prompt and responses as plain strings, both sides rendered alike; parquet: the same rows, provenance flattened into columns",
         error_messages={"invalid_choice": f'Unknown format "{{input}}": one of {", ".join(EXPORT_FORMATS)}.'},
     )
+
+
+# --- per-turn preferences ------------------------------------------------------------------------------
+
+
+class TurnJudgementSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    trajectory = serializers.IntegerField(source="trajectory_id")
+    turn_index = serializers.IntegerField()
+    verdict = serializers.CharField(help_text="wrong: the trajectory went wrong here; better: this turn beats `other`'s")
+    other = serializers.IntegerField(source="other_id", allow_null=True)
+    other_turn_index = serializers.IntegerField(allow_null=True)
+    annotator = username_field("annotator.username")
+    created_at = serializers.DateTimeField()
+
+
+class TurnJudgementsSerializer(serializers.Serializer):
+    turn_rewards = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="judged per-turn reward per assistant turn (index → value in [−1, 1]), attributed from the judgements",
+    )
+    judgements = TurnJudgementSerializer(many=True)
+
+
+class TurnJudgementInputSerializer(serializers.Serializer):
+    verdict = serializers.ChoiceField(choices=["wrong", "better"])
+    turn_index = fields.count(help_text="the judged assistant turn of this trajectory")
+    other = serializers.IntegerField(
+        required=False, help_text="better: the trajectory whose turn this one beats (same task)"
+    )
+    other_turn_index = fields.count(
+        required=False, help_text="better: the other trajectory's turn (the same point: the same index)"
+    )

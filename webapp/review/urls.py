@@ -21,6 +21,7 @@ urlpatterns = [
     ),
     path("review/trajectories/<int:trajectory_id>/flags/", views.flag_raise, name="flag_raise"),
     path("review/flags/<int:flag_id>/resolve/", views.flag_resolve, name="flag_resolve"),
+    path("review/trajectories/<int:trajectory_id>/turns/judge/", views.turn_judge, name="turn_judge"),
     path("activity/", views.activity, name="activity"),
     # preference annotation
     path("review/queues/", views.queue_list, name="queue_list"),

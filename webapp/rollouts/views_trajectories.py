@@ -28,6 +28,7 @@ from webapp.projects.access import (
     access_trajectory,
 )
 from webapp.projects.views import project_context
+from webapp.review import selectors as review_selectors
 from webapp.rollouts import reading
 from webapp.rollouts.diff import compare_turns, components_diff, json_diff
 from webapp.rollouts.diff_render import rows_html
@@ -220,6 +221,8 @@ def trajectory_detail(request: HttpRequest, slug: str, trajectory_id: int) -> Ht
     access = access_project(request.user, slug, Capability.READ)
     trajectory = _trajectory_or_404(access, trajectory_id)
     turns, more = reading.turns_window(trajectory=trajectory, start=0, limit=FIRST_TURNS)
+    judged = review_selectors.turn_judgements(trajectory, request.user)
+    judged.annotate(turns)
     env_state_json = (
         json.dumps(trajectory.env_state, indent=2, sort_keys=True, ensure_ascii=False)
         if trajectory.env_state is not None
@@ -238,6 +241,7 @@ def trajectory_detail(request: HttpRequest, slug: str, trajectory_id: int) -> Ht
             chunk=TURNS_PER_CHUNK,
             env_state_json=env_state_json,
             breakdown=breakdown,
+            judged=judged,
         ),
     )
 
@@ -253,6 +257,7 @@ def trajectory_turns(request: HttpRequest, slug: str, trajectory_id: int) -> Htt
     except BadParameter as error:
         return _bad_request(error)
     turns, more = reading.turns_window(trajectory=trajectory, start=start, limit=TURNS_PER_CHUNK)
+    review_selectors.turn_judgements(trajectory, request.user).annotate(turns)
     next_start = (turns[-1].index + 1) if more and turns else None
     return render(
         request,

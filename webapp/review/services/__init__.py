@@ -1,5 +1,5 @@
-"""Writes for review, by domain: comments, tags, flags, mentions, the activity log, preference queues, judgements and
-dataset snapshots. Views call these after `webapp.projects.access` has checked the caller's role; the
+"""Writes for review, by domain: comments, tags, flags, mentions, the activity log, preference queues, judgements,
+turn judgements and dataset snapshots. Views call these after `webapp.projects.access` has checked the caller's role; the
 rules that depend on who owns what (only the author edits a comment, only assigned annotators judge)
 are checked here. Every write is atomic and records who did it in the project's Activity log.
 """
@@ -34,6 +34,7 @@ from webapp.review.services.queues import (
     queue_create,
     side_of_choice,
 )
+from webapp.review.services.turns import turn_judgements_withdraw, turn_mark_wrong, turn_prefer
 from webapp.review.services.snapshots import (
     MAJORITY_RULE,
     majority,
@@ -72,4 +73,7 @@ __all__ = [
     "snapshot_pairs",
     "tag_add",
     "tag_remove",
+    "turn_judgements_withdraw",
+    "turn_mark_wrong",
+    "turn_prefer",
 ]
