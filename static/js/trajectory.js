@@ -2,6 +2,7 @@
 // "Loading turns…" row scrolls into view (hx-trigger="revealed"). This file adds what scrolling cannot:
 // "Load all turns" (for the browser's find-in-page) and links to a turn that is not loaded yet
 // (#turn-250): both fire the `load-now` trigger on the pending row until nothing (or the turn) is left.
+// Keys: j / k step through the model's turns, w marks the current one as where the trajectory went wrong.
 // No data from the trajectory is written to the DOM here; htmx swaps in server-escaped HTML.
 (function () {
   "use strict";
@@ -80,6 +81,37 @@
     step();
   }
   window.addEventListener("hashchange", followHash);
+
+  // Judging turns from the keyboard: j / k move between the model's turns (focus and #turn-N), w marks
+  // the focused turn "went wrong here" (its form's button, so the server does the rest).
+  function modelTurns() { return Array.from(list.querySelectorAll("li.turn.role-assistant")); }
+  function current() {
+    const focused = document.activeElement && document.activeElement.closest && document.activeElement.closest("li.turn");
+    if (focused) return focused;
+    const match = /^#turn-(\d+)$/.exec(window.location.hash);
+    return match ? document.getElementById("turn-" + match[1]) : null;
+  }
+  function moveTurn(delta) {
+    const turns = modelTurns();
+    if (!turns.length) return;
+    const at = turns.indexOf(current());
+    const next = turns[at < 0 ? (delta > 0 ? 0 : turns.length - 1) : Math.min(Math.max(at + delta, 0), turns.length - 1)];
+    next.setAttribute("tabindex", "-1");
+    next.focus();
+    next.scrollIntoView({ block: "start" });
+    if (window.history && window.history.replaceState) window.history.replaceState(null, "", "#" + next.id);
+  }
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (event.target.closest && event.target.closest("input, textarea, select, [contenteditable=true]")) return;
+    if (event.key === "j") moveTurn(1);
+    else if (event.key === "k") moveTurn(-1);
+    else if (event.key === "w") {
+      const turn = current();
+      const button = turn && turn.querySelector("[data-mark-turn]");
+      if (button) button.click();
+    }
+  });
   window.trajectoryTurnsLoaded = list.querySelectorAll("li.turn").length;
   // htmx (loaded before this file) processes the page on DOMContentLoaded; trigger nothing before that.
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", followHash);

@@ -42,6 +42,13 @@ def _cell(row: TurnComparison, side: str) -> str:
     ]
     if turn.reward is not None:
         parts.append(f"<span>reward {float(turn.reward):.4f}</span>")
+    judged = getattr(turn, "judged_reward", None)  # from turn judgements (webapp.review.selectors)
+    if judged is not None:
+        sign = " pos" if judged > 0 else " neg" if judged < 0 else ""
+        parts.append(
+            f'<span class="turn-reward judged{sign}" data-judged-reward="{float(judged)}" '
+            f'title="per-turn reward attributed from turn judgements">judged {float(judged):.2f}</span>'
+        )
     if one_sided:
         parts.append(f'<span class="muted">only in {"A" if side == "left" else "B"}</span>')
     parts.append("</div>")

@@ -296,6 +296,8 @@ def diff(request: HttpRequest, slug: str) -> HttpResponse:
         return _bad_request(error)
     left, right = _trajectory_or_404(access, a_id), _trajectory_or_404(access, b_id)
     left_turns, right_turns = reading.turns_for_diff(left), reading.turns_for_diff(right)
+    review_selectors.turn_judgements(left).annotate(left_turns)
+    review_selectors.turn_judgements(right).annotate(right_turns)
     rows = compare_turns(left_turns, right_turns)
     both_states = left.env_state is not None and right.env_state is not None
     components = components_diff(left.components or [], right.components or [])
@@ -315,5 +317,22 @@ def diff(request: HttpRequest, slug: str) -> HttpResponse:
             env_changes=json_diff(left.env_state, right.env_state) if both_states else None,
             env_state_one_side=(left.env_state is None) != (right.env_state is None),
             same_task=left.task_id == right.task_id,
+            divergence=_divergence(left, right, rows),
+            preference_sides=[("A", left, right), ("B", right, left)],
         ),
     )
+
+
+def _divergence(left: Trajectory, right: Trajectory, rows) -> int | None:
+    """The index of the first turn where the two trajectories of one task part ways, when both sides
+    are the model's turn there: the point at which an annotator can prefer one turn over the other."""
+    if left.task_id != right.task_id:
+        return None
+    for row in rows:
+        if row.same:
+            continue
+        a, b = row.left, row.right
+        if a is not None and b is not None and a.role == b.role == "assistant" and a.index == b.index:
+            return int(a.index)
+        return None
+    return None

@@ -1,0 +1,146 @@
+"""Per-turn preferences: carol marks the turn where a trajectory went wrong, or prefers one sibling's turn
+over another's at the same point; the per-turn rewards they attribute appear beside the turns and come
+back from the API. alice owns the project, bob researches, carol annotates, dave views, eve is outside.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.urls import reverse
+
+from tests.webapp.review_factories import make_trajectory
+from webapp.review import selectors, services
+from webapp.review.models import Activity, TurnJudgement
+
+# make_trajectory(tool=True): system #0, user #1, assistant #2 (the call), tool #3, assistant #4 (the answer)
+
+
+@pytest.fixture
+def pair(run):
+    """Two samples of one GRPO group: same task, same prompt, different answers."""
+    return (
+        make_trajectory(run, sample=0, answer="4", tool=True, reward=1.0),
+        make_trajectory(run, sample=1, answer="5", tool=True, reward=0.0),
+    )
+
+
+def api(client, method: str, trajectory, body=None):
+    url = f"/api/trajectories/{trajectory.pk}/turn-judgements/"
+    return client.generic(method, url, json.dumps(body) if body is not None else None, content_type="application/json")
+
+
+def test_a_wrong_mark_gives_the_turns_before_plus_and_the_marked_turn_minus(pair, users):
+    good, bad = pair
+    services.turn_mark_wrong(trajectory=bad, annotator=users["carol"], turn_index=4)
+    assert selectors.turn_judgements(bad).rewards == {2: 1.0, 4: -1.0}
+    # Marking again moves carol's mark; bob's mark counts beside hers.
+    services.turn_mark_wrong(trajectory=bad, annotator=users["carol"], turn_index=2)
+    services.turn_mark_wrong(trajectory=bad, annotator=users["bob"], turn_index=4)
+    judged = selectors.turn_judgements(bad, users["carol"])
+    assert judged.rewards == {2: 0.0, 4: -1.0} and judged.marks == {2: 1, 4: 1} and judged.mine == 2
+    assert TurnJudgement.objects.filter(trajectory=bad).count() == 2
+    assert selectors.turn_judgements(good).rewards == {}
+    assert Activity.objects.filter(verb="turn.judged", trajectory=bad).count() == 3
+
+
+@pytest.mark.parametrize(("index", "message"), [(3, "is a tool turn"), (9, "has no turn 9"), (None, "Say which turn")])
+def test_only_the_models_turns_can_be_marked(pair, users, index, message):
+    with pytest.raises(ValidationError) as error:
+        services.turn_mark_wrong(trajectory=pair[1], annotator=users["carol"], turn_index=index)
+    assert message in error.value.message_dict["turn_index"][0]
+
+
+def test_a_turn_preference_at_the_same_point_credits_one_turn_and_blames_the_other(pair, users):
+    good, bad = pair
+    services.turn_prefer(trajectory=good, turn_index=4, other=bad, other_turn_index=4, annotator=users["carol"])
+    assert selectors.turn_judgements(good).rewards == {4: 1.0}
+    assert selectors.turn_judgements(bad).rewards == {4: -1.0}
+    assert selectors.turn_judgements(bad).preferences == {4: (0, 1)}
+    # Changing one's mind replaces the preference instead of adding the opposite one.
+    services.turn_prefer(trajectory=bad, turn_index=4, other=good, other_turn_index=4, annotator=users["carol"])
+    assert selectors.turn_judgements(good).rewards == {4: -1.0}
+    assert TurnJudgement.objects.count() == 1
+    assert services.turn_judgements_withdraw(trajectory=good, annotator=users["carol"]) == 1
+    assert selectors.turn_judgements(bad).rewards == {}
+
+
+def test_turns_are_compared_only_at_the_same_point_of_the_same_task(run, pair, users):
+    good, _bad = pair
+    other_task = make_trajectory(run, group=3, tool=True)
+    different_call = make_trajectory(run, sample=2, answer="4", tool=True)
+    different_call.turns.filter(index=2).update(text='<tool>{"name": "mul"}</tool>')
+    cases = [
+        (other_task, 4, "other", "another task"),
+        (good, 4, "other", "another trajectory"),
+        (different_call, 4, "turn_index", "differ before turn 4 (at turn 2)"),
+        (different_call, 2, "other_turn_index", "same index"),
+    ]
+    for other, other_index, field, message in cases:
+        with pytest.raises(ValidationError) as error:
+            services.turn_prefer(
+                trajectory=good, turn_index=4, other=other, other_turn_index=other_index, annotator=users["carol"]
+            )
+        assert message in error.value.message_dict[field][0], (field, message)
+    # At the first turn where they diverge (turn 2) the comparison stands.
+    services.turn_prefer(trajectory=good, turn_index=2, other=different_call, other_turn_index=2, annotator=users["carol"])
+
+
+def test_the_api_records_a_mark_and_answers_bad_input_with_field_errors(pair, signed_in):
+    good, bad = pair
+    carol = signed_in("carol")
+    response = api(carol, "POST", bad, {"verdict": "wrong", "turn_index": 4})
+    assert response.status_code == 201, response.content
+    assert response.json()["turn_rewards"] == {"2": 1.0, "4": -1.0}
+    assert response.json()["judgements"][0]["annotator"] == "carol"
+    assert api(signed_in("dave"), "GET", bad).json()["turn_rewards"] == {"2": 1.0, "4": -1.0}
+
+    for body, field in (
+        ({"verdict": "wrong", "turn_index": 3}, "turn_index"),
+        ({"verdict": "maybe", "turn_index": 4}, "verdict"),
+        ({"verdict": "wrong", "turn_index": -1}, "turn_index"),
+        ({"verdict": "better", "turn_index": 4}, "other"),
+    ):
+        refused = api(carol, "POST", bad, body)
+        assert refused.status_code == 400 and refused["Content-Type"] == "application/json", body
+        assert field in json.dumps(refused.json()), (body, refused.json())
+
+    response = api(carol, "POST", good, {"verdict": "better", "turn_index": 4, "other": bad.pk})
+    assert response.status_code == 201 and response.json()["turn_rewards"] == {"4": 1.0}
+    assert api(signed_in("dave"), "POST", bad, {"verdict": "wrong", "turn_index": 4}).status_code == 403
+    assert api(signed_in("eve"), "GET", bad).status_code == 404
+    assert api(carol, "DELETE", bad).status_code == 204
+    assert api(carol, "GET", bad).json() == {"turn_rewards": {}, "judgements": []}
+
+
+def test_carol_marks_a_turn_on_the_trajectory_page_and_sees_the_judged_rewards(pair, project, client_for):
+    _good, bad = pair
+    page = reverse("rollouts:trajectory_detail", args=[project.slug, bad.pk])
+    client = client_for("carol")
+    html = client.get(page).content.decode()
+    # One button per model turn, none on the prompt or the tool output.
+    assert re.findall(r'name="turn_index" value="(\d+)"', html) == ["2", "4"]
+    assert "data-judged-reward" not in html
+
+    judge = reverse("review:turn_judge", args=[project.slug, bad.pk])
+    response = client.post(judge, {"verdict": "wrong", "turn_index": "4"})
+    assert response.status_code == 302 and response["Location"] == f"{page}#turn-4"
+    html = client.get(page).content.decode()
+    assert re.findall(r'data-judged-reward="([-\d.]+)"', html) == ["1.0", "-1.0"]
+    assert "judged <strong>-1.00</strong> · marked wrong by 1" in html
+    assert "your mark: went wrong here" in html and "Clear my mark" in html
+
+    # A refused mark says why on the page it came from.
+    response = client.post(judge, {"verdict": "wrong", "turn_index": "3"}, follow=True)
+    assert "The turn judgement was not saved: " in response.content.decode()
+
+    # dave (viewer) sees the judged rewards but no buttons; he may not post.
+    html = client_for("dave").get(page).content.decode()
+    assert 'data-judged-reward="-1.0"' in html and "Went wrong here" not in html
+    assert client_for("dave").post(judge, {"verdict": "wrong", "turn_index": "2"}).status_code == 403
+
+    client_for("carol").post(judge, {"verdict": "clear", "turn_index": "4"})
+    assert "data-judged-reward" not in client_for("carol").get(page).content.decode()
