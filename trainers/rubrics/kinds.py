@@ -383,6 +383,14 @@ LEARNED_REWARD = KindSpec(
                 "criterion lies in (−1, 1) like the others; off: the raw, unbounded score.",
                 "default": True,
             },
+            "per_turn": {
+                "type": "boolean",
+                "title": "Score each turn",
+                "description": "Also score the conversation after each assistant turn: a turn's reward is "
+                "how much it moved the score (the run's per-turn advantage weight uses them). Costs one "
+                "more scoring per assistant turn.",
+                "default": False,
+            },
         },
         required=["path"],
     ),

@@ -404,8 +404,9 @@ class LearnedReward(Criterion):
         bounded: bool = True,
         reward_scorer: ScoreFn | None = None,
         score_scale: Mapping[str, float] | None = None,
+        per_turn: bool = False,
     ) -> None:
-        self.path, self.batch_size, self.bounded = path, batch_size, bounded
+        self.path, self.batch_size, self.bounded, self.per_turn = path, batch_size, bounded, per_turn
         self._scorer = reward_scorer
         self._scale = dict(score_scale) if score_scale else None
         self._metadata_read = False
@@ -452,11 +453,26 @@ class LearnedReward(Criterion):
 
     def score_many(self, trajectories: list[Trajectory]) -> list[CriterionResult]:
         scorer = self._ensure_loaded()
-        raw = [float(v) for v in scorer([self.render(t) for t in trajectories])]
+        texts = [self.render(t) for t in trajectories]
+        prefixes = [turn_prefixes(t) if self.per_turn else [] for t in trajectories]
+        # Per turn: the conversation scored after each assistant turn, and before the first one.
+        prefix_texts = [self.render(p) for rows in prefixes for _turn, p in rows]
+        scores = [float(v) for v in scorer(texts + prefix_texts)] if texts else []
+        raw, prefix_raw = scores[: len(texts)], scores[len(texts) :]
         scale = self._scale if self.bounded else None
         provenance = {**self._provenance, "raw_score": None, "score_scale": scale}
         results = []
-        for value in raw:
+        offset = 0
+        for value, rows in zip(raw, prefixes, strict=True):
+            turn_rewards = None
+            if rows:
+                values = [bounded_score(v, scale) if scale else v for v in prefix_raw[offset : offset + len(rows)]]
+                offset += len(rows)
+                # A turn's reward is how much it moved the score (progress, as SPA-RL attributes the
+                # outcome to steps): they add up to the score after the last turn minus before the first.
+                turn_rewards = {
+                    turn: values[k] - values[k - 1] for k, (turn, _prefix) in enumerate(rows) if k > 0
+                }
             if scale:
                 score = bounded_score(value, scale)
                 explanation = (
@@ -470,5 +486,23 @@ class LearnedReward(Criterion):
                     if not self.bounded
                     else "this model has no score scale; train it again)."
                 )
-            results.append(CriterionResult(score, explanation, provenance={**provenance, "raw_score": value}))
+            results.append(
+                CriterionResult(
+                    score, explanation, turn_rewards=turn_rewards, provenance={**provenance, "raw_score": value}
+                )
+            )
         return results
+
+
+def turn_prefixes(trajectory: Trajectory) -> list[tuple[int | None, Trajectory]]:
+    """(None, the conversation before the first assistant turn), then (t, the conversation up to and
+    including assistant turn t) for each assistant turn: what a per-turn learned reward scores."""
+    turns = list(trajectory.turns)
+    assistant = [i for i, turn in enumerate(turns) if turn.role == "assistant"]
+    if not assistant:
+        return []
+    rows: list[tuple[int | None, Trajectory]] = [
+        (None, Trajectory(task=trajectory.task, turns=turns[: assistant[0]]))
+    ]
+    rows += [(i, Trajectory(task=trajectory.task, turns=turns[: i + 1])) for i in assistant]
+    return rows

@@ -106,6 +106,41 @@ def test_a_multi_turn_trajectory_is_scored_as_the_text_its_preference_pairs_were
     )
 
 
+def test_a_per_turn_learned_reward_credits_each_turn_with_how_far_it_moved_the_score():
+    """Scored after each assistant turn: the turn that breaks the episode gets a negative reward, and
+    the turns' rewards add up to the whole score minus the score before the model spoke."""
+    spec = {
+        "criteria": [
+            {
+                "name": "rm",
+                "kind": "learned_reward",
+                "weight": 1.0,
+                "params": {"path": "/models/rm", "per_turn": True, "bounded": False},
+            }
+        ]
+    }
+    broken = Trajectory(
+        task=Task("t", "What is 12 + 7?", 19),
+        turns=[
+            Turn("system", "Use tools."),
+            Turn("user", "What is 12 + 7?"),
+            Turn("assistant", "<tool_call>calc</tool_call>", tool_name="calculator"),
+            Turn("tool", "Result: 19", tool_name="calculator", tool_result="19"),
+            Turn("assistant", "<answer>TOOL_NAME</answer>"),
+        ],
+    )
+
+    def scorer(texts):  # +2 for a tool call, +1 for the tool's result, −3 once the answer is broken
+        return [2.0 * ("calc" in t) + 1.0 * ("19\n" in t or t.endswith("19")) - 3.0 * ("TOOL_NAME" in t) for t in texts]
+
+    [score] = score_group(spec, [broken], reward_scorer=scorer)
+    [component] = score.components
+    assert component.raw == 0.0  # 2 + 1 − 3
+    assert component.turn_rewards == {2: 2.0, 4: -2.0}  # the call helped; the broken answer undid it
+    assert sum(component.turn_rewards.values()) == component.raw - 0.0  # before the model spoke: 0
+    assert score.turn_rewards == {2: 2.0, 4: -2.0}  # what the trainer's per-turn advantages read
+
+
 def test_a_model_saved_before_response_text_existed_is_scored_on_final_answers(tmp_path):
     directory = save_reward_model(tmp_path / "old", weight=[1.0], bias=0.0, base_model_path="base")
     stored = json.loads((directory / "reward_model.json").read_text())
