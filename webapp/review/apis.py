@@ -200,7 +200,9 @@ class PreferenceSnapshotListView(generics.ListAPIView):
     def post(self, request: Request, pk: int) -> Response:
         _access, queue = _queue(request, pk, Capability.LAUNCH)
         data = parse(s.SnapshotInputSerializer, request.data if request.body else {})  # the body is optional
-        snapshot = review_services.snapshot_create(queue, request.user, complete_only=data["complete_only"])
+        snapshot = review_services.snapshot_create(
+            queue, request.user, complete_only=data["complete_only"], include_turns=data["include_turns"]
+        )
         snapshot = selectors.snapshot_list(queue).get(pk=snapshot.pk)
         return Response(s.PreferenceSnapshotSerializer(snapshot).data, status=201)
 

@@ -218,6 +218,11 @@ class SnapshotInputSerializer(serializers.Serializer):
     complete_only = serializers.BooleanField(
         default=False, help_text="leave out pairs that do not have all their judgements yet"
     )
+    include_turns = serializers.BooleanField(
+        default=False,
+        help_text="add step-level rows from the turn judgements on the queue's trajectories (for a reward "
+        "model scored per turn; docs/review.md, Per-turn preferences)",
+    )
 
 
 class SnapshotExportQuerySerializer(serializers.Serializer):

@@ -144,3 +144,30 @@ def test_carol_marks_a_turn_on_the_trajectory_page_and_sees_the_judged_rewards(p
 
     client_for("carol").post(judge, {"verdict": "clear", "turn_index": "4"})
     assert "data-judged-reward" not in client_for("carol").get(page).content.decode()
+
+
+def test_a_snapshot_with_turns_holds_step_level_rows_for_a_reward_model(run, project, users):
+    from tests.webapp.review_factories import make_group
+
+    first, second = make_group(run, group=1, rewards=[1.0, 0.0], tool=True)
+    queue = services.queue_create(
+        project=project, user=users["bob"], name="turns", runs=[run], annotators=[users["carol"]], seed=1
+    )
+    services.turn_mark_wrong(trajectory=second, annotator=users["carol"], turn_index=4)
+    services.turn_prefer(trajectory=first, turn_index=2, other=second, other_turn_index=2, annotator=users["carol"])
+
+    plain = services.snapshot_create(queue, users["bob"])
+    assert services.snapshot_pairs(plain) == []  # no pair judged, and turns only on request
+
+    snapshot = services.snapshot_create(queue, users["bob"], include_turns=True)
+    rows = services.snapshot_pairs(snapshot)
+    call = '<tool>{"name": "add"}</tool>'
+    whole = f"assistant: {call}\ntool (add): answer 1.1\nassistant: <answer>answer 1.1</answer>"
+    assert [(r["chosen"], r["rejected"], r["provenance"]["label"]) for r in rows] == [
+        (call, call, "better"),  # first's turn 2 over second's, after the same prompt
+        (call, "", 1.0),  # second's call was fine: better than nothing said yet
+        (call, whole, -1.0),  # its answer is where it went wrong: the conversation before it is better
+    ]
+    assert {r["provenance"]["kind"] for r in rows} == {"turn"}
+    assert rows[1]["provenance"]["chosen_trajectory"] == second.pk
+    assert snapshot.provenance["counts"]["turn_rows"] == 3 and snapshot.provenance["include_turns"] is True

@@ -11,6 +11,7 @@ from django.db.models import Max, Prefetch
 from django.utils import timezone
 
 from trainers.texts import trajectory_text
+from trainers.turn_credit import judged_turn_rewards
 from webapp.experiments.models import Run
 from webapp.review.models import (
     ActivityVerb,
@@ -20,6 +21,8 @@ from webapp.review.models import (
     PreferenceQueue,
     PreferenceSnapshot,
     SnapshotPair,
+    TurnJudgement,
+    TurnVerdict,
 )
 from webapp.review.services.activity import log_activity
 from webapp.rollouts.models import Trajectory, Turn
@@ -50,12 +53,16 @@ def _exclusion_reason(choices: Sequence[str]) -> str:
     return "no_majority"
 
 
-def snapshot_create(queue: PreferenceQueue, user, *, complete_only: bool = False) -> PreferenceSnapshot:
+def snapshot_create(
+    queue: PreferenceQueue, user, *, complete_only: bool = False, include_turns: bool = False
+) -> PreferenceSnapshot:
     """Freeze the queue's current judgements into the next version of its preference dataset.
 
     Each judged pair with a majority (see MAJORITY_RULE) becomes one row: the prompt, the chosen and the
     rejected response (text and chat messages), their rewards and the row's provenance. With
-    `complete_only`, pairs that have fewer than `overlap` judgements wait for the next snapshot.
+    `complete_only`, pairs that have fewer than `overlap` judgements wait for the next snapshot. With
+    `include_turns`, the turn judgements on the queue's trajectories add step-level rows after them
+    (`turn_rows`): the data of a step-level reward model.
     """
     with transaction.atomic():
         queue = PreferenceQueue.objects.select_for_update().get(pk=queue.pk)
@@ -131,6 +138,10 @@ def snapshot_create(queue: PreferenceQueue, user, *, complete_only: bool = False
                     },
                 )
             )
+        if include_turns:
+            turn_rows = _turn_rows(queue, start=len(rows))
+            counts["turn_rows"] = len(turn_rows)
+            rows += turn_rows
         run_ids = sorted({t.run_id for t in trajectories.values()})
         runs = dict(Run.objects.filter(pk__in=run_ids).values_list("id", "name"))
         snapshot = PreferenceSnapshot.objects.create(
@@ -153,6 +164,7 @@ def snapshot_create(queue: PreferenceQueue, user, *, complete_only: bool = False
                 "steps": sorted({t.step for t in trajectories.values()}),
                 "rule": MAJORITY_RULE,
                 "complete_only": complete_only,
+                "include_turns": include_turns,
                 "counts": dict(counts),
                 "created_by": getattr(user, "username", None),
                 "created_at": timezone.now().isoformat(),
@@ -190,3 +202,103 @@ def snapshot_pairs(snapshot: PreferenceSnapshot) -> list[dict[str, Any]]:
         }
         for row in snapshot.pairs.order_by("index")
     ]
+
+
+# --- step-level rows from turn judgements ----------------------------------------------------------------
+
+TURN_ROWS_RULE = (
+    "turns: a turn preference becomes a row (the winner's conversation up to its turn chosen, the "
+    "other's up to the same turn rejected); a trajectory's 'went wrong' marks become its judged "
+    "per-turn rewards (trainers.turn_credit) and each labelled turn a row between the conversation up to "
+    "it and up to the previous assistant turn — chosen the later one for a positive label, the earlier "
+    "for a negative one. A reward model trained on them and scored per turn (learned_reward, per_turn) "
+    "gives a marked turn a negative reward."
+)
+
+
+def _prefix(trajectory: Trajectory, upto: int | None) -> Any:
+    """The trajectory's conversation up to and including turn `upto` (None: before the first assistant
+    turn), rendered as the per-turn learned reward renders it."""
+    turns = list(trajectory.turns.all())
+    if upto is None:
+        first = next((i for i, t in enumerate(turns) if t.role == "assistant"), len(turns))
+        kept = turns[:first]
+    else:
+        kept = [t for t in turns if t.index <= upto]
+    return trajectory_text(trajectory.prompt, kept)
+
+
+def _turn_row(index: int, chosen: tuple[Trajectory, int | None], rejected: tuple[Trajectory, int | None], **provenance: Any) -> SnapshotPair:
+    chosen_text, rejected_text = _prefix(*chosen), _prefix(*rejected)
+    return SnapshotPair(
+        index=index,
+        prompt=chosen_text.prompt,
+        chosen=chosen_text.response,
+        rejected=rejected_text.response,
+        prompt_messages=chosen_text.prompt_messages,
+        chosen_messages=chosen_text.response_messages,
+        rejected_messages=rejected_text.response_messages,
+        chosen_reward=None,
+        rejected_reward=None,
+        provenance={
+            "kind": "turn",
+            "task_id": chosen[0].task_id,
+            "chosen_trajectory": chosen[0].pk,
+            "rejected_trajectory": rejected[0].pk,
+            "chosen_run": chosen[0].run_id,
+            "rejected_run": rejected[0].run_id,
+            "chosen_step": chosen[0].step,
+            "rejected_step": rejected[0].step,
+            **provenance,
+        },
+    )
+
+
+def _turn_rows(queue: PreferenceQueue, *, start: int) -> list[SnapshotPair]:
+    """Step-level rows from the turn judgements on the queue's trajectories (TURN_ROWS_RULE)."""
+    ids = set(queue.pairs.values_list("a_id", flat=True)) | set(queue.pairs.values_list("b_id", flat=True))
+    judgements = list(
+        TurnJudgement.objects.filter(trajectory_id__in=ids)
+        .select_related("annotator")
+        .order_by("trajectory_id", "created_at", "id")
+    )
+    needed = ids & ({j.trajectory_id for j in judgements} | {j.other_id for j in judgements if j.other_id})
+    trajectories = (
+        Trajectory.objects.filter(pk__in=needed)
+        .prefetch_related(Prefetch("turns", queryset=Turn.objects.order_by("index")))
+        .in_bulk()
+    )
+    rows: list[SnapshotPair] = []
+    for j in judgements:
+        if j.verdict == TurnVerdict.BETTER and j.other_id in trajectories:
+            rows.append(
+                _turn_row(
+                    start + len(rows),
+                    (trajectories[j.trajectory_id], j.turn_index),
+                    (trajectories[j.other_id], j.other_turn_index),
+                    turn_index=j.turn_index,
+                    label="better",
+                    annotators=[j.annotator.username],
+                )
+            )
+    marks: dict[int, list[TurnJudgement]] = defaultdict(list)
+    for j in judgements:
+        if j.verdict == TurnVerdict.WRONG:
+            marks[j.trajectory_id].append(j)
+    for trajectory_id, mine in marks.items():
+        trajectory = trajectories[trajectory_id]
+        assistant = [t.index for t in trajectory.turns.all() if t.role == "assistant"]
+        labels = judged_turn_rewards(assistant, wrong_marks=[j.turn_index for j in mine])
+        annotators = sorted({j.annotator.username for j in mine})
+        for position, turn in enumerate(assistant):
+            label = labels.get(turn, 0.0)
+            if label == 0.0:
+                continue
+            after, before = (trajectory, turn), (trajectory, assistant[position - 1] if position else None)
+            chosen, rejected = (after, before) if label > 0 else (before, after)
+            rows.append(
+                _turn_row(
+                    start + len(rows), chosen, rejected, turn_index=turn, label=label, annotators=annotators
+                )
+            )
+    return rows
