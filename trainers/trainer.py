@@ -610,7 +610,9 @@ class Trainer:
             max_turns_at(cfg, self.step), 1
         )
         # Exactly-zero advantages with no KL term: the loss and its gradient are exactly 0 there.
-        active = [i for i, r in enumerate(rollouts) if any(masks[i]) and (r.has_signal() or cfg["kl_coef"] > 0)]
+        active = [
+            i for i, r in enumerate(rollouts) if any(masks[i]) and (r.has_signal() or cfg["kl_coef"] > 0)
+        ]
         chunks = [c for c in _split(active, cfg["grad_accum_steps"]) if c]
         # Bounded async: the batch may come from an older policy; weight each token by the truncated
         # importance ratio π_learner / π_behaviour (TIS). The clip stays around the learner's own
@@ -665,7 +667,10 @@ class Trainer:
                 if cfg["kl_coef"] > 0:
                     ref = self._reference_logprobs(batch, batch_masks)
                 adv = turn_credit.advantage_tensor(
-                    [r.advantage for r in batch], [r.token_advantages for r in batch], logp.shape[1], logp.device
+                    [r.advantage for r in batch],
+                    [r.token_advantages for r in batch],
+                    logp.shape[1],
+                    logp.device,
                 )
                 loss, stats = policy_loss(
                     logp,
@@ -751,7 +756,9 @@ class Trainer:
         norm_constant = cfg["loss_norm_constant"] or cfg["max_new_tokens"] * max(
             max_turns_at(cfg, self.step), 1
         )
-        active = [i for i, r in enumerate(rollouts) if any(masks[i]) and (r.has_signal() or cfg["kl_coef"] > 0)]
+        active = [
+            i for i, r in enumerate(rollouts) if any(masks[i]) and (r.has_signal() or cfg["kl_coef"] > 0)
+        ]
         chunks = [c for c in _split(active, cfg["grad_accum_steps"]) if c]
         refs: dict[int, list[float]] = {}
         if cfg["kl_coef"] > 0:

@@ -65,7 +65,9 @@ def judged_turn_rewards(
 # --- per-turn rewards → per-token advantages -----------------------------------------------------------
 
 
-def step_advantages(group_turn_rewards: Sequence[Mapping[int, float]], epsilon: float = 1e-6) -> list[dict[int, float]]:
+def step_advantages(
+    group_turn_rewards: Sequence[Mapping[int, float]], epsilon: float = 1e-6
+) -> list[dict[int, float]]:
     """Each sample's per-turn rewards, standardised over every scored turn of its group (all samples)."""
     values = [float(v) for rewards in group_turn_rewards for v in rewards.values() if math.isfinite(v)]
     if len(values) < 2:
@@ -80,7 +82,9 @@ def step_advantages(group_turn_rewards: Sequence[Mapping[int, float]], epsilon: 
     ]
 
 
-def completion_turns(turn_lengths: Sequence[int], prompt_length: int, completion_length: int) -> list[int] | None:
+def completion_turns(
+    turn_lengths: Sequence[int], prompt_length: int, completion_length: int
+) -> list[int] | None:
     """The turn index of every completion token, from the token count of each turn (in order) and the
     prompt's length; None when the turns do not tile prompt + completion exactly (a trainer that did not
     report its turns' tokens), so nothing is credited to the wrong turn."""
@@ -117,7 +121,9 @@ def advantage_tensor(
 
     if all(row is None for row in per_token):
         return torch.tensor([float(a) for a in advantages], device=device)
-    out = torch.tensor([[float(a)] * width for a in advantages], device=device).reshape(len(advantages), width)
+    out = torch.tensor([[float(a)] * width for a in advantages], device=device).reshape(
+        len(advantages), width
+    )
     for i, row in enumerate(per_token):
         if row:
             n = min(len(row), width)

@@ -111,7 +111,9 @@ def test_per_turn_advantages_reach_the_shards(local_ray, tiny, toy_env):
 
     single = _trainer(tiny, toy_env, rubric=TurnScoringRubric(), turn_advantage_weight=1.0)
     single.setup()
-    sharded = _trainer(tiny, toy_env, rubric=TurnScoringRubric(), turn_advantage_weight=1.0, num_learner_workers=2)
+    sharded = _trainer(
+        tiny, toy_env, rubric=TurnScoringRubric(), turn_advantage_weight=1.0, num_learner_workers=2
+    )
     sharded.setup()
     try:
         one, two = single.train_step(), sharded.train_step()

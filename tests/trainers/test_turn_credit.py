@@ -18,7 +18,9 @@ def rollout(turn_tokens: list[tuple[str, int]], *, prompt_turns: int = 2, advant
     turns, ids = [], []
     for i, (role, n) in enumerate(turn_tokens):
         token_ids = list(range(100 * i, 100 * i + n))
-        turns.append(Turn(role=role, text=role, token_ids=token_ids, loss_mask=[int(role == "assistant")] * n))
+        turns.append(
+            Turn(role=role, text=role, token_ids=token_ids, loss_mask=[int(role == "assistant")] * n)
+        )
         ids.append(token_ids)
     prompt = [t for chunk in ids[:prompt_turns] for t in chunk]
     completion = [t for chunk in ids[prompt_turns:] for t in chunk]
@@ -37,7 +39,15 @@ def rollout(turn_tokens: list[tuple[str, int]], *, prompt_turns: int = 2, advant
 
 
 # A system and user prompt, then assistant #2, tool #3, assistant #4, tool #5, assistant #6.
-TURNS = [("system", 3), ("user", 2), ("assistant", 4), ("tool", 2), ("assistant", 3), ("tool", 2), ("assistant", 5)]
+TURNS = [
+    ("system", 3),
+    ("user", 2),
+    ("assistant", 4),
+    ("tool", 2),
+    ("assistant", 3),
+    ("tool", 2),
+    ("assistant", 5),
+]
 
 
 def test_a_wrong_mark_credits_the_turns_before_it_and_blames_it_and_what_follows():
@@ -128,7 +138,9 @@ class TurnScoringRubric:
         scores = []
         for i, t in enumerate(trajectories):
             first = next(k for k, turn in enumerate(t.turns) if turn.role == "assistant")
-            component = ComponentScore("rank", "python", float(i), 1.0, float(i), "position", turn_rewards={first: -i})
+            component = ComponentScore(
+                "rank", "python", float(i), 1.0, float(i), "position", turn_rewards={first: -i}
+            )
             scores.append(RubricScore(float(i), [component], {first: float(-i)}))
         return scores
 

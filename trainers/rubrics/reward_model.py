@@ -466,12 +466,16 @@ class LearnedReward(Criterion):
         for value, rows in zip(raw, prefixes, strict=True):
             turn_rewards = None
             if rows:
-                values = [bounded_score(v, scale) if scale else v for v in prefix_raw[offset : offset + len(rows)]]
+                values = [
+                    bounded_score(v, scale) if scale else v for v in prefix_raw[offset : offset + len(rows)]
+                ]
                 offset += len(rows)
                 # A turn's reward is how much it moved the score (progress, as SPA-RL attributes the
                 # outcome to steps): they add up to the score after the last turn minus before the first.
                 turn_rewards = {
-                    turn: values[k] - values[k - 1] for k, (turn, _prefix) in enumerate(rows) if k > 0
+                    turn: values[k] - values[k - 1]
+                    for k, (turn, _prefix) in enumerate(rows)
+                    if turn is not None  # the first row is the conversation before any assistant turn
                 }
             if scale:
                 score = bounded_score(value, scale)
@@ -488,7 +492,10 @@ class LearnedReward(Criterion):
                 )
             results.append(
                 CriterionResult(
-                    score, explanation, turn_rewards=turn_rewards, provenance={**provenance, "raw_score": value}
+                    score,
+                    explanation,
+                    turn_rewards=turn_rewards,
+                    provenance={**provenance, "raw_score": value},
                 )
             )
         return results

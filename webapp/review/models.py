@@ -413,9 +413,7 @@ class TurnJudgement(models.Model):
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="turn_judgements")
     turn_index = models.PositiveIntegerField()
     verdict = models.CharField(max_length=8, choices=TurnVerdict.choices)
-    other = models.ForeignKey(
-        Trajectory, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
-    )
+    other = models.ForeignKey(Trajectory, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     other_turn_index = models.PositiveIntegerField(null=True, blank=True)
     annotator = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="turn_judgements"

@@ -10,7 +10,6 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
 
 from trainers.turn_credit import judged_turn_rewards
-
 from webapp.experiments.models import Run
 from webapp.projects.access import Capability, ProjectAccess
 from webapp.projects.models import Membership, Project
@@ -291,7 +290,9 @@ def turn_judgements(trajectory: Trajectory, reader=None) -> TurnJudgements:
         .select_related("annotator")
         .order_by("created_at", "id")
     )
-    wrong = [j.turn_index for j in rows if j.verdict == TurnVerdict.WRONG and j.trajectory_id == trajectory.pk]
+    wrong = [
+        j.turn_index for j in rows if j.verdict == TurnVerdict.WRONG and j.trajectory_id == trajectory.pk
+    ]
     won = [j.turn_index for j in rows if j.verdict == TurnVerdict.BETTER and j.trajectory_id == trajectory.pk]
     lost = [
         j.other_turn_index

@@ -243,7 +243,9 @@ class TurnJudgementSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     trajectory = serializers.IntegerField(source="trajectory_id")
     turn_index = serializers.IntegerField()
-    verdict = serializers.CharField(help_text="wrong: the trajectory went wrong here; better: this turn beats `other`'s")
+    verdict = serializers.CharField(
+        help_text="wrong: the trajectory went wrong here; better: this turn beats `other`'s"
+    )
     other = serializers.IntegerField(source="other_id", allow_null=True)
     other_turn_index = serializers.IntegerField(allow_null=True)
     annotator = username_field("annotator.username")
@@ -261,7 +263,7 @@ class TurnJudgementsSerializer(serializers.Serializer):
 class TurnJudgementInputSerializer(serializers.Serializer):
     verdict = serializers.ChoiceField(choices=["wrong", "better"])
     turn_index = fields.count(help_text="the judged assistant turn of this trajectory")
-    other = serializers.IntegerField(
+    other = fields.object_id(
         required=False, help_text="better: the trajectory whose turn this one beats (same task)"
     )
     other_turn_index = fields.count(

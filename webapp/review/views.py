@@ -497,7 +497,9 @@ def turn_judge(request: HttpRequest, slug: str, trajectory_id: int) -> HttpRespo
                 trajectory=trajectory,
                 turn_index=turn,
                 other=_trajectory(access, int(other_id)),
-                other_turn_index=_turn_index(request, "other_turn_index") if "other_turn_index" in request.POST else turn,
+                other_turn_index=_turn_index(request, "other_turn_index")
+                if "other_turn_index" in request.POST
+                else turn,
                 annotator=request.user,
             )
         else:

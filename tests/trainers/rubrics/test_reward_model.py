@@ -131,7 +131,10 @@ def test_a_per_turn_learned_reward_credits_each_turn_with_how_far_it_moved_the_s
     )
 
     def scorer(texts):  # +2 for a tool call, +1 for the tool's result, −3 once the answer is broken
-        return [2.0 * ("calc" in t) + 1.0 * ("19\n" in t or t.endswith("19")) - 3.0 * ("TOOL_NAME" in t) for t in texts]
+        return [
+            2.0 * ("calc" in t) + 1.0 * ("19\n" in t or t.endswith("19")) - 3.0 * ("TOOL_NAME" in t)
+            for t in texts
+        ]
 
     [score] = score_group(spec, [broken], reward_scorer=scorer)
     [component] = score.components

@@ -124,6 +124,7 @@ def world(users, project, environment, rubric, run) -> World:
             "/api/runs/{run_id}/events": {"run_id": run.pk},
             "/api/trajectories/{id}/comments/": {"id": trajectory.pk},
             "/api/trajectories/{id}/tags/": {"id": trajectory.pk},
+            "/api/trajectories/{id}/turn-judgements/": {"id": trajectory.pk},
             "/api/trajectories/{id}/tags/{name}/": {"id": trajectory.pk, "name": "reviewed"},
             "/api/preference-queues/{id}/": {"id": queue.pk},
             "/api/preference-queues/{id}/snapshots/": {"id": queue.pk},

@@ -30,7 +30,9 @@ def pair(run):
 
 def api(client, method: str, trajectory, body=None):
     url = f"/api/trajectories/{trajectory.pk}/turn-judgements/"
-    return client.generic(method, url, json.dumps(body) if body is not None else None, content_type="application/json")
+    return client.generic(
+        method, url, json.dumps(body) if body is not None else None, content_type="application/json"
+    )
 
 
 def test_a_wrong_mark_gives_the_turns_before_plus_and_the_marked_turn_minus(pair, users):
@@ -47,7 +49,9 @@ def test_a_wrong_mark_gives_the_turns_before_plus_and_the_marked_turn_minus(pair
     assert Activity.objects.filter(verb="turn.judged", trajectory=bad).count() == 3
 
 
-@pytest.mark.parametrize(("index", "message"), [(3, "is a tool turn"), (9, "has no turn 9"), (None, "Say which turn")])
+@pytest.mark.parametrize(
+    ("index", "message"), [(3, "is a tool turn"), (9, "has no turn 9"), (None, "Say which turn")]
+)
 def test_only_the_models_turns_can_be_marked(pair, users, index, message):
     with pytest.raises(ValidationError) as error:
         services.turn_mark_wrong(trajectory=pair[1], annotator=users["carol"], turn_index=index)
@@ -56,12 +60,16 @@ def test_only_the_models_turns_can_be_marked(pair, users, index, message):
 
 def test_a_turn_preference_at_the_same_point_credits_one_turn_and_blames_the_other(pair, users):
     good, bad = pair
-    services.turn_prefer(trajectory=good, turn_index=4, other=bad, other_turn_index=4, annotator=users["carol"])
+    services.turn_prefer(
+        trajectory=good, turn_index=4, other=bad, other_turn_index=4, annotator=users["carol"]
+    )
     assert selectors.turn_judgements(good).rewards == {4: 1.0}
     assert selectors.turn_judgements(bad).rewards == {4: -1.0}
     assert selectors.turn_judgements(bad).preferences == {4: (0, 1)}
     # Changing one's mind replaces the preference instead of adding the opposite one.
-    services.turn_prefer(trajectory=bad, turn_index=4, other=good, other_turn_index=4, annotator=users["carol"])
+    services.turn_prefer(
+        trajectory=bad, turn_index=4, other=good, other_turn_index=4, annotator=users["carol"]
+    )
     assert selectors.turn_judgements(good).rewards == {4: -1.0}
     assert TurnJudgement.objects.count() == 1
     assert services.turn_judgements_withdraw(trajectory=good, annotator=users["carol"]) == 1
@@ -82,11 +90,17 @@ def test_turns_are_compared_only_at_the_same_point_of_the_same_task(run, pair, u
     for other, other_index, field, message in cases:
         with pytest.raises(ValidationError) as error:
             services.turn_prefer(
-                trajectory=good, turn_index=4, other=other, other_turn_index=other_index, annotator=users["carol"]
+                trajectory=good,
+                turn_index=4,
+                other=other,
+                other_turn_index=other_index,
+                annotator=users["carol"],
             )
         assert message in error.value.message_dict[field][0], (field, message)
     # At the first turn where they diverge (turn 2) the comparison stands.
-    services.turn_prefer(trajectory=good, turn_index=2, other=different_call, other_turn_index=2, annotator=users["carol"])
+    services.turn_prefer(
+        trajectory=good, turn_index=2, other=different_call, other_turn_index=2, annotator=users["carol"]
+    )
 
 
 def test_the_api_records_a_mark_and_answers_bad_input_with_field_errors(pair, signed_in):
@@ -154,7 +168,9 @@ def test_a_snapshot_with_turns_holds_step_level_rows_for_a_reward_model(run, pro
         project=project, user=users["bob"], name="turns", runs=[run], annotators=[users["carol"]], seed=1
     )
     services.turn_mark_wrong(trajectory=second, annotator=users["carol"], turn_index=4)
-    services.turn_prefer(trajectory=first, turn_index=2, other=second, other_turn_index=2, annotator=users["carol"])
+    services.turn_prefer(
+        trajectory=first, turn_index=2, other=second, other_turn_index=2, annotator=users["carol"]
+    )
 
     plain = services.snapshot_create(queue, users["bob"])
     assert services.snapshot_pairs(plain) == []  # no pair judged, and turns only on request

@@ -36,10 +36,16 @@ def siblings(run):
     )
 
 
-def test_the_trajectory_page_prints_reported_and_judged_per_turn_rewards(client_for, project, siblings, users):
+def test_the_trajectory_page_prints_reported_and_judged_per_turn_rewards(
+    client_for, project, siblings, users
+):
     good, _bad = siblings
     services.turn_mark_wrong(trajectory=good, annotator=users["carol"], turn_index=4)
-    html = client_for("dave").get(reverse("rollouts:trajectory_detail", args=[project.slug, good.pk])).content.decode()
+    html = (
+        client_for("dave")
+        .get(reverse("rollouts:trajectory_detail", args=[project.slug, good.pk]))
+        .content.decode()
+    )
     head = re.search(r'id="turn-2".*?</div>', html, re.S).group(0)
     assert "reward <strong>0.5000</strong>" in head and "judged <strong>1.00</strong>" in head
     last = re.search(r'id="turn-4".*?</div>', html, re.S).group(0)

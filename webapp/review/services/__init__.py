@@ -34,13 +34,13 @@ from webapp.review.services.queues import (
     queue_create,
     side_of_choice,
 )
-from webapp.review.services.turns import turn_judgements_withdraw, turn_mark_wrong, turn_prefer
 from webapp.review.services.snapshots import (
     MAJORITY_RULE,
     majority,
     snapshot_create,
     snapshot_pairs,
 )
+from webapp.review.services.turns import turn_judgements_withdraw, turn_mark_wrong, turn_prefer
 
 __all__ = [
     "Assignment",

@@ -228,7 +228,12 @@ def _prefix(trajectory: Trajectory, upto: int | None) -> Any:
     return trajectory_text(trajectory.prompt, kept)
 
 
-def _turn_row(index: int, chosen: tuple[Trajectory, int | None], rejected: tuple[Trajectory, int | None], **provenance: Any) -> SnapshotPair:
+def _turn_row(
+    index: int,
+    chosen: tuple[Trajectory, int | None],
+    rejected: tuple[Trajectory, int | None],
+    **provenance: Any,
+) -> SnapshotPair:
     chosen_text, rejected_text = _prefix(*chosen), _prefix(*rejected)
     return SnapshotPair(
         index=index,

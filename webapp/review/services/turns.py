@@ -22,7 +22,11 @@ def _assistant_turn(trajectory: Trajectory, index: int | None, field: str) -> Tu
         raise ValidationError({field: [f"Trajectory {trajectory.pk} has no turn {index}."]})
     if turn.role != "assistant":
         raise ValidationError(
-            {field: [f"Turn {index} of trajectory {trajectory.pk} is a {turn.role} turn; judge the model's turns."]}
+            {
+                field: [
+                    f"Turn {index} of trajectory {trajectory.pk} is a {turn.role} turn; judge the model's turns."
+                ]
+            }
         )
     return turn
 
@@ -54,13 +58,19 @@ def _same_point(trajectory: Trajectory, turn_index: int, other: Trajectory, othe
     if other.run.project_id != trajectory.run.project_id:
         raise ValidationError({"other": [f"Trajectory {other.pk} is in another project."]})
     if other.task_id != trajectory.task_id:
-        raise ValidationError({"other": [f"Trajectory {other.pk} is another task; turns are compared on one task."]})
+        raise ValidationError(
+            {"other": [f"Trajectory {other.pk} is another task; turns are compared on one task."]}
+        )
     if other_turn_index != turn_index:
         raise ValidationError(
             {"other_turn_index": ["Compare turns at the same place in the conversation (the same index)."]}
         )
     before = [
-        list(Turn.objects.filter(trajectory=t, index__lt=turn_index).order_by("index").values_list("role", "text"))
+        list(
+            Turn.objects.filter(trajectory=t, index__lt=turn_index)
+            .order_by("index")
+            .values_list("role", "text")
+        )
         for t in (trajectory, other)
     ]
     if before[0] != before[1]:
@@ -69,13 +79,22 @@ def _same_point(trajectory: Trajectory, turn_index: int, other: Trajectory, othe
             min(len(before[0]), len(before[1])),
         )
         raise ValidationError(
-            {"turn_index": [f"The conversations differ before turn {turn_index} (at turn {first}); compare the first turn where they diverge."]}
+            {
+                "turn_index": [
+                    f"The conversations differ before turn {turn_index} (at turn {first}); compare the first turn where they diverge."
+                ]
+            }
         )
 
 
 @transaction.atomic
 def turn_prefer(
-    *, trajectory: Trajectory, turn_index: int | None, other: Trajectory, other_turn_index: int | None, annotator
+    *,
+    trajectory: Trajectory,
+    turn_index: int | None,
+    other: Trajectory,
+    other_turn_index: int | None,
+    annotator,
 ) -> TurnJudgement:
     """The annotator prefers `trajectory`'s turn to `other`'s turn at the same point. Preferring the other
     way round afterwards replaces it (one preference per annotator and pair of turns)."""
