@@ -26,6 +26,7 @@ from webapp.review.models import (
     PreferenceQueue,
     PreferenceSnapshot,
     TrajectoryTag,
+    TurnJudgement,
 )
 
 PEOPLE = [None, "alice", "bob", "carol", "dave", "eve"]
@@ -104,6 +105,15 @@ PAGES = [
         ok=302,
     ),
     Page("resolve flag", "post", "annotate", "review:flag_resolve", ("flag",), ok=302),
+    Page(
+        "mark a turn",
+        "post",
+        "annotate",
+        "review:turn_judge",
+        ("trajectory",),
+        data=lambda w: {"verdict": "wrong", "turn_index": "2"},
+        ok=302,
+    ),
     Page("activity", "get", "read", "review:activity"),
     Page("notifications", "get", "signed_in", "notifications:list"),
     Page("mark notifications read", "post", "signed_in", "notifications:list", ok=302),
@@ -164,6 +174,7 @@ def everything_stored() -> dict[str, Any]:
         "snapshots": PreferenceSnapshot.objects.count(),
         "notifications": sorted(Notification.objects.values_list("pk", "read_at")),
         "activity": Activity.objects.count(),
+        "turn_judgements": TurnJudgement.objects.count(),
     }
 
 
