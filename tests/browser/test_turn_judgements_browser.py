@@ -1,0 +1,85 @@
+"""Judging turns from the keyboard in real headless Chromium against a real daphne server: carol steps to
+the model's second turn with j, marks it with w, and the page comes back with the judged per-turn
+rewards beside the turns; k steps back. No console errors on the way (the page's CSP is enforced)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from tests.browser.conftest import sign_in
+from tests.webapp.factories import make_trajectory, turn
+
+PASSWORD = "a-long-browser-password"
+
+
+@pytest.fixture
+def episode(transactional_db):
+    from webapp.experiments.services import environment_create, rubric_create, run_create
+    from webapp.projects.models import Membership
+    from webapp.projects.services import project_create
+
+    User = get_user_model()
+    alice = User.objects.create_user("alice", "alice@example.com", PASSWORD)
+    carol = User.objects.create_user("carol", "carol@example.com", PASSWORD)
+    project = project_create(name="Agents", owner=alice)
+    Membership.objects.create(project=project, user=carol, role="annotator")
+    environment = environment_create(
+        project=project, name="arith", kind="arithmetic_calculator", config={}, user=alice
+    )
+    rubric = rubric_create(
+        project=project,
+        name="r",
+        user=alice,
+        spec={
+            "aggregation": "weighted_sum",
+            "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}],
+        },
+    )
+    run, _ = run_create(
+        project=project,
+        name="turns",
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={},
+        user=alice,
+        dispatch=False,
+    )
+    trajectory = make_trajectory(
+        run,
+        turns=[
+            turn("system", "You add numbers."),
+            turn("user", "What is 12 + 30?"),
+            turn("assistant", '<tool_call>{"name": "calculator"}</tool_call>', tool_name="calculator"),
+            turn("tool", "", tool_name="calculator", tool_result="42"),
+            turn("assistant", "<answer>TOOL_NAME</answer>"),
+        ],
+    )
+    return project, trajectory
+
+
+def test_carol_marks_the_turn_that_went_wrong_with_the_keyboard(episode, server, enforced_page):
+    page = enforced_page
+    project, trajectory = episode
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    sign_in(page, server, "carol", PASSWORD)
+    page.goto(f"{server}/p/{project.slug}/trajectories/{trajectory.pk}/")
+    page.wait_for_selector("#turn-4 [data-mark-turn]")
+    assert page.locator("[data-judged-reward]").count() == 0
+
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    assert page.evaluate("document.activeElement.id") == "turn-4"
+    page.keyboard.press("w")
+    page.wait_for_selector("#turn-4 [data-judged-reward]")
+    rewards = page.eval_on_selector_all("[data-judged-reward]", "els => els.map(e => e.dataset.judgedReward)")
+    assert rewards == ["1.0", "-1.0"]  # the call was fine, the answer is where it went wrong
+    assert "your mark: went wrong here" in page.locator("#turn-4").inner_text()
+    assert page.url.endswith("#turn-4")
+
+    page.keyboard.press("k")
+    assert page.evaluate("document.activeElement.id") == "turn-2"
+    assert errors == []
