@@ -187,3 +187,81 @@ def test_a_snapshot_with_turns_holds_step_level_rows_for_a_reward_model(run, pro
     assert {r["provenance"]["kind"] for r in rows} == {"turn"}
     assert rows[1]["provenance"]["chosen_trajectory"] == second.pk
     assert snapshot.provenance["counts"]["turn_rows"] == 3 and snapshot.provenance["include_turns"] is True
+
+
+def episode(run, group: int, sample: int, a: int, b: int, answer: str):
+    from tests.webapp.factories import make_trajectory as make_stored, turn
+
+    call = f'<tool_call>{{"name": "calculator", "arguments": {{"expression": "{a} + {b}"}}}}</tool_call>'
+    return make_stored(
+        run,
+        group=group,
+        sample=sample,
+        task_id=f"add-{a}-{b}",
+        prompt=f"What is {a} + {b}?",
+        turns=[
+            turn("system", "You add numbers with the calculator."),
+            turn("user", f"What is {a} + {b}?"),
+            turn("assistant", call, tool_name="calculator"),
+            turn("tool", "", tool_name="calculator", tool_result=str(a + b)),
+            turn("assistant", answer),
+        ],
+    )
+
+
+@pytest.mark.slow
+def test_marked_turns_train_a_step_level_reward_that_the_trainer_credits(run, project, users, tmp_path):
+    """The whole route: carol marks where broken episodes went wrong → a snapshot with turn rows → a
+    Bradley–Terry reward model on the bundled model → scored per turn, a new broken answer's turn gets a
+    negative reward → its tokens get a lower advantage than the call before it."""
+    from trainers import turn_credit
+    from trainers.reward_training import load_encoder, train_reward_model
+    from trainers.rubrics import score_group
+    from trainers.types import Task, Trajectory, Turn
+    from workers.reward_execution import training_pairs
+
+    for g, (a, b) in enumerate([(12, 30), (7, 8), (21, 4), (33, 9), (5, 16), (40, 2), (18, 18), (9, 27)]):
+        episode(run, g, 0, a, b, f"<answer>{a + b}</answer>")
+        broken = episode(run, g, 1, a, b, "<answer>TOOL_NAME</answer>")
+        services.turn_mark_wrong(trajectory=broken, annotator=users["carol"], turn_index=4)
+    queue = services.queue_create(
+        project=project, user=users["bob"], name="steps", runs=[run], annotators=[users["carol"]], seed=2
+    )
+    rows = services.snapshot_pairs(services.snapshot_create(queue, users["bob"], include_turns=True))
+    assert len(rows) == 16  # per broken episode: its call (+1) and its answer (−1)
+    result = train_reward_model(
+        training_pairs(rows), out_dir=tmp_path / "rm", encoder=load_encoder(), seed=0, held_out_fraction=0.25
+    )
+    assert result.held_out_accuracy >= 0.75, result.metrics()
+
+    spec = {
+        "criteria": [
+            {
+                "name": "steps",
+                "kind": "learned_reward",
+                "weight": 1.0,
+                "params": {"path": str(tmp_path / "rm"), "per_turn": True},
+            }
+        ]
+    }
+
+    def fresh(answer: str) -> Trajectory:  # a task none of the rows had
+        call = '<tool_call>{"name": "calculator", "arguments": {"expression": "26 + 17"}}</tool_call>'
+        task = Task("add-26-17", "What is 26 + 17?")
+        return Trajectory(
+            task=task,
+            turns=[
+                Turn("system", "You add numbers with the calculator."),
+                Turn("user", "What is 26 + 17?"),
+                Turn("assistant", call, tool_name="calculator"),
+                Turn("tool", "43", tool_name="calculator", tool_result="43"),
+                Turn("assistant", answer),
+            ],
+        )
+
+    good, broken = score_group(spec, [fresh("<answer>43</answer>"), fresh("<answer>TOOL_NAME</answer>")])
+    assert broken.turn_rewards[4] < 0 and broken.turn_rewards[4] < good.turn_rewards[4]
+    steps = turn_credit.step_advantages([good.turn_rewards, broken.turn_rewards])
+    owners = [2] * 5 + [3] * 2 + [4] * 4  # the call, the tool result, the answer, by completion token
+    tokens = turn_credit.token_advantages(0.0, steps[1], owners, weight=1.0)
+    assert tokens is not None and max(tokens[7:]) < min(tokens[:5])  # the broken answer is pushed down
