@@ -12,7 +12,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from tests.webapp.review_factories import make_trajectory
+from tests.webapp.factories import make_trajectory as make_stored
+from tests.webapp.factories import turn
+from tests.webapp.review_factories import make_group, make_trajectory
 from webapp.review import selectors, services
 from webapp.review.models import Activity, TurnJudgement
 
@@ -161,8 +163,6 @@ def test_carol_marks_a_turn_on_the_trajectory_page_and_sees_the_judged_rewards(p
 
 
 def test_a_snapshot_with_turns_holds_step_level_rows_for_a_reward_model(run, project, users):
-    from tests.webapp.review_factories import make_group
-
     first, second = make_group(run, group=1, rewards=[1.0, 0.0], tool=True)
     queue = services.queue_create(
         project=project, user=users["bob"], name="turns", runs=[run], annotators=[users["carol"]], seed=1
@@ -190,8 +190,6 @@ def test_a_snapshot_with_turns_holds_step_level_rows_for_a_reward_model(run, pro
 
 
 def episode(run, group: int, sample: int, a: int, b: int, answer: str):
-    from tests.webapp.factories import make_trajectory as make_stored, turn
-
     call = f'<tool_call>{{"name": "calculator", "arguments": {{"expression": "{a} + {b}"}}}}</tool_call>'
     return make_stored(
         run,
