@@ -25,6 +25,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 Category = Hashable
 
@@ -209,7 +210,7 @@ class OrderConsistency:
         return self.consistent / self.items if self.items else None
 
 
-def order_consistency(judge: str, answers: Mapping[Hashable, tuple[Category, Category]]) -> OrderConsistency:
+def order_consistency(judge: str, answers: Mapping[Any, tuple[Category, Category]]) -> OrderConsistency:
     """How often a judge's two answers on a pair (A shown first, B shown first; canonical labels, falsy
     when unreadable) pick the same response."""
     readable = [(first, second) for first, second in answers.values() if first and second]
@@ -242,9 +243,9 @@ def summarize(
     judgements: Sequence[tuple[Hashable, str, Category]],
     *,
     overlap: int,
-    judge_scores: Mapping[Hashable, tuple[str, float | None, float | None]] | None = None,
-    judges: Mapping[str, Mapping[Hashable, Category]] | None = None,
-    judge_answers: Mapping[str, Mapping[Hashable, tuple[Category, Category]]] | None = None,
+    judge_scores: Mapping[Any, tuple[str, float | None, float | None]] | None = None,
+    judges: Mapping[str, Mapping[Any, Category]] | None = None,
+    judge_answers: Mapping[str, Mapping[Any, tuple[Category, Category]]] | None = None,
     sides: Iterable[tuple[str, str, str]] = (),
 ) -> AgreementSummary:
     """Everything the queue page shows about agreement, from (pair, annotator, choice) triples.

@@ -148,7 +148,12 @@ def test_the_queue_page_shows_the_judge_beside_the_humans_with_kappa_and_bias(
     zed = get_user_model().objects.create_user("<i>zed</i>", "zed@example.com", "pw")
     Membership.objects.create(project=project, user=zed, role="annotator")
     queue = services.queue_create(
-        project=project, user=users["bob"], name="both", runs=[run], annotators=[users["carol"], zed], overlap=2
+        project=project,
+        user=users["bob"],
+        name="both",
+        runs=[run],
+        annotators=[users["carol"], zed],
+        overlap=2,
     )
     for person in (users["carol"], zed):
         while (assignment := services.next_pair(queue=queue, annotator=person)) is not None:
