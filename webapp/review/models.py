@@ -448,11 +448,8 @@ class QueueJudge(models.Model):
     @property
     def label(self) -> str:
         """How the judge is named among the annotators. A username has no spaces, so this never collides."""
-        return (
-            f"judge: {self.criterion_name} ({self.rubric_label})"
-            if self.rubric_label
-            else (f"judge: {self.criterion_name}")
-        )
+        suffix = f" ({self.rubric_label})" if self.rubric_label else ""
+        return f"judge: {self.criterion_name}{suffix}"
 
     @property
     def model_name(self) -> str:
