@@ -25,6 +25,7 @@ app.conf.beat_schedule = {
 }
 app.autodiscover_tasks(["workers"], related_name="tasks")
 app.autodiscover_tasks(["workers"], related_name="reward_tasks")
+app.autodiscover_tasks(["workers"], related_name="judge_tasks")
 
 
 @signals.worker_ready.connect

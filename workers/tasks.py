@@ -17,9 +17,11 @@ def execute_run(self, run_id: int) -> str:
 
 @app.task(name=Task.REAP_LOST_RUNS, ignore_result=True)
 def reap_lost_runs() -> list[int]:
-    """Runs and reward-model trainings whose worker stopped heartbeating: LOST / failed."""
+    """Runs, reward-model trainings and queue judges whose worker stopped heartbeating: LOST / failed."""
     from webapp.fleet.services import reap_lost_runs as reap
+    from webapp.review.services.judges import queue_judges_reap_lost
     from webapp.rewards.services import reward_models_reap_lost
 
     reward_models_reap_lost()
+    queue_judges_reap_lost()
     return reap()

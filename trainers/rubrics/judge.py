@@ -154,3 +154,64 @@ class LLMJudge(Criterion):
 
 def clear_judge_cache() -> None:
     _REPLY_CACHE.clear()
+
+
+# --- the judge as an annotator: one pair, shown in one order -------------------------------------------
+#
+# A preference queue can ask an `llm_judge` criterion's model to annotate it like a person would: two
+# responses side by side, "which is better?". The criterion supplies the model; the prompt is this one,
+# with the queue's own instructions (what the human annotators read), so judge and humans answer the same
+# question. The dashboard asks each pair twice, A shown first and B shown first; position bias shows up
+# as the two orders disagreeing.
+
+PAIRWISE_TEMPLATE = (
+    "Two responses to the same task follow. Decide which one is better.\n"
+    "{instructions}"
+    "Task:\n{prompt}\n\n"
+    "Response 1:\n{first}\n\n"
+    "Response 2:\n{second}\n\n"
+    "Which response is better, 1 or 2?"
+)
+# Written at the start of the judge's reply (after the chat template's assistant header), so even a very
+# small model answers with the number straight away; the reply is read on from there.
+PAIRWISE_REPLY_PREFIX = "The better response is Response"
+PAIRWISE_MAX_NEW_TOKENS = 4
+_PAIRWISE_VERDICT = re.compile(r"\s*(?:#\s*|number\s*)?([12])(?!\d)", re.IGNORECASE)
+
+
+def pairwise_prompt(*, prompt: str, first: str, second: str, instructions: str = "") -> str:
+    """The question one pair asks the judge, `first` shown as Response 1."""
+    instructions = instructions.strip()
+    return PAIRWISE_TEMPLATE.format(
+        instructions=f"Instructions:\n{instructions}\n\n" if instructions else "",
+        prompt=prompt.strip(),
+        first=first.strip(),
+        second=second.strip(),
+    )
+
+
+def parse_pairwise(reply: str) -> int | None:
+    """1 or 2: the response the judge's reply (after PAIRWISE_REPLY_PREFIX) names; None when it names
+    neither."""
+    found = _PAIRWISE_VERDICT.match(reply)
+    return int(found.group(1)) if found else None
+
+
+def backend_generate(
+    backend: Any, *, reply_prefix: str = "", max_new_tokens: int = PAIRWISE_MAX_NEW_TOKENS
+) -> GenerateFn:
+    """A judge's `generate` over a generation backend (trainers.backends): each prompt is one user message
+    in the model's chat template, the reply starts with `reply_prefix`, greedy decoding."""
+    tokenizer = backend.tokenizer
+
+    def generate(prompts: list[str]) -> list[str]:
+        token_ids = []
+        for prompt in prompts:
+            chat = tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
+            )
+            token_ids.append(tokenizer(chat + reply_prefix, add_special_tokens=False)["input_ids"])
+        completions = backend.generate(token_ids, max_new_tokens=max_new_tokens, temperature=0.0)
+        return [completion.text for completion in completions]
+
+    return generate

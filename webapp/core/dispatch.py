@@ -42,6 +42,7 @@ class Task:
 
     EXECUTE_RUN = "workers.execute_run"
     TRAIN_REWARD_MODEL = "workers.train_reward_model"
+    JUDGE_QUEUE = "workers.judge_queue"
     REAP_LOST_RUNS = "workers.reap_lost_runs"
 
 

@@ -7,6 +7,12 @@
 - An annotator × annotator matrix of Cohen's kappa and percent agreement over the items both rated.
 - Human vs LLM judge: the judge "prefers" the trajectory its component scored higher (equal: tie), and
   is compared with each pair's human majority like a second rater.
+- LLM judges as annotators (QueueJudge): each judge's verdict per pair is one more rater in the matrix
+  (Cohen's kappa with every person) and is compared with the human majority; how often its two orders
+  (A shown first, B shown first) agree is its order consistency.
+- Position bias: per annotator, the share of "left" choices among decisive judgements (left or right;
+  ties and "both bad" say nothing about position), with an exact two-sided binomial p-value against
+  50 %. A judge's "left" is the response shown first, counted per order.
 
 Kappa is undefined when expected agreement is 1 (both raters always used one and the same category);
 these functions return None then, and callers show "—" rather than a misleading number.
@@ -15,9 +21,11 @@ these functions return None then, and callers show "—" rather than a misleadin
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 Category = Hashable
 
@@ -136,47 +144,153 @@ def majority_label(labels: Sequence[Category]) -> Category | None:
     return label if count * 2 > len(labels) else None
 
 
+def binomial_p_value(successes: int, trials: int) -> float | None:
+    """Exact two-sided binomial test against p = 0.5: the probability of an outcome at least as far from
+    trials/2 as `successes`, under a fair coin. None without trials."""
+    if trials <= 0:
+        return None
+    extreme = min(successes, trials - successes)
+    # Sum the lower tail with exact integers, then double it (the distribution is symmetric at 0.5).
+    tail = sum(math.comb(trials, k) for k in range(extreme + 1))
+    return min(1.0, 2 * tail / 2**trials)
+
+
+@dataclass
+class PositionBias:
+    """How often one annotator picked the left (first shown) response when they picked a side."""
+
+    rater: str
+    order: str  # "" for a person; which response a judge was shown first ("A first" / "B first")
+    decisive: int  # judgements that picked a side
+    left: int
+    undecided: int  # ties and "both bad" (a judge: replies that named neither response)
+
+    @property
+    def right(self) -> int:
+        return self.decisive - self.left
+
+    @property
+    def left_share(self) -> float | None:
+        return self.left / self.decisive if self.decisive else None
+
+    @property
+    def p_value(self) -> float | None:
+        return binomial_p_value(self.left, self.decisive)
+
+
+def position_bias(sides: Iterable[tuple[str, str, str]]) -> list[PositionBias]:
+    """From (rater, order, side) triples — side "left" / "right", anything else undecided — one row per
+    (rater, order), sorted. A rater seen in named orders (a judge) also gets a row over all its orders,
+    with order ""."""
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for rater, order, side in sides:
+        for key in {(rater, order), (rater, "")}:
+            row = counts[key]
+            if side == "left":
+                row[0] += 1
+                row[1] += 1
+            elif side == "right":
+                row[0] += 1
+            else:
+                row[2] += 1
+    return [
+        PositionBias(rater, order, decisive, left, undecided)
+        for (rater, order), (decisive, left, undecided) in sorted(counts.items())
+    ]
+
+
+@dataclass
+class OrderConsistency:
+    judge: str
+    items: int  # pairs with a readable answer in both orders
+    consistent: int  # of those, pairs where both orders picked the same response
+
+    @property
+    def share(self) -> float | None:
+        return self.consistent / self.items if self.items else None
+
+
+def order_consistency(judge: str, answers: Mapping[Any, tuple[Category, Category]]) -> OrderConsistency:
+    """How often a judge's two answers on a pair (A shown first, B shown first; canonical labels, falsy
+    when unreadable) pick the same response."""
+    readable = [(first, second) for first, second in answers.values() if first and second]
+    return OrderConsistency(judge, len(readable), sum(first == second for first, second in readable))
+
+
 @dataclass
 class AgreementSummary:
-    raters: list[str]
+    raters: list[str]  # people, then judges
     cells: dict[tuple[str, str], PairwiseAgreement]
     cohen: PairwiseAgreement | None  # when exactly two people judged
     fleiss: float | None  # over the pairs with exactly `fleiss_raters` judgements
     fleiss_items: int
     fleiss_raters: int
     judge: JudgeAgreement | None
+    # LLM judges that annotated the queue: each against the human majority, and their position bias
+    judges: list[JudgeAgreement] = field(default_factory=list)
+    judge_raters: list[str] = field(default_factory=list)
+    bias: list[PositionBias] = field(default_factory=list)
+    consistency: list[OrderConsistency] = field(default_factory=list)
 
     def cell(self, first: str, second: str) -> PairwiseAgreement | None:
         return self.cells.get((first, second))
+
+    def is_judge(self, rater: str) -> bool:
+        return rater in self.judge_raters
 
 
 def summarize(
     judgements: Sequence[tuple[Hashable, str, Category]],
     *,
     overlap: int,
-    judge_scores: Mapping[Hashable, tuple[str, float | None, float | None]] | None = None,
+    judge_scores: Mapping[Any, tuple[str, float | None, float | None]] | None = None,
+    judges: Mapping[str, Mapping[Any, Category]] | None = None,
+    judge_answers: Mapping[str, Mapping[Any, tuple[Category, Category]]] | None = None,
+    sides: Iterable[tuple[str, str, str]] = (),
 ) -> AgreementSummary:
     """Everything the queue page shows about agreement, from (pair, annotator, choice) triples.
 
     Fleiss' kappa needs the same number of ratings per item: it uses the pairs with exactly `overlap`
     judgements (a pair cannot get more). `judge_scores` maps a pair to (criterion, score of A, score of B).
+    `judges` maps an LLM judge's label to its verdict per pair: it joins the matrix as one more rater and
+    is compared with the human majority, but never enters Cohen's or Fleiss' kappa of the people.
+    `judge_answers` maps a judge's label to its two answers per pair, for order_consistency.
+    `sides` are (rater, order, side) triples for position_bias.
     """
-    raters, cells = agreement_matrix(judgements)
-    cohen = cells.get((raters[0], raters[1])) if len(raters) == 2 else None
+    people, _ = agreement_matrix(judgements)
+    judges = {label: verdicts for label, verdicts in (judges or {}).items() if verdicts}
+    judge_triples = [
+        (item, label, choice) for label, verdicts in judges.items() for item, choice in verdicts.items()
+    ]
+    _, cells = agreement_matrix([*judgements, *judge_triples])
+    raters = people + sorted(judges)
+    cohen = cells.get((people[0], people[1])) if len(people) == 2 else None
     by_item: dict[Hashable, list[Category]] = defaultdict(list)
     for item, _, label in judgements:
         by_item[item].append(label)
     complete = {item: labels for item, labels in by_item.items() if len(labels) == overlap}
     fleiss = fleiss_kappa(fleiss_table(complete, CHOICES)) if overlap >= 2 and complete else None
+    humans = {
+        item: label for item, labels in by_item.items() if (label := majority_label(labels)) is not None
+    }
     judge = None
     if judge_scores:
         preferences = {item: judge_preference(a, b) for item, (_, a, b) in judge_scores.items()}
         preferences = {item: label for item, label in preferences.items() if label is not None}
-        humans = {
-            item: label for item, labels in by_item.items() if (label := majority_label(labels)) is not None
-        }
         criteria = sorted({name for name, _, _ in judge_scores.values()})
         judge = human_vs_judge(humans, preferences, ", ".join(criteria))
     return AgreementSummary(
-        raters, cells, cohen, fleiss, len(complete) if overlap >= 2 else 0, overlap, judge
+        raters,
+        cells,
+        cohen,
+        fleiss,
+        len(complete) if overlap >= 2 else 0,
+        overlap,
+        judge,
+        judges=[human_vs_judge(humans, verdicts, label) for label, verdicts in sorted(judges.items())],
+        judge_raters=sorted(judges),
+        bias=position_bias(sides),
+        consistency=[
+            order_consistency(label, answers) for label, answers in sorted((judge_answers or {}).items())
+        ],
     )

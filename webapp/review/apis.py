@@ -23,7 +23,7 @@ from webapp.projects.access import (
     access_snapshot,
     access_trajectory,
 )
-from webapp.review import agreement, exports, selectors
+from webapp.review import exports, selectors
 from webapp.review import serializers as s
 from webapp.review import services as review_services
 from webapp.review.models import PreferenceQueue
@@ -167,11 +167,7 @@ class PreferenceQueueDetailView(APIView):
         if access.can(
             Capability.LAUNCH
         ):  # as on the queue page: annotators see progress, not each other's votes
-            summary = agreement.summarize(
-                selectors.queue_judgements(queue),
-                overlap=queue.overlap,
-                judge_scores=selectors.judge_components(queue),
-            )
+            summary = selectors.queue_agreement(queue)
         context = {
             "progress": selectors.queue_progress(queue),
             "agreement": summary,

@@ -6,9 +6,11 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth import get_user_model
 
+from webapp.core.dispatch import Queue
 from webapp.experiments.models import Run
 from webapp.projects.models import Membership, Project, Role
 from webapp.review.models import FlagReason, Pairing, PairSource
+from webapp.review.selectors import judge_criteria
 from webapp.review.services import DEFAULT_LOCK_SECONDS, MAX_COMMENT, MAX_OVERLAP, MAX_QUEUE_PAIRS
 from webapp.rollouts.models import Split
 
@@ -165,3 +167,32 @@ class JudgementForm(forms.Form):
     rationale = forms.CharField(
         required=False, max_length=MAX_COMMENT, widget=forms.Textarea(attrs={"rows": 2})
     )
+
+
+class JudgeForm(forms.Form):
+    """Ask an LLM-judge criterion of a project rubric to annotate the queue."""
+
+    criterion = forms.ChoiceField(
+        label="LLM-judge criterion",
+        help_text="From the latest version of each project rubric; the criterion's model answers.",
+    )
+    in_snapshots = forms.BooleanField(
+        required=False,
+        label="Count its verdicts in dataset snapshots",
+        help_text="Off: the judge is only compared with the annotators. On: one more vote per pair.",
+    )
+    worker_queue = forms.ChoiceField(choices=Queue.choices, initial=Queue.CPU, label="Worker queue")
+
+    def __init__(self, *args, project: Project, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.options = {option.key: option for option in judge_criteria(project)}
+        self.fields["criterion"].choices = [(key, option.label) for key, option in self.options.items()]
+
+    def service_arguments(self) -> dict:
+        option = self.options[self.cleaned_data["criterion"]]
+        return {
+            "rubric_version": option.rubric_version,
+            "criterion_name": option.name,
+            "in_snapshots": self.cleaned_data["in_snapshots"],
+            "worker_queue": self.cleaned_data["worker_queue"],
+        }

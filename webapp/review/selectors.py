@@ -10,18 +10,21 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
 
 from trainers.turn_credit import judged_turn_rewards
-from webapp.experiments.models import Run
+from webapp.experiments.models import RubricVersion, Run
 from webapp.projects.access import Capability, ProjectAccess
 from webapp.projects.models import Membership, Project
+from webapp.review import agreement
 from webapp.review.models import (
     Activity,
     Comment,
     Flag,
     Judgement,
+    JudgeVerdict,
     Notification,
     PreferencePair,
     PreferenceQueue,
     PreferenceSnapshot,
+    QueueJudge,
     Tag,
     TrajectoryTag,
     TurnJudgement,
@@ -201,6 +204,112 @@ def judge_components(queue: PreferenceQueue) -> dict[int, tuple[str, float | Non
                 _number(judged_b[name].get("raw")),
             )
     return found
+
+
+# --- LLM judges as annotators ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JudgeCriterion:
+    """An `llm_judge` criterion of the latest version of a project rubric: what the queue page offers."""
+
+    rubric_version: RubricVersion
+    name: str
+    model: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.rubric_version.pk}:{self.name}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} — {self.rubric_version} (model {self.model})"
+
+
+def judge_criteria(project: Project) -> list[JudgeCriterion]:
+    found = []
+    versions = RubricVersion.objects.filter(rubric__project=project).select_related("rubric")
+    latest: dict[int, RubricVersion] = {}
+    for version in versions.order_by("rubric__name", "-number"):
+        latest.setdefault(version.rubric_id, version)
+    for version in latest.values():
+        for criterion in (version.spec or {}).get("criteria") or []:
+            if isinstance(criterion, dict) and criterion.get("kind") == "llm_judge" and criterion.get("name"):
+                model = str((criterion.get("params") or {}).get("model") or "policy")
+                found.append(JudgeCriterion(version, str(criterion["name"]), model))
+    return found
+
+
+def queue_judges(queue: PreferenceQueue) -> list[QueueJudge]:
+    return list(
+        QueueJudge.objects.filter(queue=queue).select_related("created_by").order_by("created_at", "id")
+    )
+
+
+Answers = dict[int, dict[int, tuple[str | None, str | None]]]
+
+
+def judge_answers(queue: PreferenceQueue) -> Answers:
+    """judge id -> pair id -> (canonical answer with A shown first, with B shown first): None where that
+    order is not asked yet, "" where the reply named neither response."""
+    answers: dict[int, dict[int, list[str | None]]] = defaultdict(dict)
+    for judge_id, pair_id, left_is_a, choice in JudgeVerdict.objects.filter(judge__queue=queue).values_list(
+        "judge_id", "pair_id", "left_is_a", "choice"
+    ):
+        answers[judge_id].setdefault(pair_id, [None, None])[0 if left_is_a else 1] = choice
+    return {
+        judge_id: {pair_id: (first, second) for pair_id, (first, second) in pairs.items()}
+        for judge_id, pairs in answers.items()
+    }
+
+
+def judge_verdicts(judges: list[QueueJudge], answers: Answers) -> dict[str, dict[int, str]]:
+    """judge label -> pair id -> the judge's verdict (QueueJudge.verdict_of), pairs without one left out."""
+    verdicts: dict[str, dict[int, str]] = {}
+    for judge in judges:
+        pairs = answers.get(judge.pk, {})
+        verdicts[judge.label] = {
+            pair_id: verdict
+            for pair_id, (first, second) in pairs.items()
+            if (verdict := QueueJudge.verdict_of(first, second)) is not None
+        }
+    return verdicts
+
+
+def queue_sides(
+    queue: PreferenceQueue, judges: list[QueueJudge], answers: Answers
+) -> list[tuple[str, str, str]]:
+    """(annotator, order, side) of every judgement, for position bias: a person's side as they saw it
+    (order ""); a judge's answer per order ("A first" / "B first"), left being the response shown first."""
+    from webapp.review.services.queues import side_of_choice
+
+    sides = [
+        (username, "", side_of_choice(choice, left_is_a=left_is_a))
+        for username, choice, left_is_a in Judgement.objects.filter(pair__queue=queue).values_list(
+            "annotator__username", "choice", "left_is_a"
+        )
+    ]
+    for judge in judges:
+        for first, second in answers.get(judge.pk, {}).values():
+            for choice, left_is_a, order in ((first, True, "A first"), (second, False, "B first")):
+                if choice is not None:  # "": the reply named neither response, undecided
+                    side = side_of_choice(choice, left_is_a=left_is_a) if choice else "neither"
+                    sides.append((judge.label, order, side))
+    return sides
+
+
+def queue_agreement(queue: PreferenceQueue) -> agreement.AgreementSummary:
+    """The queue page's agreement section: people, the run scores' LLM judge and the queue's judges."""
+    judges = queue_judges(queue)
+    answers = judge_answers(queue)
+    return agreement.summarize(
+        queue_judgements(queue),
+        overlap=queue.overlap,
+        judge_scores=judge_components(queue),
+        judges=judge_verdicts(judges, answers),
+        judge_answers={judge.label: answers[judge.pk] for judge in judges if judge.pk in answers},
+        sides=queue_sides(queue, judges, answers),
+    )
 
 
 def _number(value) -> float | None:

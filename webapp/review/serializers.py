@@ -91,6 +91,28 @@ class JudgeAgreementSerializer(serializers.Serializer):
     kappa = serializers.FloatField(allow_null=True)
 
 
+class PositionBiasSerializer(serializers.Serializer):
+    rater = serializers.CharField()
+    order = serializers.CharField(
+        help_text='"" for a person (and a judge over both orders); "A first" / "B first"'
+    )
+    decisive = serializers.IntegerField(help_text="judgements that picked a side")
+    left = serializers.IntegerField(help_text="of those, the left one (a judge: the response shown first)")
+    right = serializers.IntegerField()
+    undecided = serializers.IntegerField(help_text="ties, both bad; a judge's replies that named neither")
+    left_share = serializers.FloatField(allow_null=True, help_text="left / decisive; 0.5 is no bias")
+    p_value = serializers.FloatField(allow_null=True, help_text="exact two-sided binomial test against 0.5")
+
+
+class OrderConsistencySerializer(serializers.Serializer):
+    judge = serializers.CharField()
+    items = serializers.IntegerField(help_text="pairs with a readable answer in both orders")
+    consistent = serializers.IntegerField(
+        help_text="of those, pairs where both orders picked the same response"
+    )
+    share = serializers.FloatField(allow_null=True)
+
+
 class AgreementSerializer(serializers.Serializer):
     raters = serializers.ListField(child=serializers.CharField())
     pairs = PairwiseAgreementSerializer(many=True, help_text="every two raters")
@@ -101,6 +123,14 @@ class AgreementSerializer(serializers.Serializer):
     fleiss_items = serializers.IntegerField()
     fleiss_raters = serializers.IntegerField()
     judge = JudgeAgreementSerializer(allow_null=True, help_text="human majority vs the LLM judge component")
+    judges = JudgeAgreementSerializer(
+        many=True, help_text="LLM judges that annotated the queue, each vs the human majority"
+    )
+    judge_raters = serializers.ListField(
+        child=serializers.CharField(), help_text="which of `raters` are LLM judges"
+    )
+    position_bias = PositionBiasSerializer(many=True)
+    order_consistency = OrderConsistencySerializer(many=True)
 
 
 class PreferenceQueueSerializer(serializers.ModelSerializer):
@@ -190,6 +220,10 @@ class PreferenceQueueDetailSerializer(serializers.ModelSerializer):
                 "fleiss_items": summary.fleiss_items,
                 "fleiss_raters": summary.fleiss_raters,
                 "judge": vars(summary.judge) if summary.judge else None,
+                "judges": [vars(row) for row in summary.judges],
+                "judge_raters": summary.judge_raters,
+                "position_bias": summary.bias,
+                "order_consistency": summary.consistency,
             }
         ).data
 

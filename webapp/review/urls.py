@@ -28,6 +28,13 @@ urlpatterns = [
     path("review/queues/new/", views.queue_create, name="queue_create"),
     path("review/queues/<int:queue_id>/", views.queue_detail, name="queue_detail"),
     path("review/queues/<int:queue_id>/annotators/", views.queue_annotators, name="queue_annotators"),
+    path("review/queues/<int:queue_id>/judges/", views.queue_judges, name="queue_judges"),
+    path("review/queues/<int:queue_id>/judges/new/", views.queue_judge_start, name="queue_judge_start"),
+    path(
+        "review/queues/<int:queue_id>/judges/<int:judge_id>/snapshots/",
+        views.queue_judge_snapshots,
+        name="queue_judge_snapshots",
+    ),
     path("review/queues/<int:queue_id>/annotate/", views.annotate, name="annotate"),
     path("review/queues/<int:queue_id>/pairs/<int:pair_id>/", views.pair, name="pair"),
     path("review/queues/<int:queue_id>/pairs/<int:pair_id>/judge/", views.judge, name="judge"),

@@ -32,8 +32,16 @@ from webapp.projects.access import (
 )
 from webapp.projects.views import project_context
 from webapp.review import agreement, exports, selectors, services
-from webapp.review.forms import AnnotatorsForm, CommentForm, FlagForm, JudgementForm, QueueForm, TagForm
-from webapp.review.models import Comment, PreferencePair, PreferenceQueue, PreferenceSnapshot
+from webapp.review.forms import (
+    AnnotatorsForm,
+    CommentForm,
+    FlagForm,
+    JudgeForm,
+    JudgementForm,
+    QueueForm,
+    TagForm,
+)
+from webapp.review.models import Comment, PreferencePair, PreferenceQueue, PreferenceSnapshot, QueueJudge
 from webapp.rollouts.models import Trajectory
 
 
@@ -280,11 +288,7 @@ def queue_detail(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse
     }
     if access.can(Capability.LAUNCH):
         # Agreement and exports are for the people who run the study; annotators see only their progress.
-        summary = agreement.summarize(
-            selectors.queue_judgements(queue),
-            overlap=queue.overlap,
-            judge_scores=selectors.judge_components(queue),
-        )
+        summary = selectors.queue_agreement(queue)
         context.update(
             summary=summary,
             matrix=_matrix_rows(summary),
@@ -292,8 +296,67 @@ def queue_detail(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse
             annotators_form=AnnotatorsForm(
                 project=access.project, initial={"annotators": list(queue.annotators.all())}
             ),
+            **_judges_context(access, queue),
         )
     return render(request, "review/queue_detail.html", project_context(access, **context))
+
+
+def _judges_context(access: ProjectAccess, queue: PreferenceQueue, form: JudgeForm | None = None) -> dict:
+    judges = selectors.queue_judges(queue)
+    return {
+        "judges": judges,
+        "judges_active": any(judge.is_active for judge in judges),
+        "judge_form": form or JudgeForm(project=access.project),
+    }
+
+
+@login_required
+@require_GET
+def queue_judges(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse:
+    """The judges panel alone, polled by htmx while a judge is queued or judging."""
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    queue = _queue(access, queue_id)
+    context = _judges_context(access, queue)
+    response = render(request, "review/_judges.html", project_context(access, queue=queue, **context))
+    if not context["judges_active"] and request.headers.get("HX-Request"):
+        response["HX-Refresh"] = "true"  # a judge just ended: reload so agreement and bias include it
+    return response
+
+
+@login_required
+@require_POST
+def queue_judge_start(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse:
+    """Ask an LLM-judge criterion to annotate the queue (both orders, on a worker)."""
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    queue = _queue(access, queue_id)
+    form = JudgeForm(request.POST, project=access.project)
+    if form.is_valid():
+        try:
+            judge = services.queue_judge_start(queue=queue, user=request.user, **form.service_arguments())
+        except ValidationError as error:
+            messages.error(request, _error_text(error))
+        else:
+            messages.success(
+                request,
+                f"{judge.label} is queued on the {judge.worker_queue} queue: every pair, in both orders.",
+            )
+    else:
+        messages.error(
+            request,
+            "The judge was not asked: " + "; ".join(e for errs in form.errors.values() for e in errs),
+        )
+    return redirect(reverse("review:queue_detail", args=[slug, queue.pk]) + "#judges")
+
+
+@login_required
+@require_POST
+def queue_judge_snapshots(request: HttpRequest, slug: str, queue_id: int, judge_id: int) -> HttpResponse:
+    """Whether this judge's verdicts vote in the queue's next dataset snapshots."""
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    queue = _queue(access, queue_id)
+    judge = get_object_or_404(QueueJudge, queue=queue, pk=judge_id)
+    services.queue_judge_set_in_snapshots(judge=judge, in_snapshots=request.POST.get("in_snapshots") == "on")
+    return redirect(reverse("review:queue_detail", args=[slug, queue.pk]) + "#judges")
 
 
 @login_required
@@ -321,6 +384,7 @@ def _matrix_rows(summary: agreement.AgreementSummary) -> list[dict]:
     return [
         {
             "rater": first,
+            "is_judge": summary.is_judge(first),
             "cells": [summary.cell(first, second) if first != second else None for second in summary.raters],
         }
         for first in summary.raters

@@ -6,14 +6,18 @@ import pytest
 
 from webapp.review.agreement import (
     agreement_matrix,
+    binomial_p_value,
     cohens_kappa,
     fleiss_kappa,
     fleiss_table,
     human_vs_judge,
     judge_preference,
+    order_consistency,
     percent_agreement,
+    position_bias,
     summarize,
 )
+from webapp.review.models import QueueJudge
 
 
 def two_raters(yes_yes: int, yes_no: int, no_yes: int, no_no: int) -> tuple[list[str], list[str]]:
@@ -142,3 +146,100 @@ def test_summary_of_a_queue_with_three_annotators_and_a_judge():
     assert (summary.judge.items, summary.judge.percent, summary.judge.criterion) == (4, 0.75, "helpful")
     two = summarize([(1, "bob", "a"), (1, "carol", "a"), (2, "bob", "b"), (2, "carol", "a")], overlap=2)
     assert two.cohen.items == 2 and two.cohen.percent == 0.5
+
+
+# --- LLM judges as annotators ----------------------------------------------------------------------
+
+
+def test_a_judges_verdict_is_the_side_both_orders_pick_and_a_tie_when_they_disagree():
+    assert QueueJudge.verdict_of("a", "a") == "a" and QueueJudge.verdict_of("b", "b") == "b"
+    assert QueueJudge.verdict_of("a", "b") == "tie"  # it followed the position, not the content
+    assert QueueJudge.verdict_of("a", "") is None and QueueJudge.verdict_of(None, "b") is None
+
+
+def test_a_judge_joins_the_matrix_and_is_compared_with_the_human_majority():
+    people = [
+        (1, "bob", "a"),
+        (1, "carol", "a"),
+        (1, "frank", "a"),
+        (2, "bob", "a"),
+        (2, "carol", "a"),
+        (2, "frank", "b"),
+        (3, "bob", "b"),
+        (3, "carol", "b"),
+        (3, "frank", "b"),
+        (4, "bob", "a"),
+        (4, "carol", "b"),
+        (4, "frank", "b"),
+    ]
+    judge = "judge: tone (style v1)"
+    verdicts = {1: "a", 2: "b", 3: "b", 4: "b"}
+    answers = {1: ("a", "a"), 2: ("b", "b"), 3: ("b", "b"), 4: ("b", "b"), 5: ("a", "b"), 6: ("a", "")}
+    summary = summarize(people, overlap=3, judges={judge: verdicts}, judge_answers={judge: answers})
+    assert summary.raters == ["bob", "carol", "frank", judge] and summary.judge_raters == [judge]
+    assert summary.is_judge(judge) and not summary.is_judge("bob")
+    # The people's own statistics are as without the judge: no Cohen (three people), Fleiss 1/3.
+    assert summary.cohen is None and summary.fleiss == pytest.approx(1 / 3) and summary.fleiss_items == 4
+    # Majorities a, a, b, b against the judge's a, b, b, b: p_o = 3/4, p_e = (2·1 + 2·3)/16 = 1/2 → κ = 1/2.
+    (versus,) = summary.judges
+    assert (versus.criterion, versus.items, versus.percent) == (judge, 4, 0.75)
+    assert versus.kappa == pytest.approx(0.5)
+    # bob a, a, b, a against the judge: p_o = 1/2, p_e = (3·1 + 1·3)/16 = 3/8 → κ = (1/2 − 3/8)/(5/8) = 1/5.
+    assert summary.cell("bob", judge).kappa == pytest.approx(0.2) and summary.cell("bob", judge).items == 4
+    # Both orders readable on pairs 1–5; 1–4 agree.
+    (consistency,) = summary.consistency
+    assert (consistency.items, consistency.consistent, consistency.share) == (5, 4, 0.8)
+
+
+def test_a_judge_with_two_people_leaves_their_cohens_kappa_alone():
+    people = [(1, "bob", "a"), (1, "carol", "a"), (2, "bob", "b"), (2, "carol", "a")]
+    summary = summarize(people, overlap=2, judges={"judge: x": {1: "b", 2: "b"}})
+    assert summary.cohen.first == "bob" and summary.cohen.second == "carol" and summary.cohen.percent == 0.5
+
+
+def test_binomial_p_value_against_a_fair_coin():
+    assert binomial_p_value(0, 0) is None
+    # 7 of 8 on one side: 2 · (C(8,0) + C(8,1)) / 2⁸ = 18/256.
+    assert binomial_p_value(7, 8) == pytest.approx(18 / 256) and binomial_p_value(1, 8) == pytest.approx(
+        18 / 256
+    )
+    assert binomial_p_value(5, 10) == 1.0 and binomial_p_value(10, 10) == pytest.approx(2 / 1024)
+
+
+def test_position_bias_per_annotator_and_per_judge_order():
+    sides = (
+        [("carol", "", "left")] * 7
+        + [("carol", "", "right")]
+        + [("carol", "", "tie"), ("carol", "", "both_bad")]
+        + [("dave", "", "left"), ("dave", "", "right")]
+        + [("judge: tone", "A first", "left")] * 3
+        + [("judge: tone", "A first", "right")]
+        + [("judge: tone", "B first", "left")] * 4
+        + [("judge: tone", "B first", "neither")]
+    )
+    rows = {(row.rater, row.order): row for row in position_bias(sides)}
+    assert list(rows) == [
+        ("carol", ""),
+        ("dave", ""),
+        ("judge: tone", ""),
+        ("judge: tone", "A first"),
+        ("judge: tone", "B first"),
+    ]
+    carol = rows[("carol", "")]
+    assert (carol.decisive, carol.left, carol.right, carol.undecided) == (8, 7, 1, 2)
+    assert carol.left_share == 0.875 and carol.p_value == pytest.approx(18 / 256)
+    assert rows[("dave", "")].left_share == 0.5 and rows[("dave", "")].p_value == 1.0
+    both = rows[("judge: tone", "")]  # over both orders
+    assert (both.decisive, both.left, both.undecided, both.left_share) == (8, 7, 1, 0.875)
+    assert rows[("judge: tone", "A first")].left_share == 0.75
+    assert rows[("judge: tone", "B first")].left_share == 1.0
+    assert rows[("judge: tone", "B first")].undecided == 1
+    assert position_bias([("x", "", "tie")])[0].left_share is None
+
+
+def test_order_consistency_counts_pairs_readable_in_both_orders():
+    result = order_consistency(
+        "j", {1: ("a", "a"), 2: ("a", "b"), 3: ("b", ""), 4: ("b", "b"), 5: (None, "a")}
+    )
+    assert (result.judge, result.items, result.consistent) == ("j", 3, 2)
+    assert order_consistency("j", {}).share is None

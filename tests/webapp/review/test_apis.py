@@ -269,6 +269,39 @@ def test_queue_detail_gives_researchers_progress_and_agreement(signed_in, queue)
     assert agreement["judge"] is None
 
 
+def test_queue_detail_gives_an_llm_judges_agreement_and_everyones_position_bias(
+    signed_in, queue, users, project
+):
+    from webapp.experiments.services import rubric_create
+
+    spec = {"aggregation": "weighted_sum", "criteria": [{"name": "tone", "kind": "llm_judge", "weight": 1.0}]}
+    version = rubric_create(project=project, name="style", spec=spec, user=users["alice"]).latest_version
+    judge = services.queue_judge_start(
+        queue=queue, user=users["bob"], rubric_version=version, criterion_name="tone", dispatch=False
+    )
+    services.queue_judge_claim(judge.pk, worker="w")
+    # The judge prefers a in both orders on every pair.
+    services.queue_judge_record(
+        judge.pk, [(p.pk, first, "a", " 1") for p in queue.pairs.all() for first in (True, False)]
+    )
+
+    agreement = signed_in("bob").get(f"/api/preference-queues/{queue.pk}/").json()["agreement"]
+    assert agreement["raters"] == ["bob", "carol", "judge: tone (style v1)"]
+    assert agreement["judge_raters"] == ["judge: tone (style v1)"]
+    assert agreement["cohen"]["first"] == "bob" and agreement["cohen"]["second"] == "carol"
+    (versus,) = agreement["judges"]
+    assert versus["criterion"] == "judge: tone (style v1)" and versus["items"] >= 1
+    rows = {(row["rater"], row["order"]): row for row in agreement["position_bias"]}
+    assert {("bob", ""), ("carol", "")} <= set(rows)
+    a_first = rows[("judge: tone (style v1)", "A first")]
+    assert (a_first["decisive"], a_first["left"], a_first["left_share"]) == (2, 2, 1.0)
+    b_first = rows[("judge: tone (style v1)", "B first")]
+    assert (b_first["left"], b_first["right"], b_first["left_share"]) == (0, 2, 0.0)
+    assert agreement["order_consistency"] == [
+        {"judge": "judge: tone (style v1)", "items": 2, "consistent": 2, "share": 1.0}
+    ]
+
+
 def test_annotators_see_progress_but_not_how_others_voted(signed_in, queue):
     body = signed_in("carol").get(f"/api/preference-queues/{queue.pk}/").json()
     assert body["progress"]["done_pairs"] == 2

@@ -15,6 +15,7 @@ from django.urls import reverse
 
 from tests.webapp.html_forms import flat, form_data
 from tests.webapp.review_factories import make_group, make_trajectory
+from webapp.experiments.services import rubric_create
 from webapp.projects.models import ROLE_CAPABILITIES
 from webapp.review import exports, services
 from webapp.review.models import (
@@ -25,9 +26,15 @@ from webapp.review.models import (
     Notification,
     PreferenceQueue,
     PreferenceSnapshot,
+    QueueJudge,
     TrajectoryTag,
     TurnJudgement,
 )
+
+JUDGE_RUBRIC = {
+    "aggregation": "weighted_sum",
+    "criteria": [{"name": "tone", "kind": "llm_judge", "weight": 1.0, "params": {"model": "smollm2-135m"}}],
+}
 
 PEOPLE = [None, "alice", "bob", "carol", "dave", "eve"]
 ROLE_OF = {"alice": "owner", "bob": "researcher", "carol": "annotator", "dave": "viewer"}
@@ -131,6 +138,25 @@ PAGES = [
         data=lambda w: {"annotators": [w["carol"].pk]},
         ok=302,
     ),
+    Page("judges panel", "get", "launch", "review:queue_judges", ("queue",)),
+    Page(
+        "ask a judge",
+        "post",
+        "launch",
+        "review:queue_judge_start",
+        ("queue",),
+        data=lambda w: {"criterion": w["criterion_key"], "worker_queue": "cpu"},
+        ok=302,
+    ),
+    Page(
+        "judge votes in snapshots",
+        "post",
+        "launch",
+        "review:queue_judge_snapshots",
+        ("queue", "judge"),
+        data=lambda w: {"in_snapshots": "on"},
+        ok=302,
+    ),
     Page("annotate", "get", "annotate", "review:annotate", ("queue",)),
     Page(
         "pair", "get", "annotate", "review:pair", ("queue", "pair"), ok=302
@@ -175,6 +201,7 @@ def everything_stored() -> dict[str, Any]:
         "notifications": sorted(Notification.objects.values_list("pk", "read_at")),
         "activity": Activity.objects.count(),
         "turn_judgements": TurnJudgement.objects.count(),
+        "judges": sorted(QueueJudge.objects.values_list("pk", "status", "in_snapshots")),
     }
 
 
@@ -188,7 +215,15 @@ def world(project, run, users):
     queue = services.queue_create(
         project=project, user=users["bob"], name="q", runs=[run], annotators=[users["carol"]]
     )
+    judged = rubric_create(project=project, name="judged", spec=JUDGE_RUBRIC, user=users["alice"])
+    version = judged.latest_version
+    judge = services.queue_judge_start(
+        queue=queue, user=users["bob"], rubric_version=version, criterion_name="tone", dispatch=False
+    )
+    services.queue_judge_fail(judge.pk, error="the model is gone")  # so asking it again is allowed
     return {
+        "judge": judge,
+        "criterion_key": f"{version.pk}:tone",
         "project": project,
         "run": run,
         "trajectory": trajectory,

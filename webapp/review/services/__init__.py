@@ -1,5 +1,6 @@
 """Writes for review, by domain: comments, tags, flags, mentions, the activity log, preference queues, judgements,
-turn judgements and dataset snapshots. Views call these after `webapp.projects.access` has checked the caller's role; the
+turn judgements, LLM judges annotating a queue and dataset snapshots. Views call these after
+`webapp.projects.access` has checked the caller's role; the
 rules that depend on who owns what (only the author edits a comment, only assigned annotators judge)
 are checked here. Every write is atomic and records who did it in the project's Activity log.
 """
@@ -18,6 +19,15 @@ from webapp.review.services.collaboration import (
     notifications_mark_read,
     tag_add,
     tag_remove,
+)
+from webapp.review.services.judges import (
+    queue_judge_claim,
+    queue_judge_fail,
+    queue_judge_finish,
+    queue_judge_record,
+    queue_judge_set_in_snapshots,
+    queue_judge_start,
+    queue_judges_reap_lost,
 )
 from webapp.review.services.queues import (
     DEFAULT_LOCK_SECONDS,
@@ -67,6 +77,13 @@ __all__ = [
     "next_pair",
     "notifications_mark_read",
     "queue_assign",
+    "queue_judge_claim",
+    "queue_judge_fail",
+    "queue_judge_finish",
+    "queue_judge_record",
+    "queue_judge_set_in_snapshots",
+    "queue_judge_start",
+    "queue_judges_reap_lost",
     "queue_create",
     "side_of_choice",
     "snapshot_create",

@@ -20,10 +20,12 @@ from webapp.review.models import (
     PreferencePair,
     PreferenceQueue,
     PreferenceSnapshot,
+    QueueJudge,
     SnapshotPair,
     TurnJudgement,
     TurnVerdict,
 )
+from webapp.review.selectors import judge_answers, judge_verdicts
 from webapp.review.services.activity import log_activity
 from webapp.rollouts.models import Trajectory, Turn
 
@@ -74,16 +76,27 @@ def snapshot_create(
             .values_list("pair_id", "choice", "annotator__username")
         ):
             votes[pair_id].append((choice, username))
+        human_votes = {pair_id: len(v) for pair_id, v in votes.items()}
+        # LLM judges vote only when the queue's manager said so (QueueJudge.in_snapshots, off by default):
+        # one vote per pair, its verdict over both orders.
+        judges = list(QueueJudge.objects.filter(queue=queue, in_snapshots=True).order_by("created_at", "id"))
+        judge_labels = sorted(judge.label for judge in judges)
+        for label, verdicts in judge_verdicts(judges, judge_answers(queue)).items():
+            for pair_id, choice in verdicts.items():
+                votes[pair_id].append((choice, label))
         pairs = list(PreferencePair.objects.filter(queue=queue, pk__in=list(votes)).order_by("position"))
         counts = Counter(
             pairs_in_queue=queue.pairs.count(),
             judged_pairs=len(pairs),
-            judgements=sum(len(v) for v in votes.values()),
+            judgements=sum(human_votes.values()),
         )
+        if judges:
+            counts["judge_votes"] = sum(len(v) for v in votes.values()) - counts["judgements"]
         winners: list[tuple[PreferencePair, str]] = []
         for pair in pairs:
             choices = [choice for choice, _ in votes[pair.pk]]
-            if complete_only and len(choices) < queue.overlap:
+            # "complete" counts people: a judge never takes one of the pair's `overlap` places
+            if complete_only and human_votes.get(pair.pk, 0) < queue.overlap:
                 counts["excluded_incomplete"] += 1
                 continue
             side = majority(choices)
@@ -134,7 +147,14 @@ def snapshot_create(
                             "tie": choices.count(Choice.TIE),
                             "both_bad": choices.count(Choice.BOTH_BAD),
                         },
-                        "annotators": sorted({username for _, username in votes[pair.pk]}),
+                        "annotators": sorted(
+                            {name for _, name in votes[pair.pk] if name not in judge_labels}
+                        ),
+                        **(
+                            {"judges": [name for _, name in votes[pair.pk] if name in judge_labels]}
+                            if judges
+                            else {}
+                        ),
                     },
                 )
             )
@@ -159,7 +179,10 @@ def snapshot_create(
                     "build": queue.build_params,
                 },
                 "version": version,
-                "annotators": sorted({username for v in votes.values() for _, username in v}),
+                "annotators": sorted(
+                    {name for v in votes.values() for _, name in v if name not in judge_labels}
+                ),
+                "judges": judge_labels,
                 "runs": [{"id": run_id, "name": runs.get(run_id, "")} for run_id in run_ids],
                 "steps": sorted({t.step for t in trajectories.values()}),
                 "rule": MAJORITY_RULE,

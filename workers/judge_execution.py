@@ -1,0 +1,133 @@
+"""What a worker does with a queued LLM judge: claim it, load its model, ask about every pair in both
+orders, record the answers as it goes, and end DONE or FAILED with the reason.
+
+Runs on a Celery worker (`workers.judge_tasks`), never in the web process: torch and the model are loaded
+inside `execute_queue_judge` only. Like a reward model's training, it writes its few status rows straight
+to the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import traceback
+from collections.abc import Callable
+
+from django.db.models import Prefetch
+
+from trainers.rubrics.judge import (
+    PAIRWISE_MAX_NEW_TOKENS,
+    PAIRWISE_REPLY_PREFIX,
+    backend_generate,
+    pairwise_prompt,
+    parse_pairwise,
+)
+from trainers.texts import trajectory_text
+from webapp.review.models import JudgeVerdict, PreferencePair, QueueJudge
+from webapp.review.services import choice_from_side
+from webapp.review.services.judges import (
+    queue_judge_claim,
+    queue_judge_fail,
+    queue_judge_finish,
+    queue_judge_record,
+)
+from webapp.rollouts.models import Turn
+
+log = logging.getLogger(__name__)
+
+# Pairs asked per generate call (each pair twice): big enough to batch, small enough that the page's
+# progress moves every few seconds on a CPU.
+PAIRS_PER_BATCH = 4
+
+GenerateFn = Callable[[list[str]], list[str]]
+
+
+def judge_model_name(judge: QueueJudge) -> str:
+    """The model to load. "policy" (the criterion's default: the model a run trains) means the model the
+    queue's first run started from; anything else is a model name as a run's `model` knob reads it."""
+    name = judge.model_name
+    if name != "policy":
+        return name
+    from trainers.models import DEFAULT_MODEL
+
+    run = judge.queue.runs.order_by("pk").first()
+    config = (run.resolved_config or {}) if run is not None else {}
+    return str(config.get("model") or DEFAULT_MODEL)
+
+
+def load_generate(judge: QueueJudge) -> GenerateFn:
+    from trainers.backends import make_backend
+
+    name = judge_model_name(judge)
+    try:
+        backend = make_backend("transformers", model_name=name)
+    except Exception as exc:
+        raise RuntimeError(f"Could not load the judge model {name!r}: {type(exc).__name__}: {exc}") from exc
+    return backend_generate(
+        backend, reply_prefix=PAIRWISE_REPLY_PREFIX, max_new_tokens=PAIRWISE_MAX_NEW_TOKENS
+    )
+
+
+def execute_queue_judge(judge_id: int, *, task_id: str = "", hostname: str = "") -> str:
+    hostname = hostname or f"{socket.gethostname()}:{os.getpid()}"
+    if not queue_judge_claim(judge_id, worker=hostname, task_id=task_id):
+        status = QueueJudge.objects.filter(pk=judge_id).values_list("status", flat=True).first()
+        log.info("queue judge %s not run: it is %s", judge_id, status)
+        return f"skipped ({status})"
+    try:
+        judge = QueueJudge.objects.select_related("queue").get(pk=judge_id)
+        _judge(judge, load_generate(judge))
+    except BaseException as exc:  # noqa: BLE001 — also soft time limits and KeyboardInterrupt
+        log.exception("queue judge %s failed", judge_id)
+        queue_judge_fail(judge_id, error=f"{exc}\n\n{traceback.format_exc()}")
+        if not isinstance(exc, Exception):
+            raise
+        return "failed"
+    finally:
+        from trainers.memory import release_memory
+
+        release_memory()  # the worker lives on: give back the judge model's freed heap
+    queue_judge_finish(judge_id)
+    return "done"
+
+
+def _judge(judge: QueueJudge, generate: GenerateFn) -> None:
+    queue = judge.queue
+    asked = set(JudgeVerdict.objects.filter(judge=judge).values_list("pair_id", "left_is_a"))
+    in_order = Turn.objects.order_by("index")
+    pairs = (
+        PreferencePair.objects.filter(queue=queue)
+        .select_related("a", "b")
+        .prefetch_related(Prefetch("a__turns", queryset=in_order), Prefetch("b__turns", queryset=in_order))
+        .order_by("position")
+    )
+    todo = [
+        (pair, left_is_a)
+        for pair in pairs
+        for left_is_a in (True, False)
+        if (pair.pk, left_is_a) not in asked
+    ]
+    texts: dict[int, tuple[str, str, str]] = {}
+    for start in range(0, len(todo), 2 * PAIRS_PER_BATCH):
+        batch = todo[start : start + 2 * PAIRS_PER_BATCH]
+        prompts = []
+        for pair, left_is_a in batch:
+            if pair.pk not in texts:
+                a = trajectory_text(pair.a.prompt, pair.a.turns.all())
+                b = trajectory_text(pair.b.prompt, pair.b.turns.all())
+                texts[pair.pk] = (pair.prompt or a.prompt, a.response, b.response)
+            prompt, a_text, b_text = texts[pair.pk]
+            first, second = (a_text, b_text) if left_is_a else (b_text, a_text)
+            prompts.append(
+                pairwise_prompt(prompt=prompt, first=first, second=second, instructions=queue.instructions)
+            )
+        replies = generate(prompts)
+        if len(replies) != len(prompts):
+            raise RuntimeError(f"The judge model returned {len(replies)} replies for {len(prompts)} prompts.")
+        answers = []
+        for (pair, left_is_a), reply in zip(batch, replies, strict=True):
+            named = parse_pairwise(reply)
+            choice = choice_from_side("left" if named == 1 else "right", left_is_a=left_is_a) if named else ""
+            answers.append((pair.pk, left_is_a, choice, reply))
+        queue_judge_record(judge.pk, answers)
