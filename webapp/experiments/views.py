@@ -49,7 +49,6 @@ from webapp.projects.access import (
     access_trajectory,
 )
 from webapp.projects.views import project_context
-from webapp.rollouts import selectors as rollout_selectors
 
 log = logging.getLogger(__name__)
 
