@@ -1,7 +1,7 @@
 """The direct route from preferences to the policy, in real headless Chromium on a real daphne server and
 a real Celery worker: an annotator judges a queue's pairs with the keyboard, the researcher freezes a
-snapshot and trains the policy on it with DPO in one click (TRL's DPOTrainer on the bundled model, two
-steps), watches the run succeed and its checkpoint appear without a reload, starts a GRPO run from that
+snapshot and trains the policy on it with DPO in one click (TRL's DPOTrainer on the bundled model, one
+step), watches the run succeed and its checkpoint appear without a reload, starts a GRPO run from that
 checkpoint through the run form, and finds snapshot → DPO run → checkpoint → GRPO run on the lineage
 page. The GRPO run is only queued: the lineage needs it to exist, not to finish."""
 
@@ -27,8 +27,8 @@ pytestmark = [
 ]
 
 PAIRS = 3  # one pair per group: a confident tagged answer vs a hedging one
-DPO_STEPS = 2
-TRAINING_TIMEOUT_MS = 330_000  # loading and two DPO steps of the 135M model on a busy two-core machine
+DPO_STEPS = 1
+TRAINING_TIMEOUT_MS = 330_000  # loading and a DPO step of the 135M model on a busy two-core machine
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_a_team_trains_the_policy_on_its_judgements_with_dpo_and_goes_on_with_gr
     finally:
         carol_context.close()
 
-    # 2. bob freezes a snapshot and trains the policy on it with DPO, one click (two steps, for the test).
+    # 2. bob freezes a snapshot and trains the policy on it with DPO, one click (one step, for the test).
     sign_in(page, server, "bob", PASSWORD)
     page.goto(f"{server}/p/{slug}/review/queues/{queue.pk}/")
     page.click("#snapshot-form button:has-text('Create dataset snapshot')")

@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 
 from tests.webapp.html_forms import form_data
-from tests.webapp.rewards_factories import annotated_snapshot, direct_snapshot, preference_texts
+from tests.webapp.rewards_factories import annotated_snapshot, direct_snapshot, preference_texts, ready
 from webapp.experiments.models import Checkpoint, RubricVersion, Run
 from webapp.experiments.services import run_create, run_create_dpo, run_create_from_checkpoint
 from webapp.projects.models import ROLE_CAPABILITIES
@@ -72,20 +72,6 @@ PAGES = [
     Page("model lineage", "get", "read", "rewards:lineage_detail", ("reward_model",)),
     Page("dpo lineage", "get", "read", "rewards:dpo_lineage", ("dpo_run",)),
 ]
-
-
-def ready(reward_model: RewardModel, path: str = "/srv/reward_models/rm") -> RewardModel:
-    services.reward_model_claim(reward_model.pk, worker="w1")
-    services.reward_model_finish(
-        reward_model.pk,
-        path=path,
-        metrics={"held_out_accuracy": 0.875, "n_eval": 40, "train_accuracy": 1.0, "n_train": 32},
-        curve=[
-            {"epoch": 1.0, "train_accuracy": 0.6, "eval_accuracy": 0.5},
-            {"epoch": 2.0, "train_accuracy": 1.0, "eval_accuracy": 0.875},
-        ],
-    )
-    return RewardModel.objects.get(pk=reward_model.pk)
 
 
 @pytest.fixture
