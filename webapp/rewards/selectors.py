@@ -154,7 +154,7 @@ class DPOLineage:
     """The direct route: snapshot → DPO run → its checkpoints → the runs started from them (a GRPO run
     from a DPO checkpoint, a resume, a fork), each with the checkpoint it started from."""
 
-    upstream: Upstream
+    upstream: Upstream | None  # None only for a DPO run that names no snapshot (the model allows it)
     dpo: RunLink
     children: list[Run]
 
@@ -166,8 +166,11 @@ def dpo_lineage(run: Run, *, access: ProjectAccess) -> DPOLineage:
         .select_related("parent_checkpoint", "rubric_version__rubric", "environment_version__environment")
         .order_by("created_at", "pk")
     )
+    snapshot = run.preference_snapshot
     return DPOLineage(
-        upstream=upstream(run.preference_snapshot, access=access), dpo=_run_link(run), children=children
+        upstream=upstream(snapshot, access=access) if snapshot is not None else None,
+        dpo=_run_link(run),
+        children=children,
     )
 
 
