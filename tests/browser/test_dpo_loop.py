@@ -60,29 +60,30 @@ def test_a_team_trains_the_policy_on_its_judgements_with_dpo_and_goes_on_with_gr
 ):
     slug = project.slug
 
-    # 1. carol judges every pair with the keyboard: the tagged answer wins.
-    carol_context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
-    try:
-        carol = carol_context.new_page()
-        carol.set_default_timeout(20_000)
-        sign_in(carol, server, "carol", PASSWORD)
-        carol.goto(f"{server}/p/{slug}/review/queues/{queue.pk}/annotate/")
-        for _ in range(PAIRS):
-            carol.wait_for_function("window.annotateReady === true")
-            carol.keyboard.press("1" if "<answer>" in carol.inner_text('[data-side="left"]') else "2")
-            with carol.expect_navigation():
-                carol.keyboard.press("Enter")
-        expect(carol.locator("[data-queue-done]")).to_be_visible()
-    finally:
-        carol_context.close()
-
-    # 2. bob freezes a snapshot and trains the policy on it with DPO, one click (one step, for the test).
-    sign_in(page, server, "bob", PASSWORD)
-    page.goto(f"{server}/p/{slug}/review/queues/{queue.pk}/")
-    page.click("#snapshot-form button:has-text('Create dataset snapshot')")
-    expect(page.locator(".messages")).to_contain_text(f"Dataset v1: {PAIRS} pairs")
-    row = page.locator("#datasets ~ table tbody tr").first
+    # The worker starts while carol judges (its start-up overlaps hers) and stops once the DPO run is done.
     with celery_worker("cpu", name="dpo-loop", DASHBOARD_URL=server):
+        # 1. carol judges every pair with the keyboard: the tagged answer wins.
+        carol_context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
+        try:
+            carol = carol_context.new_page()
+            carol.set_default_timeout(20_000)
+            sign_in(carol, server, "carol", PASSWORD)
+            carol.goto(f"{server}/p/{slug}/review/queues/{queue.pk}/annotate/")
+            for _ in range(PAIRS):
+                carol.wait_for_function("window.annotateReady === true")
+                carol.keyboard.press("1" if "<answer>" in carol.inner_text('[data-side="left"]') else "2")
+                with carol.expect_navigation():
+                    carol.keyboard.press("Enter")
+            expect(carol.locator("[data-queue-done]")).to_be_visible()
+        finally:
+            carol_context.close()
+
+        # 2. bob freezes a snapshot and trains the policy on it with DPO, one click (one step, for the test).
+        sign_in(page, server, "bob", PASSWORD)
+        page.goto(f"{server}/p/{slug}/review/queues/{queue.pk}/")
+        page.click("#snapshot-form button:has-text('Create dataset snapshot')")
+        expect(page.locator(".messages")).to_contain_text(f"Dataset v1: {PAIRS} pairs")
+        row = page.locator("#datasets ~ table tbody tr").first
         row.locator("[data-dpo-run] input[name=max_steps]").fill(str(DPO_STEPS))
         row.locator("[data-dpo-run] button:has-text('Train the policy with DPO')").click()
         page.wait_for_url(re.compile(r"/runs/\d+/$"))
