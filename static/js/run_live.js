@@ -165,6 +165,7 @@
 
   // The checkpoints table (templates/experiments/run_detail.html), rebuilt from Checkpoint.summary().
   function drawCheckpoints() {
+    drawStartLinks();
     const table = document.querySelector("[data-run-checkpoints]");
     const body = table && table.querySelector("tbody");
     if (!body) return;
@@ -205,6 +206,24 @@
     });
   }
 
+  // "Start a new GRPO-family run from a checkpoint's weights: step N" (researchers only), for the kept ones.
+  function drawStartLinks() {
+    const start = document.querySelector("[data-start-from-checkpoint]");
+    const links = start && start.querySelector("[data-start-from-checkpoint-links]");
+    if (!links) return;
+    const kept = Array.from(state.checkpoints.values())
+      .filter(function (c) { return !c.deleted && typeof c.id === "number"; })
+      .sort(function (a, b) { return a.step - b.step; });
+    links.textContent = "";
+    kept.forEach(function (c, index) {
+      if (index) links.appendChild(document.createTextNode(" · "));
+      const link = text("a", "step " + c.step);
+      link.href = start.dataset.runCreateUrl + "?from_checkpoint=" + encodeURIComponent(String(c.id));
+      links.appendChild(link);
+    });
+    start.hidden = !kept.length;
+  }
+
   function setCheckpoints(list) {
     state.checkpoints = new Map();
     list.forEach(function (c) { state.checkpoints.set(c.step, c); });
@@ -226,6 +245,19 @@
     if ("error_message" in source) setError(source.error_message);
     if (source.actions) setActions(source.actions);
     if (Array.isArray(source.checkpoints)) setCheckpoints(source.checkpoints);
+  }
+
+  // --- the run-level reward-hacking alarm (webapp.rollouts.selectors.run_hacking_alarm) ------------------
+
+  // The header banner, from the snapshot and the server's seq-less hacking_alarm messages: shown when the
+  // alarm starts while the page is open, hidden again if it clears (as a reload would render it). Its
+  // pause button is a cancel action (data-run-action), shown while the run can be cancelled.
+  function setHackingAlarm(alarm) {
+    const banner = document.querySelector("[data-hacking-alarm]");
+    if (!banner) return;
+    banner.hidden = !alarm;
+    const message = banner.querySelector("[data-hacking-alarm-message]");
+    if (alarm && message) message.textContent = alarm.message;  // criterion names are user text
   }
 
   // --- phase: what the trainer is doing now --------------------------------------------------------------
@@ -958,6 +990,9 @@
       case "cancel_requested":
         setCancelRequested(true);
         break;
+      case "hacking_alarm":
+        setHackingAlarm(event.alarm);
+        break;
       case "heartbeat":
         setTimes(event);  // the server's seq-less heartbeat_at; the trainer's own heartbeats carry none
         break;
@@ -978,6 +1013,7 @@
     setProgress(run.current_step);
     setBest(run.best_reward);
     if (run.phase) setPhase(run.phase);
+    if ("hacking_alarm" in run) setHackingAlarm(run.hacking_alarm);
     if (message.replay && message.replay.truncated) {
       // Too much was missed to replay over the socket: reload the curves over HTTP.
       loadCurves();

@@ -42,6 +42,8 @@ PAGE_STATE = """() => {
     heartbeat: texts('[data-run-heartbeat_at]'),
     worker: texts('[data-run-worker]'),
     checkpoints: all('[data-run-checkpoints] tbody tr').map((row) => Array.from(row.cells).map(words).join(' | ')),
+    startFrom: all('[data-start-from-checkpoint] a').filter(shown).map((link) => words(link) + ' ' + link.getAttribute('href')),
+    hackingAlarm: shown(document.querySelector('[data-hacking-alarm]')),
     step: texts('[data-live-step]'),
     best: texts('[data-live-best]'),
     progress: document.querySelector('[data-live-progress]').getAttribute('aria-valuenow'),
@@ -256,6 +258,11 @@ def test_queued_then_running_then_succeeded(queued_run, server, watch):
         middle["checkpoints"][0].endswith(" | safetensors") and "/runs/ckpt" not in middle["checkpoints"][0]
     )
     assert middle["phase"]["text"] == "Checkpointing · step 1" and middle["phase"]["bar"] is False
+    # A new run can start from it (the links appear live, as a reload renders them); no alarm here.
+    assert [link.split("?from_checkpoint=")[0] for link in middle["startFrom"]] == [
+        "step 1 /p/agents/runs/new/"
+    ]
+    assert middle["hackingAlarm"] is False
 
     trainer.report({"type": "status", "status": "SUCCEEDED", "message": "finished 4 steps"})
     watch.wait_for_status("Succeeded")

@@ -49,7 +49,6 @@ from webapp.projects.access import (
     access_trajectory,
 )
 from webapp.projects.views import project_context
-from webapp.rollouts import selectors as rollout_selectors
 
 log = logging.getLogger(__name__)
 
@@ -518,6 +517,7 @@ def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
         for key, value in sorted(config.items())
         if key not in ("environment", "rubric")
     ]
+    checkpoints = list(run.checkpoints.order_by("step"))
     return render(
         request,
         "experiments/run_detail.html",
@@ -527,7 +527,8 @@ def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
             knobs=knobs,
             overrides=run.overrides or {},
             config_json=json.dumps(config, indent=2, sort_keys=True),
-            checkpoints=list(run.checkpoints.order_by("step")),
+            checkpoints=checkpoints,
+            kept_checkpoints=[c for c in checkpoints if not c.deleted],
             key_metrics=KEY_CHECKPOINT_METRICS,
             checkpoint_columns=len(KEY_CHECKPOINT_METRICS) + 5,
             children=list(selectors.run_children(run)),
@@ -535,7 +536,6 @@ def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
             snapshot=run_snapshot(run),
             step_time_parts=wire.STEP_TIME_PARTS,
             can_launch=access.can(Capability.LAUNCH),
-            hacking_alarm=rollout_selectors.run_hacking_alarm(run),
         ),
     )
 

@@ -12,6 +12,7 @@ from django.db.models import Count, F, FloatField, IntegerField, Max, Min, Value
 from django.db.models.functions import Cast, Floor, Least
 
 from webapp.experiments.models import Run
+from webapp.rollouts.alarms import hacking_alarm_state
 from webapp.rollouts.models import RunEvent, Trajectory
 
 # A resuming client gets at most this many missed events over the socket; past it, the snapshot says
@@ -39,6 +40,7 @@ def run_snapshot(run: Run) -> dict[str, Any]:
         "last_reward": run.last_reward,
         "last_seq": run.last_seq,
         "phase": latest_phase(run),
+        "hacking_alarm": hacking_alarm_state(run),
     }
 
 

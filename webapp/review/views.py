@@ -8,6 +8,8 @@ them and to judge; launch to create queues, snapshots and downloads.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -612,12 +614,16 @@ def snapshot_dpo_run(request: HttpRequest, slug: str, snapshot_id: int) -> HttpR
 
     access = access_project(request.user, slug, Capability.LAUNCH)
     snapshot = _snapshot(access, snapshot_id)
+    # The one knob beside the button: how many steps (the rest are trainers/dpo.py's defaults; the API
+    # takes them all). Validated with the others by run_create_dpo, in plain words.
+    steps = request.POST.get("max_steps", "").strip()
+    params: dict[str, Any] = {"max_steps": int(steps) if steps.isdigit() else steps} if steps else {}
     try:
         run, _token = run_create_dpo(
             project=access.project,
             snapshot=snapshot,
             name=f"DPO on {exports.export_basename(snapshot)}",
-            params={},
+            params=params,
             user=request.user,
         )
     except ValidationError as error:

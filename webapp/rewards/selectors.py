@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, QuerySet
 
-from webapp.experiments.models import Checkpoint, RubricVersion, Run
+from webapp.experiments.models import Checkpoint, RubricVersion, Run, RunKind
 from webapp.projects.access import ProjectAccess
 from webapp.projects.models import Project
 from webapp.review.models import PreferenceQueue, PreferenceSnapshot
@@ -74,27 +74,17 @@ class RunLink:
 
 
 @dataclass
-class Lineage:
-    """One turn of the loop, upstream to downstream."""
+class Upstream:
+    """Where a preference snapshot came from: the runs whose rollouts were judged and the queue."""
 
-    reward_model: RewardModel
     snapshot: PreferenceSnapshot
     snapshot_pairs: int
-    queue: (
-        PreferenceQueue | None
-    )  # None when deleted, or hidden from this reader (annotators see their own queues)
+    queue: PreferenceQueue | None  # None when deleted, or hidden from this reader
     queue_hidden: bool
     source_runs: list[Run]
-    rubric_versions: list[RubricVersion]
-    runs: list[RunLink] = field(default_factory=list)
-
-    @property
-    def checkpoint_count(self) -> int:
-        return sum(len(link.checkpoints) + link.more_checkpoints for link in self.runs)
 
 
-def lineage(reward_model: RewardModel, *, access: ProjectAccess) -> Lineage:
-    snapshot = reward_model.snapshot
+def upstream(snapshot: PreferenceSnapshot, *, access: ProjectAccess) -> Upstream:
     queue = snapshot.queue
     hidden = queue is not None and not queue.visible_to(access.membership)
     source_run_ids = [
@@ -103,38 +93,93 @@ def lineage(reward_model: RewardModel, *, access: ProjectAccess) -> Lineage:
         if isinstance(entry, dict) and isinstance(entry.get("id"), int)
     ]
     source_runs = list(
-        Run.objects.filter(project_id=reward_model.project_id, pk__in=source_run_ids).order_by(
-            "created_at", "pk"
-        )
+        Run.objects.filter(project_id=snapshot.project_id, pk__in=source_run_ids).order_by("created_at", "pk")
     )
+    return Upstream(
+        snapshot=snapshot,
+        snapshot_pairs=snapshot.pairs.count(),
+        queue=None if hidden else queue,
+        queue_hidden=hidden,
+        source_runs=source_runs,
+    )
+
+
+@dataclass
+class Lineage:
+    """One turn of the loop, upstream to downstream."""
+
+    reward_model: RewardModel
+    upstream: Upstream
+    rubric_versions: list[RubricVersion]
+    runs: list[RunLink] = field(default_factory=list)
+
+    @property
+    def checkpoint_count(self) -> int:
+        return sum(len(link.checkpoints) + link.more_checkpoints for link in self.runs)
+
+
+def _run_link(run: Run) -> RunLink:
+    checkpoints = list(Checkpoint.objects.filter(run=run).order_by("-step")[: CHECKPOINTS_PER_RUN + 1])
+    total = (
+        Checkpoint.objects.filter(run=run).count()
+        if len(checkpoints) > CHECKPOINTS_PER_RUN
+        else len(checkpoints)
+    )
+    shown = sorted(checkpoints[:CHECKPOINTS_PER_RUN], key=lambda c: c.step)
+    return RunLink(run=run, checkpoints=shown, more_checkpoints=total - len(shown))
+
+
+def lineage(reward_model: RewardModel, *, access: ProjectAccess) -> Lineage:
     versions = rubric_versions_using(reward_model)
     runs = list(
         Run.objects.filter(rubric_version__in=versions)
         .select_related("rubric_version__rubric")
         .order_by("created_at", "pk")
     )
-    links = []
-    for run in runs:
-        checkpoints = list(Checkpoint.objects.filter(run=run).order_by("-step")[: CHECKPOINTS_PER_RUN + 1])
-        total = (
-            Checkpoint.objects.filter(run=run).count()
-            if len(checkpoints) > CHECKPOINTS_PER_RUN
-            else len(checkpoints)
-        )
-        shown = sorted(checkpoints[:CHECKPOINTS_PER_RUN], key=lambda c: c.step)
-        links.append(RunLink(run=run, checkpoints=shown, more_checkpoints=total - len(shown)))
     return Lineage(
         reward_model=reward_model,
-        snapshot=snapshot,
-        snapshot_pairs=snapshot.pairs.count(),
-        queue=None if hidden else queue,
-        queue_hidden=hidden,
-        source_runs=source_runs,
+        upstream=upstream(reward_model.snapshot, access=access),
         rubric_versions=versions,
-        runs=links,
+        runs=[_run_link(run) for run in runs],
     )
 
 
 def lineages(*, access: ProjectAccess, limit: int = 20) -> list[Lineage]:
     models = reward_model_list(project=access.project).exclude(status=RewardModelStatus.FAILED)[:limit]
     return [lineage(reward_model, access=access) for reward_model in models]
+
+
+@dataclass
+class DPOLineage:
+    """The direct route: snapshot → DPO run → its checkpoints → the runs started from them (a GRPO run
+    from a DPO checkpoint, a resume, a fork), each with the checkpoint it started from."""
+
+    upstream: Upstream | None  # None only for a DPO run that names no snapshot (the model allows it)
+    dpo: RunLink
+    children: list[Run]
+
+
+def dpo_lineage(run: Run, *, access: ProjectAccess) -> DPOLineage:
+    """`run` is a DPO run (`Run.is_dpo`) of `access`'s project."""
+    children = list(
+        Run.objects.filter(parent=run)
+        .select_related("parent_checkpoint", "rubric_version__rubric", "environment_version__environment")
+        .order_by("created_at", "pk")
+    )
+    snapshot = run.preference_snapshot
+    return DPOLineage(
+        upstream=upstream(snapshot, access=access) if snapshot is not None else None,
+        dpo=_run_link(run),
+        children=children,
+    )
+
+
+def dpo_lineages(*, access: ProjectAccess, limit: int = 20) -> list[DPOLineage]:
+    """The project's most recent DPO runs that start a chain (not resumes or forks of another DPO run)."""
+    runs = (
+        Run.objects.filter(project=access.project, kind=RunKind.DPO)
+        .exclude(parent__kind=RunKind.DPO, lineage__in=("resume", "fork"))
+        .select_related("preference_snapshot__queue")
+        .order_by("-created_at", "-pk")[:limit]
+    )
+    return [dpo_lineage(run, access=access) for run in runs]

@@ -22,4 +22,5 @@ urlpatterns = [
     ),
     path("lineage/", views.lineage_index, name="lineage_index"),
     path("lineage/reward-models/<int:reward_model_id>/", views.lineage_detail, name="lineage_detail"),
+    path("lineage/dpo-runs/<int:run_id>/", views.dpo_lineage, name="dpo_lineage"),
 ]

@@ -7,11 +7,18 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from webapp.projects.access import Capability, ProjectAccess, access_project, access_reward_model
+from webapp.experiments.models import Run
+from webapp.projects.access import (
+    Capability,
+    ProjectAccess,
+    access_project,
+    access_reward_model,
+    access_run,
+)
 from webapp.projects.views import project_context
 from webapp.rewards import selectors, services
 from webapp.rewards.forms import RegisterForm, TrainForm
@@ -168,7 +175,10 @@ def reward_model_retrain(request: HttpRequest, slug: str, reward_model_id: int) 
 def lineage_index(request: HttpRequest, slug: str) -> HttpResponse:
     access = access_project(request.user, slug, Capability.READ)
     chains = selectors.lineages(access=access)
-    return render(request, "rewards/lineage_index.html", project_context(access, chains=chains))
+    dpo_chains = selectors.dpo_lineages(access=access)
+    return render(
+        request, "rewards/lineage_index.html", project_context(access, chains=chains, dpo_chains=dpo_chains)
+    )
 
 
 @login_required
@@ -178,3 +188,14 @@ def lineage_detail(request: HttpRequest, slug: str, reward_model_id: int) -> Htt
     reward_model = _reward_model(access, reward_model_id)
     chain = selectors.lineage(reward_model, access=access)
     return render(request, "rewards/lineage.html", project_context(access, chain=chain))
+
+
+@login_required
+@require_GET
+def dpo_lineage(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, Capability.READ)
+    run = access_run(access, run_id, queryset=Run.objects.select_related("preference_snapshot__queue"))
+    if not run.is_dpo:
+        raise Http404("Only a DPO run has a preference lineage.")
+    chain = selectors.dpo_lineage(run, access=access)
+    return render(request, "rewards/dpo_lineage.html", project_context(access, chain=chain))

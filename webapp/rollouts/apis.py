@@ -43,6 +43,7 @@ from webapp.projects.access import (
 from webapp.rollouts import explorer, metrics, reading
 from webapp.rollouts import selectors as rollout_selectors
 from webapp.rollouts import serializers as s
+from webapp.rollouts.alarms import announce_hacking_alarm
 from webapp.rollouts.explorer import ExplorerForm, ExplorerPage, InvalidCursor
 from webapp.rollouts.external import external_run_create
 from webapp.rollouts.ingest import BatchConflict, BatchInvalid, ingest_batch
@@ -300,6 +301,7 @@ class RunEventsView(APIView):
                 )
             except BatchConflict as exc:
                 return _error(409, "conflict", str(exc))
+            announce_hacking_alarm(run, result.summaries)
             return Response(result.reply())
         finally:
             IN_FLIGHT.leave()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 
@@ -93,11 +94,22 @@ def trajectory_queryset() -> QuerySet[Trajectory]:
     return Trajectory.objects.select_related("run__project")
 
 
+def _alarm_criteria(run: Run) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    criteria = ((run.resolved_config or {}).get("rubric") or {}).get("criteria") or []
+    learned, verifiable = alarms.criteria_by_signal(criteria)
+    return criteria, learned, verifiable
+
+
+def run_can_raise_hacking_alarm(run: Run) -> bool:
+    """Whether the run's rubric has both a learned (or judge) and a verifiable criterion to compare."""
+    _criteria, learned, verifiable = _alarm_criteria(run)
+    return bool(learned and verifiable)
+
+
 def run_hacking_alarm(run: Run, *, window: int = alarms.WINDOW) -> alarms.RunAlarm | None:
     """The run-level reward-hacking alarm (trainers.rubrics.alarms.run_alarm) from the run's rubric and its
     last `window` steps of per-criterion means (`criterion/<name>` metrics)."""
-    criteria = ((run.resolved_config or {}).get("rubric") or {}).get("criteria") or []
-    learned, verifiable = alarms.criteria_by_signal(criteria)
+    criteria, learned, verifiable = _alarm_criteria(run)
     if not learned or not verifiable:
         return None
     keys = {f"criterion/{name}": name for name in (*learned, *verifiable)}

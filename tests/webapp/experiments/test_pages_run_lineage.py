@@ -119,3 +119,33 @@ def test_a_dpo_run_page_says_what_it_trains_on_and_a_grpo_run_starts_from_its_ch
     grpo = Run.objects.get(name="grpo from dpo")
     assert (grpo.lineage, grpo.parent_id, grpo.parent_checkpoint_id) == ("init", dpo.pk, checkpoint.pk)
     assert grpo.resolved_config["model"] == "/ckpt/dpo-3" and grpo.kind == "rl"
+
+
+def test_the_one_click_dpo_run_takes_its_step_count_from_beside_the_button(
+    client_for, project, users, run, django_capture_on_commit_callbacks
+):
+    from tests.webapp.review_factories import make_group
+    from webapp.review import services as review
+
+    make_group(run, rewards=[1.0, 0.0])
+    queue = review.queue_create(
+        project=project, user=users["bob"], name="q", runs=[run], annotators=[users["carol"]]
+    )
+    assignment = review.next_pair(queue=queue, annotator=users["carol"])
+    review.judgement_submit(pair=assignment.pair, annotator=users["carol"], choice="a")
+    snapshot = review.snapshot_create(queue, users["bob"])
+    client = client_for("bob")
+    queue_page = client.get(f"/p/{project.slug}/review/queues/{queue.pk}/").content.decode()
+    url = f"/p/{project.slug}/review/snapshots/{snapshot.pk}/dpo-run/"
+    assert f'action="{url}"' in queue_page and 'name="max_steps" value="20"' in queue_page
+
+    response = client.post(url, {"max_steps": "0"}, follow=True)
+    assert response.redirect_chain[-1][0].endswith(f"/review/queues/{queue.pk}/")
+    assert [str(m) for m in response.context["messages"]] == ["Steps must be 1 or more (got 0)."]
+    assert not Run.objects.filter(kind="dpo").exists()
+
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(url, {"max_steps": "3"})
+    dpo = Run.objects.get(kind="dpo")
+    assert response["Location"].endswith(f"/runs/{dpo.pk}/")
+    assert dpo.max_steps == 3 and dpo.resolved_config["max_steps"] == 3 and dpo.overrides == {"max_steps": 3}

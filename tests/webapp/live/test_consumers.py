@@ -239,6 +239,53 @@ def test_a_cancel_request_is_pushed_to_the_page(reporting_run, cookie_of):
     run_async(scenario)
 
 
+HACKABLE = [
+    {"name": "correct", "kind": "exact_match", "weight": 1.0, "params": {}},
+    {"name": "rm", "kind": "learned_reward", "weight": 1.0, "params": {"path": "/rm", "bounded": True}},
+]
+
+
+def criterion_metrics(seq: int, step: int, *, rm: float, correct: float) -> dict:
+    return {**metrics(seq, step), "values": {"criterion/rm": rm, "criterion/correct": correct}}
+
+
+def test_the_hacking_alarm_is_pushed_when_it_starts_and_is_in_the_next_snapshot(reporting_run, cookie_of):
+    run, token = reporting_run
+    Run.objects.filter(pk=run.pk).update(
+        status="RUNNING", resolved_config={**run.resolved_config, "rubric": {"criteria": HACKABLE}}
+    )
+    alice = cookie_of("alice")
+
+    async def scenario():
+        async with socket(run, alice) as ws:
+            assert (await receive_snapshot(ws))["run"]["hacking_alarm"] is None
+            # A batch without criterion means says nothing about the alarm.
+            await apost_events(run, token, [metrics(1, 1)])
+            assert [e["type"] for e in await receive_events(ws, 1)] == ["metrics"]
+            assert await nothing_more(ws)
+            # The learned reward rises while correctness falls: the alarm starts, after the batch.
+            await apost_events(
+                run,
+                token,
+                [criterion_metrics(s + 1, s, rm=-0.2 + 0.15 * s, correct=0.8 - 0.1 * s) for s in range(1, 7)],
+            )
+            *stored, alarm = await receive_events(ws, 7)
+            assert [e["seq"] for e in stored] == [2, 3, 4, 5, 6, 7]
+            assert alarm["type"] == "hacking_alarm" and "seq" not in alarm
+            assert (alarm["alarm"]["first_step"], alarm["alarm"]["last_step"]) == (1, 6)
+            assert "possible reward hacking" in alarm["alarm"]["message"]
+        async with socket(run, alice, "?last_seq=7") as ws:
+            assert (await receive_snapshot(ws))["run"]["hacking_alarm"] == alarm["alarm"]
+            # Correctness recovers: the alarm clears, and the page is told so.
+            await apost_events(
+                run, token, [criterion_metrics(s + 1, s, rm=0.8, correct=0.9) for s in range(7, 13)]
+            )
+            *_, cleared = await receive_events(ws, 7)
+            assert cleared == {"type": "hacking_alarm", "alarm": None}
+
+    run_async(scenario)
+
+
 # --- resume ---------------------------------------------------------------------------------------------
 
 

@@ -11,9 +11,9 @@ import pytest
 from django.urls import reverse
 
 from tests.webapp.html_forms import form_data
-from tests.webapp.rewards_factories import annotated_snapshot, direct_snapshot, preference_texts
-from webapp.experiments.models import Checkpoint, RubricVersion
-from webapp.experiments.services import run_create
+from tests.webapp.rewards_factories import annotated_snapshot, direct_snapshot, preference_texts, ready
+from webapp.experiments.models import Checkpoint, RubricVersion, Run
+from webapp.experiments.services import run_create, run_create_dpo, run_create_from_checkpoint
 from webapp.projects.models import ROLE_CAPABILITIES
 from webapp.rewards import services
 from webapp.rewards.models import RewardModel
@@ -70,21 +70,8 @@ PAGES = [
     Page("train again", "post", "launch", "rewards:reward_model_retrain", ("reward_model",), ok=302),
     Page("lineage", "get", "read", "rewards:lineage_index"),
     Page("model lineage", "get", "read", "rewards:lineage_detail", ("reward_model",)),
+    Page("dpo lineage", "get", "read", "rewards:dpo_lineage", ("dpo_run",)),
 ]
-
-
-def ready(reward_model: RewardModel, path: str = "/srv/reward_models/rm") -> RewardModel:
-    services.reward_model_claim(reward_model.pk, worker="w1")
-    services.reward_model_finish(
-        reward_model.pk,
-        path=path,
-        metrics={"held_out_accuracy": 0.875, "n_eval": 40, "train_accuracy": 1.0, "n_train": 32},
-        curve=[
-            {"epoch": 1.0, "train_accuracy": 0.6, "eval_accuracy": 0.5},
-            {"epoch": 2.0, "train_accuracy": 1.0, "eval_accuracy": 0.875},
-        ],
-    )
-    return RewardModel.objects.get(pk=reward_model.pk)
 
 
 @pytest.fixture
@@ -93,12 +80,16 @@ def world(project, rubric, run, users):
     reward_model = ready(
         services.reward_model_train(snapshot=snapshot, user=users["bob"], name="style", dispatch=False)
     )
+    dpo_run, _ = run_create_dpo(
+        project=project, snapshot=snapshot, name="dpo", params={}, user=users["bob"], dispatch=False
+    )
     return {
         "project": project,
         "rubric": rubric,
         "run": run,
         "snapshot": snapshot,
         "reward_model": reward_model,
+        "dpo_run": dpo_run,
     }
 
 
@@ -303,6 +294,70 @@ def test_the_lineage_links_queue_snapshot_model_rubric_runs_and_checkpoints(
     assert "a queue you are not assigned to" in index
 
 
+def test_the_dpo_lineage_links_snapshot_dpo_run_checkpoints_and_the_runs_started_from_them(
+    client_for, project, environment, rubric, run, users
+):
+    snapshot = annotated_snapshot(
+        project=project,
+        run=run,
+        researcher=users["bob"],
+        annotator=users["carol"],
+        rows=preference_texts(3),
+        queue_name="tone queue",
+    )
+    dpo, _ = run_create_dpo(
+        project=project,
+        snapshot=snapshot,
+        name="dpo on tone",
+        params={"max_steps": 4},
+        user=users["bob"],
+        dispatch=False,
+    )
+    Run.objects.filter(pk=dpo.pk).update(status="SUCCEEDED", current_step=4)
+    Checkpoint.objects.create(run=dpo, step=2, path="/ckpt/2")
+    last = Checkpoint.objects.create(run=dpo, step=4, path="/ckpt/4")
+    grpo, _ = run_create_from_checkpoint(
+        checkpoint=last,
+        name="grpo after dpo",
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={},
+        user=users["bob"],
+        dispatch=False,
+    )
+
+    slug = project.slug
+    run_page = client_for("bob").get(reverse("experiments:run_detail", args=[slug, dpo.pk])).content.decode()
+    lineage_url = reverse("rewards:dpo_lineage", args=[slug, dpo.pk])
+    assert f'href="{lineage_url}"' in run_page
+    page = client_for("bob").get(lineage_url).content.decode()
+    for link in (
+        f"/p/{slug}/runs/{run.pk}/",
+        f"/p/{slug}/review/queues/{snapshot.queue_id}/",
+        f"/p/{slug}/review/queues/{snapshot.queue_id}/#datasets",
+        f"/p/{slug}/runs/{dpo.pk}/",
+        f"/p/{slug}/runs/{grpo.pk}/",
+    ):
+        assert f'href="{link}"' in page, link
+    boxes = page[page.index('class="lineage"') :]
+    assert (
+        boxes.index("tone queue")
+        < boxes.index("3 pairs")
+        < boxes.index("dpo on tone")
+        < boxes.index("step 2")
+        < boxes.index("step 4")
+        < boxes.index("grpo after dpo")
+    )
+    assert "grpo, from step 4" in boxes and "/ckpt/" not in page  # no server paths
+
+    index = client_for("dave").get(reverse("rewards:lineage_index", args=[slug])).content.decode()
+    assert "dpo on tone" in index and "grpo after dpo" in index and "tone queue" not in index
+    # A GRPO run has no preference lineage of its own; outsiders see nothing.
+    assert client_for("bob").get(reverse("rewards:dpo_lineage", args=[slug, grpo.pk])).status_code == 404
+    assert client_for("eve").get(lineage_url).status_code == 404
+
+
 def test_text_from_users_and_models_renders_inert_in_every_page(
     client_for, project, environment, rubric, users
 ):
@@ -330,12 +385,16 @@ def test_text_from_users_and_models_renders_inert_in_every_page(
         dispatch=False,
     )
     Checkpoint.objects.create(run=downstream, step=1, path="/ckpt/" + HOSTILE)
+    dpo, _ = run_create_dpo(
+        project=project, snapshot=snapshot, name=HOSTILE, params={}, user=users["bob"], dispatch=False
+    )
 
     slug = project.slug
     urls = [
         reverse("rewards:reward_model_list", args=[slug]),
         reverse("rewards:reward_model_create", args=[slug]),
         reverse("rewards:lineage_index", args=[slug]),
+        reverse("rewards:dpo_lineage", args=[slug, dpo.pk]),
     ]
     for model in (failed, reward_model):
         urls += [

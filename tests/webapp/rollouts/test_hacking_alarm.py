@@ -73,8 +73,17 @@ def test_the_run_header_raises_the_alarm_and_offers_to_pause(client_for, project
 
     url = reverse("experiments:run_detail", args=[project.slug, run.pk])
     page = client_for("bob").get(url).content.decode()
-    assert "data-hacking-alarm" in page and "Pause the run" in page
+    assert banner(page) == "shown" and alarm.message in page
+    assert "data-pause-run>" in page and "Pause the run" in page  # shown while the run can be cancelled
     assert "Pause the run" not in client_for("dave").get(url).content.decode()  # a viewer cannot cancel
 
     MetricPoint.objects.filter(run=run, key="criterion/correct").update(value=0.9)
     assert run_hacking_alarm(run) is None
+    # Off, the banner is still rendered, hidden: the live page raises it if the alarm starts.
+    assert banner(client_for("bob").get(url).content.decode()) == "hidden"
+
+
+def banner(page: str) -> str:
+    tag = page[page.index('<div class="alarm-banner"') :]
+    tag = tag[: tag.index(">")]
+    return "hidden" if " hidden" in tag else "shown"
