@@ -39,6 +39,7 @@ from webapp.review.models import (
     PreferenceSnapshot,
     Tag,
     TrajectoryTag,
+    TurnJudgement,
 )
 from webapp.rewards.models import RewardModel
 from webapp.rollouts.models import MetricPoint, Trajectory, Turn
@@ -320,6 +321,20 @@ ENDPOINTS: dict[str, Endpoint] = {
     "trajectory-tag-remove": Endpoint(
         "DELETE", lambda w, who: f"/api/trajectories/{w.trajectory.pk}/tags/reviewed/", "annotate", 204
     ),
+    # review: turn judgements on a trajectory (per-turn preferences)
+    "trajectory-turn-judgements-list": Endpoint(
+        "GET", lambda w, who: f"/api/trajectories/{w.trajectory.pk}/turn-judgements/", "read"
+    ),
+    "trajectory-turn-judgements-create": Endpoint(
+        "POST",
+        lambda w, who: f"/api/trajectories/{w.trajectory.pk}/turn-judgements/",
+        "annotate",
+        201,
+        lambda w: {"verdict": "wrong", "turn_index": 1},
+    ),
+    "trajectory-turn-judgements-withdraw": Endpoint(
+        "DELETE", lambda w, who: f"/api/trajectories/{w.trajectory.pk}/turn-judgements/", "annotate", 204
+    ),
     # review: preference queues (carol annotates the one queue) and their datasets
     "preference-queues-list": Endpoint("GET", lambda w, who: f"{_p(w)}/preference-queues/", "annotate"),
     "preference-queue-get": Endpoint(
@@ -394,6 +409,7 @@ def state() -> dict[str, Any]:
                 Run,
                 ApiToken,
                 Invitation,
+                TurnJudgement,
             )
         ],
         "invitations": sorted(Invitation.objects.values_list("pk", "revoked_at")),
@@ -506,6 +522,11 @@ def test_every_api_route_is_in_the_matrix():
         "trajectory-comments": {"trajectory-comments-list", "trajectory-comments-create"},
         "trajectory-tags": {"trajectory-tags-list", "trajectory-tags-add"},
         "trajectory-tag": {"trajectory-tag-remove"},
+        "trajectory-turn-judgements": {
+            "trajectory-turn-judgements-list",
+            "trajectory-turn-judgements-create",
+            "trajectory-turn-judgements-withdraw",
+        },
         "preference-queues": {"preference-queues-list"},
         "preference-queue": {"preference-queue-get"},
         "preference-queue-snapshots": {"preference-snapshots-list", "preference-snapshots-create"},
