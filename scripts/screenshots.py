@@ -2,7 +2,7 @@
 on a real worker, real Chromium (tests/browser/test_screenshots.py does the work; the test suite skips
 it). Writes docs/screenshot-live.png, -group.png, -diff.png and -annotate.png.
 
-    python scripts/screenshots.py            # 10–30 minutes on a 2-core CPU
+    python scripts/screenshots.py            # about 20–25 minutes on a busy 2-core CPU
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@
       return { x: run.series.x.slice(), y: smoothed, name: live.plotText(run.name + " (#" + run.id + ")"), mode: "lines" };
     });
     const xTitle = { step: "step", time: "minutes since the run's first point", tokens: "tokens seen" }[state.xAxis];
-    Plotly.react(chart, traces, {
+    Plotly.react(chart, traces, window.RolloutCharts.themed({
       title: { text: live.plotText(state.metric), font: { size: 14 } }, margin: { l: 56, r: 16, t: 40, b: 48 },
       xaxis: state.xAxis === "step" ? { title: { text: xTitle }, tickformat: "d" } : { title: { text: xTitle } },
       hovermode: "x unified",
@@ -58,7 +58,7 @@
       // title or the x-axis title (plotly widens the margin for it).
       legend: { orientation: "v", x: 1.02, y: 1, xanchor: "left", yanchor: "top" },
       uirevision: state.metric + state.xAxis,
-    }, { displaylogo: false, responsive: true });
+    }), { displaylogo: false, responsive: true });
   }
 
   function setOptions(keys) {

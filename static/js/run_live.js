@@ -14,6 +14,7 @@
   const STATUS_NAMES = live.STATUS_NAMES;
   const FINAL = live.FINAL;
   const plotText = live.plotText;
+  const chartTheme = window.RolloutCharts;  // static/js/charts.js: every layout's colours, light or dark
   // The fixed charts, in page order; a metric key belongs to the first chart that claims it. Keys no chart
   // claims (and that are not eval/…) are offered by the metric picker.
   const CHARTS = [
@@ -575,7 +576,7 @@
       uirevision: state.xAxis + state.logScale,
     };
     if (spec.stack) { layout.barmode = "stack"; layout.bargap = 0.15; }
-    Plotly.react(chart.div, data, layout, PLOT_CONFIG);
+    Plotly.react(chart.div, data, chartTheme.themed(layout), PLOT_CONFIG);
     chart.drawn = true;
   }
 
@@ -736,18 +737,18 @@
     const z = centres.map(function (_, b) { return body.counts.map(function (column) { return column[b] || 0; }); });
     const label = histogramLabel(body.field);
     const trace = {
-      type: "heatmap", x: body.steps, y: centres, z: z, colorscale: "Blues", reversescale: true, xgap: 1, ygap: 1,
+      type: "heatmap", x: body.steps, y: centres, z: z, colorscale: chartTheme.heatScale(), xgap: 1, ygap: 1,
       zmin: 0, colorbar: { title: { text: "trajectories" }, thickness: 12 },
       hovertemplate: "step %{x}<br>" + label + " ≈ %{y:.3g}<br>%{z} trajectories<extra></extra>",
     };
     const xaxis = { title: { text: "step" }, tickformat: "d" };
     if (body.steps[body.steps.length - 1] - body.steps[0] < 10) { xaxis.tick0 = 0; xaxis.dtick = 1; }
-    Plotly.react(div, [trace], {
+    Plotly.react(div, [trace], chartTheme.themed({
       title: { text: plotText(label[0].toUpperCase() + label.slice(1) + " per step (" +
         (body.split === "eval" ? "evaluation" : "training") + ")"), font: { size: 13 } },
       margin: { l: 56, r: 14, t: 36, b: 40 }, xaxis: xaxis, yaxis: { title: { text: plotText(label) } },
       uirevision: body.field + body.split,
-    }, PLOT_CONFIG);
+    }), PLOT_CONFIG);
     if (!histogram.bound) {
       histogram.bound = true;
       div.on("plotly_click", function (event) {

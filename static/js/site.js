@@ -26,15 +26,25 @@
     themeToggle.title = dark ? "Switch to light mode" : "Switch to dark mode";
     themeToggle.textContent = dark ? "☀" : "☾";
   }
+  // Whatever draws its own colours (the charts, static/js/charts.js) listens for "themechange".
+  function themeChanged() {
+    showTheme();
+    document.dispatchEvent(new CustomEvent("themechange", { detail: { theme: currentTheme() } }));
+  }
   function toggleTheme() {
     const next = currentTheme() === "dark" ? "light" : "dark";
     root.dataset.theme = next;
     try { window.localStorage.setItem("theme", next); } catch (error) { /* not remembered */ }
-    showTheme();
-    document.dispatchEvent(new CustomEvent("themechange", { detail: { theme: next } }));
+    themeChanged();
   }
   if (themeToggle) themeToggle.addEventListener("click", toggleTheme);
   showTheme();
+  // The system's preference changing (a desktop that turns dark at dusk) changes a page whose theme
+  // nobody picked: the stylesheet follows by itself, the toggle's icon and the charts are told.
+  const systemQuery = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+  if (systemQuery && systemQuery.addEventListener) {
+    systemQuery.addEventListener("change", function () { if (!root.dataset.theme) themeChanged(); });
+  }
 
   // --- confirm dialogs ------------------------------------------------------------------------------
   const confirmDialog = document.querySelector("[data-confirm-dialog]");

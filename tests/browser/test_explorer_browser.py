@@ -4,42 +4,17 @@ address bar follows; a saved view comes back; hostile trajectory text stays text
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from tests.browser.conftest import sign_in
+from tests.conftest import PASSWORD
 from tests.webapp.rollouts.test_explorer import STORY, ingest
-from webapp.experiments.services import environment_create, rubric_create, run_create
-from webapp.projects.services import project_create
 
 HOSTILE = '<img src=x onerror="window.pwned = 1"> <script>window.pwned = 2</script> pwned'
 
 
 @pytest.fixture
-def explored(transactional_db):
-    user = get_user_model().objects.create_user("rosa", "rosa@example.com", "a-long-browser-password")
-    project = project_create(name="Explored", owner=user)
-    environment = environment_create(
-        project=project, name="arith", kind="arithmetic_calculator", config={}, user=user
-    )
-    rubric = rubric_create(
-        project=project,
-        name="r",
-        spec={
-            "aggregation": "weighted_sum",
-            "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}],
-        },
-        user=user,
-    )
-    run, _ = run_create(
-        project=project,
-        name="first",
-        environment=environment,
-        rubric=rubric,
-        preset="grpo",
-        overrides={},
-        user=user,
-        dispatch=False,
-    )
+def explored(transactional_db, project, run):
+    """The test story's project (tests/conftest.py) with its run's trajectories, one of them hostile."""
     ingest(run, [*STORY, (3, 0, 0, 0.1, "ok", HOSTILE)])
     return project
 
@@ -49,7 +24,7 @@ def rows(page) -> int:
 
 
 def test_filtering_searching_and_a_saved_view(explored, server, page):
-    sign_in(page, server, "rosa", "a-long-browser-password")
+    sign_in(page, server, "alice", PASSWORD)
     page.goto(f"{server}/p/{explored.slug}/trajectories/")
     assert rows(page) == 7
 
@@ -83,7 +58,7 @@ def test_filtering_searching_and_a_saved_view(explored, server, page):
 
 
 def test_hostile_trajectory_text_stays_text(explored, server, page):
-    sign_in(page, server, "rosa", "a-long-browser-password")
+    sign_in(page, server, "alice", PASSWORD)
     page.goto(f"{server}/p/{explored.slug}/trajectories/?q=pwned")
     assert rows(page) == 1
     assert page.evaluate("window.pwned") is None

@@ -1,6 +1,6 @@
 """What every page shares, in real headless Chromium: no horizontal page overflow on a 390 px phone
 (the nav folds into a menu, wide tables scroll inside their card), dark mode from prefers-color-scheme
-with a toggle that is remembered, a favicon (no favicon.ico 404), and `?` showing the keyboard shortcuts
+with a toggle that is remembered (drawn charts follow it live), a favicon (no favicon.ico 404), and `?` showing the keyboard shortcuts
 — each on the main pages."""
 
 from __future__ import annotations
@@ -142,31 +142,36 @@ def test_no_main_page_overflows_a_phone_and_the_nav_folds(world, project, server
     assert missing == [], missing  # favicon.ico included
 
 
-def test_dark_mode_follows_the_system_and_the_toggle_is_remembered(world, project, server, browser):
+@pytest.fixture
+def dark_page(browser):
+    """A page in a browser whose system prefers dark."""
     context = browser.new_context(
         viewport={"width": 1280, "height": 800}, color_scheme="dark", bypass_csp=True
     )
     page = context.new_page()
     page.set_default_timeout(20_000)
+    yield page
+    context.close()
+
+
+def test_dark_mode_follows_the_system_and_the_toggle_is_remembered(world, project, server, dark_page):
+    page = dark_page
 
     def background() -> str:
         return page.evaluate("getComputedStyle(document.body).backgroundColor")
 
-    try:
-        sign_in(page, server, "alice", PASSWORD)
-        page.goto(f"{server}/p/{project.slug}/runs/")
-        dark = background()
-        assert dark == "rgb(21, 23, 28)"
-        page.click("[data-theme-toggle]")
-        assert background() == "rgb(247, 247, 248)"
-        page.reload()
-        assert background() == "rgb(247, 247, 248)"  # remembered across pages and reloads
-        assert page.evaluate("localStorage.getItem('theme')") == "light"
-        page.keyboard.press("Shift+D")
-        assert background() == dark
-        assert page.get_attribute("[data-theme-toggle]", "aria-pressed") == "true"
-    finally:
-        context.close()
+    sign_in(page, server, "alice", PASSWORD)
+    page.goto(f"{server}/p/{project.slug}/runs/")
+    dark = background()
+    assert dark == "rgb(21, 23, 28)"
+    page.click("[data-theme-toggle]")
+    assert background() == "rgb(247, 247, 248)"
+    page.reload()
+    assert background() == "rgb(247, 247, 248)"  # remembered across pages and reloads
+    assert page.evaluate("localStorage.getItem('theme')") == "light"
+    page.keyboard.press("Shift+D")
+    assert background() == dark
+    assert page.get_attribute("[data-theme-toggle]", "aria-pressed") == "true"
 
 
 def test_question_mark_shows_the_shortcuts_on_every_page_and_the_favicon_is_served(
@@ -203,3 +208,76 @@ def test_the_trajectory_page_folds_and_labels_by_kind(world, project, server, pa
     assert page.evaluate("[...document.querySelectorAll('details.fold')].every(d => !d.open)")
     expect(page.locator("table.components")).to_contain_text("what the pattern matched")
     expect(page.locator("table.components")).not_to_contain_text("judge says")
+
+
+# What a person sees of a drawn chart: its paper (the svg's background), its plot area, its title and
+# tick labels, beside the card it sits on and the page's text.
+CHART_COLOURS = """(id) => {
+  const div = document.getElementById(id);
+  const colour = (node, property) => node ? getComputedStyle(node)[property] : null;
+  const rgb = (value) => {  // a colour as the browser writes it: rgb(r, g, b)
+    const probe = document.createElement("i");
+    probe.style.color = value;
+    document.body.appendChild(probe);
+    const written = getComputedStyle(probe).color;
+    probe.remove();
+    return written;
+  };
+  return {
+    paper: colour(div.querySelector(".main-svg"), "backgroundColor"),
+    plot: rgb(div._fullLayout.plot_bgcolor),
+    title: colour(div.querySelector(".gtitle"), "fill"),
+    ticks: colour(div.querySelector(".xtick text"), "fill"),
+    card: colour(div, "backgroundColor"),
+    ink: colour(document.body, "color"),
+  };
+}"""
+
+
+def test_the_charts_follow_dark_mode_live(world, project, server, dark_page):
+    page = dark_page
+
+    def chart() -> dict:
+        return page.evaluate(CHART_COLOURS, "chart-reward")
+
+    def rgb(hex_colour: str) -> str:
+        value = hex_colour.lstrip("#")
+        return "rgb({}, {}, {})".format(*(int(value[i : i + 2], 16) for i in (0, 2, 4)))
+
+    def wait_for_paper(colour: str) -> None:
+        page.wait_for_function(
+            f"getComputedStyle(document.querySelector('#chart-reward .main-svg')).backgroundColor === '{colour}'"
+        )
+
+    def assert_matches_the_page(dark: bool) -> None:
+        colours = chart()
+        panel, ink = ("#1e2128", "#e6e8ec") if dark else ("#ffffff", "#1f2328")
+        assert colours["card"] == rgb(panel), colours
+        assert colours["paper"] == colours["card"], colours  # the chart sits on its card, seamless
+        assert colours["plot"] == colours["card"], colours
+        assert colours["title"] == colours["ticks"] == colours["ink"] == rgb(ink), colours
+
+    sign_in(page, server, "alice", PASSWORD)
+    page.goto(f"{server}/p/{project.slug}/runs/{world['run'].pk}/")
+    page.wait_for_function("(document.getElementById('chart-reward').data || [{x: []}])[0].x.length === 3")
+    assert_matches_the_page(dark=True)  # drawn in the system's dark mode
+
+    page.click("[data-theme-toggle]")  # light, picked: the drawn chart follows without a redraw
+    page.wait_for_function("getComputedStyle(document.body).color === 'rgb(31, 35, 40)'")
+    wait_for_paper("rgb(255, 255, 255)")
+    assert_matches_the_page(dark=False)
+    assert page.evaluate("document.getElementById('chart-reward').data[0].x") == [1, 2, 3]
+
+    page.keyboard.press("Shift+D")  # and back
+    wait_for_paper("rgb(30, 33, 40)")
+    assert_matches_the_page(dark=True)
+
+    # Nobody picked (the choice forgotten): the system's preference turning light re-themes them too.
+    page.evaluate("localStorage.removeItem('theme')")
+    page.reload()
+    page.wait_for_function("(document.getElementById('chart-reward').data || [{x: []}])[0].x.length === 3")
+    assert_matches_the_page(dark=True)
+    page.emulate_media(color_scheme="light")
+    wait_for_paper("rgb(255, 255, 255)")
+    assert_matches_the_page(dark=False)
+    assert page.get_attribute("[data-theme-toggle]", "aria-pressed") == "false"

@@ -11,48 +11,24 @@ import time
 
 import pytest
 import requests
-from django.contrib.auth import get_user_model
 
 from tests.browser.conftest import sign_in
+from tests.conftest import PASSWORD
+from tests.webapp.factories import make_run
 
-PASSWORD = "correct-horse-battery"
 HOSTILE_KEY = '<a href="https://example.com/x">click</a>'
 HOSTILE_NAME = "<b>bold</b> <a href='https://example.com/y'>run</a>"
 
 
 @pytest.fixture
-def reported_runs(transactional_db):
-    from webapp.experiments.services import environment_create, rubric_create, run_create
-    from webapp.projects.services import project_create
-
-    alice = get_user_model().objects.create_user("alice", "alice@example.com", PASSWORD)
-    project = project_create(name="Agents", owner=alice)
-    environment = environment_create(
-        project=project, name="arith", kind="arithmetic_calculator", config={}, user=alice
-    )
-    rubric = rubric_create(
-        project=project,
-        name="r",
-        user=alice,
-        spec={
-            "aggregation": "weighted_sum",
-            "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}],
-        },
-    )
+def reported_runs(transactional_db, project, environment, rubric, users):
+    """Two runs in the test story's project (tests/conftest.py), the second named like HTML, each with
+    its ingestion token."""
     made = [
-        run_create(
-            project=project,
-            name=name,
-            environment=environment,
-            rubric=rubric,
-            preset="grpo",
-            overrides={"max_steps": 3},
-            user=alice,
-            dispatch=False,
-        )
+        make_run(project, environment, rubric, users["alice"], name, overrides={"max_steps": 3})
         for name in ("charts", HOSTILE_NAME)
     ]
-    return project, made
+    return project, [(run, run.ingest_token()) for run in made]
 
 
 def report(server, run, token, events):

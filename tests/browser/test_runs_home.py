@@ -5,38 +5,18 @@ model fills the knobs recommended for it and says why."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from tests.browser.conftest import sign_in
+from tests.conftest import PASSWORD
+from tests.webapp.factories import make_run
 from webapp.experiments.models import Run
-from webapp.experiments.services import environment_create, rubric_create, run_create
-from webapp.projects.services import project_create
 
 
 @pytest.fixture
-def lab(transactional_db):
-    user = get_user_model().objects.create_user("rosa", "rosa@example.com", "a-long-browser-password")
-    project = project_create(name="Sweeps", owner=user)
-    environment = environment_create(
-        project=project, name="arith", kind="arithmetic_calculator", config={}, user=user
-    )
-    rubric = rubric_create(
-        project=project,
-        name="correct",
-        spec={"aggregation": "weighted_sum", "criteria": [{"name": "env", "kind": "env_reward"}]},
-        user=user,
-    )
+def lab(transactional_db, project, environment, rubric, users):
+    """Three runs in the test story's project (tests/conftest.py) that differ in preset and knobs."""
     runs = [
-        run_create(
-            project=project,
-            name=name,
-            environment=environment,
-            rubric=rubric,
-            preset=preset,
-            overrides=overrides,
-            user=user,
-            dispatch=False,
-        )[0]
+        make_run(project, environment, rubric, users["alice"], name, preset=preset, overrides=overrides)
         for name, preset, overrides in (
             ("slow lr", "grpo", {"learning_rate": 1e-6}),
             ("fast lr", "dapo", {"learning_rate": 3e-5, "max_new_tokens": 64}),
@@ -48,7 +28,7 @@ def lab(transactional_db):
 
 def test_select_compare_tag_and_clone(lab, server, page):
     project, (slow, fast, _untouched) = lab
-    sign_in(page, server, "rosa", "a-long-browser-password")
+    sign_in(page, server, "alice", PASSWORD)
     page.goto(f"{server}/p/{project.slug}/runs/")
 
     # Select → Compare: the button waits for two runs, and the compare page links back.

@@ -5,49 +5,18 @@ to it, and hostile model output stays text. Then the diff of two trajectories si
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from tests.browser.conftest import sign_in
+from tests.conftest import PASSWORD
 from tests.webapp.factories import long_turns, make_trajectory, turn
 from webapp.rollouts.views_trajectories import FIRST_TURNS
 
-PASSWORD = "a-long-browser-password"
 HOSTILE = '<img src=x onerror="window.pwned=1"><script>window.pwned=1</script>'
 
 
 @pytest.fixture
-def long_run(transactional_db):
-    from webapp.experiments.services import environment_create, rubric_create, run_create
-    from webapp.projects.models import Membership
-    from webapp.projects.services import project_create
-
-    User = get_user_model()
-    alice = User.objects.create_user("alice", "alice@example.com", PASSWORD)
-    dave = User.objects.create_user("dave", "dave@example.com", PASSWORD)
-    project = project_create(name="Agents", owner=alice)
-    Membership.objects.create(project=project, user=dave, role="viewer")
-    environment = environment_create(
-        project=project, name="arith", kind="arithmetic_calculator", config={}, user=alice
-    )
-    rubric = rubric_create(
-        project=project,
-        name="r",
-        user=alice,
-        spec={
-            "aggregation": "weighted_sum",
-            "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}],
-        },
-    )
-    run, _ = run_create(
-        project=project,
-        name="long run",
-        environment=environment,
-        rubric=rubric,
-        preset="grpo",
-        overrides={},
-        user=alice,
-        dispatch=False,
-    )
+def long_run(transactional_db, project, run):
+    """The test story's run (tests/conftest.py) with one 300-turn trajectory, read by dave (a viewer)."""
     turns = long_turns(300)
     turns[1]["text"] = HOSTILE
     turns[299]["text"] = f"the very last turn {HOSTILE}"

@@ -1,0 +1,81 @@
+// Shared by every page that draws Plotly charts (the run page, compare): the charts' colours. They are
+// read from the stylesheet's palette (the custom properties of static/css/app.css: --panel, --ink,
+// --muted, --line, --grid, --accent), so CSS stays the one home of light and dark, and a chart sits on
+// its card like the rest of the page. Every layout goes through RolloutCharts.themed(layout) before
+// Plotly.react; charts already drawn are re-themed in place (Plotly.relayout / restyle) on site.js's
+// "themechange" event, which fires for the toggle, Shift+D and a change of the system's preference.
+(function () {
+  "use strict";
+  if (!window.Plotly) return;
+
+  function palette() {
+    const style = window.getComputedStyle(document.documentElement);
+    const read = function (name) { return style.getPropertyValue(name).trim(); };
+    return { panel: read("--panel"), ink: read("--ink"), muted: read("--muted"), line: read("--line"),
+      grid: read("--grid"), accent: read("--accent") };
+  }
+
+  // The axes a layout names (xaxis, yaxis, xaxis2, …); x and y always, as Plotly draws them anyway.
+  function axisNames(layout) {
+    const names = ["xaxis", "yaxis"];
+    Object.keys(layout || {}).forEach(function (key) {
+      if (/^[xy]axis\d+$/.test(key)) names.push(key);
+    });
+    return names;
+  }
+
+  // The one rule: which layout attribute takes which colour of the palette, as Plotly attribute paths
+  // (what Plotly.relayout takes). Titles, legends, tick labels and colour bars inherit font.color; the
+  // legend's background follows paper_bgcolor.
+  function layoutColours(layout) {
+    const c = palette();
+    const update = {
+      paper_bgcolor: c.panel, plot_bgcolor: c.panel, "font.color": c.ink,
+      "hoverlabel.bgcolor": c.panel, "hoverlabel.bordercolor": c.line, "hoverlabel.font.color": c.ink,
+      "modebar.bgcolor": "rgba(0, 0, 0, 0)", "modebar.color": c.muted, "modebar.activecolor": c.ink,
+    };
+    axisNames(layout).forEach(function (axis) {
+      update[axis + ".gridcolor"] = c.grid;
+      update[axis + ".zerolinecolor"] = c.muted;
+      update[axis + ".linecolor"] = c.line;
+    });
+    return update;
+  }
+
+  // A heatmap's colours: an empty cell is the card, the fullest is the accent.
+  function heatScale() {
+    const c = palette();
+    return [[0, c.panel], [1, c.accent]];
+  }
+
+  function setPath(target, path, value) {
+    const parts = path.split(".");
+    let node = target;
+    for (let i = 0; i < parts.length - 1; i++) {
+      if (typeof node[parts[i]] !== "object" || node[parts[i]] === null) node[parts[i]] = {};
+      node = node[parts[i]];
+    }
+    node[parts[parts.length - 1]] = value;
+  }
+
+  // `layout` with the current theme's colours filled in (it is changed and returned).
+  function themed(layout) {
+    const colours = layoutColours(layout);
+    Object.keys(colours).forEach(function (path) { setPath(layout, path, colours[path]); });
+    return layout;
+  }
+
+  // Re-theme every chart on the page that Plotly has drawn.
+  function rethemeAll() {
+    document.querySelectorAll(".js-plotly-plot").forEach(function (div) {
+      if (!div._fullLayout) return;
+      Plotly.relayout(div, layoutColours(div.layout));
+      const heatmaps = [];
+      (div.data || []).forEach(function (trace, index) { if (trace.type === "heatmap") heatmaps.push(index); });
+      if (heatmaps.length) Plotly.restyle(div, { colorscale: [heatScale()] }, heatmaps);
+    });
+  }
+  document.addEventListener("themechange", rethemeAll);
+
+  window.RolloutCharts = { themed: themed, heatScale: heatScale };
+})();
