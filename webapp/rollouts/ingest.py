@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import psycopg
@@ -195,14 +196,18 @@ def _insert_objects(objs: list[models.Model]) -> None:
         obj._state.db = connection.alias
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps with options builds one per call
+
+
 def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"))
+    return None if value is None else _ENCODE(value)
 
 
 def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Write the events; returns their summaries and the run's progress fields to update."""
     metric_rows: list[tuple] = []
     event_rows: list[tuple] = []
+    run_id = run.pk
     now = timezone.now()
     summaries: list[dict[str, Any]] = []
     progress: list[tuple[int, float | None]] = []
@@ -212,7 +217,9 @@ def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
         if kind == "metrics":
             values = {k: float(v) for k, v in event["values"].items() if v is not None}
             step, wall_time, tokens = event["step"], event.get("time"), event.get("tokens")
-            metric_rows.extend((run.pk, k, step, v, wall_time, tokens) for k, v in values.items())
+            metric_rows.extend(  # zip and repeat: the rows are made in C
+                zip(repeat(run_id), values, repeat(step), values.values(), repeat(wall_time), repeat(tokens))
+            )
             summary.update(step=event["step"], tokens=event.get("tokens"), values=values)
             progress.append((event["step"], values.get(REWARD_METRIC)))
         elif kind == "trajectories":
@@ -243,7 +250,7 @@ def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
         elif kind == "phase":
             # Not a metric: the page shows the newest phase (the snapshot carries it to a page opened mid-phase).
             summary.update((name, event[name]) for name in wire.EVENTS["phase"].names if name in event)
-        event_rows.append((run.pk, event["seq"], kind, _json(summary), now))
+        event_rows.append((run_id, event["seq"], kind, _json(summary), now))
         summaries.append(summary)
     _insert_rows(MetricPoint, ["run", "key", "step", "value", "wall_time", "tokens"], metric_rows)
     _insert_rows(RunEvent, ["run", "seq", "type", "summary", "created_at"], event_rows)
