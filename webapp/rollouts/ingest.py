@@ -142,7 +142,9 @@ def _insert_rows(model: type[models.Model], field_names: list[str], rows: list[t
             cursor.executemany(f"INSERT INTO {table} ({column_list}) VALUES ({placeholders})", rows)
 
 
-def _copy(cursor: Any, table: str, column_list: str, rows: list[tuple], types: list[str] | None = None) -> None:
+def _copy(
+    cursor: Any, table: str, column_list: str, rows: list[tuple], types: list[str] | None = None
+) -> None:
     """COPY `rows` into `table`: in the binary format with `types` (Postgres type names, one per
     column), else as text. write_row formats in C (psycopg[binary]); joining the text ourselves measured
     slower."""
