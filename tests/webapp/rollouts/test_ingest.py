@@ -147,6 +147,15 @@ def test_a_retried_metrics_batch_that_overlaps_the_stored_one_stores_each_point_
     assert run.current_step == 60 and run.last_seq == 60
 
 
+def test_deleting_a_run_deletes_its_points_and_events(client, reporting_run):
+    # The database no longer enforces these foreign keys (migration 0014): Django's cascade does the work.
+    run, token = reporting_run
+    post(client, run, token, metrics_batch(1, 4))
+    Run.objects.get(pk=run.pk).delete()
+    assert not MetricPoint.objects.filter(run_id=run.pk).exists()
+    assert not RunEvent.objects.filter(run_id=run.pk).exists()
+
+
 def test_malformed_json_is_a_clear_400_and_writes_nothing(client, reporting_run):
     run, token = reporting_run
     response = post(client, run, token, '{"events": [')
