@@ -131,7 +131,13 @@ class Turn(models.Model):
 class MetricPoint(models.Model):
     """One scalar at one step. Stored per point so long curves can be downsampled on the server."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_points")
+    # No index of its own (metric_run_key_step starts with the run) and no database foreign-key
+    # constraint: its check ran once per point at commit, a third of Postgres's work per metrics batch
+    # (docs/api.md, "After the commit"). Ingestion holds the run's row lock while it writes, and deleting
+    # a run cascades here through Django.
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="metric_points", db_index=False, db_constraint=False
+    )
     key = models.CharField(max_length=100)
     step = models.PositiveIntegerField()
     value = models.FloatField()
@@ -152,7 +158,11 @@ class RunEvent(models.Model):
     reconnects replay exactly what it missed.
     """
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    # As MetricPoint.run: no index of its own (the unique (run, seq) index starts with the run), no
+    # per-row foreign-key check.
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="events", db_index=False, db_constraint=False
+    )
     seq = models.BigIntegerField()
     type = models.CharField(max_length=16)
     summary = models.JSONField(default=dict)

@@ -114,6 +114,48 @@ def test_the_same_batch_posted_three_times_is_stored_once(client, reporting_run)
     assert counts() == (5, 2, 2, 4, 1)
 
 
+def metrics_batch(first_seq, count, keys=25):
+    """`count` metrics events of `keys` values each, as a trainer logs a step (ints and floats mixed)."""
+    return {
+        "events": [
+            {
+                "seq": seq,
+                "type": "metrics",
+                "step": seq,
+                "time": 1_700_000_000 + seq if seq % 2 else 1_700_000_000.5 + seq,
+                "tokens": 1000 * seq,
+                "values": {f"train/m{k}": (seq if k == 0 else seq + k / 10) for k in range(keys)},
+            }
+            for seq in range(first_seq, first_seq + count)
+        ]
+    }
+
+
+def test_a_retried_metrics_batch_that_overlaps_the_stored_one_stores_each_point_once(client, reporting_run):
+    # 1,000 points per batch, as the ingestion bench sends: on Postgres the points go in by binary COPY.
+    run, token = reporting_run
+    first = post(client, run, token, metrics_batch(1, 40)).json()
+    retried = post(client, run, token, metrics_batch(21, 40)).json()  # seqs 21-40 again, then 41-60
+    assert (first["accepted"], first["duplicates"]) == (40, 0)
+    assert (retried["accepted"], retried["duplicates"], retried["last_seq"]) == (20, 20, 60)
+    assert MetricPoint.objects.filter(run=run).count() == 60 * 25
+    assert RunEvent.objects.filter(run=run).count() == 60
+    point = MetricPoint.objects.get(run=run, key="train/m3", step=33)
+    assert (point.value, point.wall_time, point.tokens) == (33.3, 1_700_000_033.0, 33_000)
+    assert MetricPoint.objects.get(run=run, key="train/m0", step=40).wall_time == 1_700_000_040.5
+    run.refresh_from_db()
+    assert run.current_step == 60 and run.last_seq == 60
+
+
+def test_deleting_a_run_deletes_its_points_and_events(client, reporting_run):
+    # The database no longer enforces these foreign keys (migration 0014): Django's cascade does the work.
+    run, token = reporting_run
+    post(client, run, token, metrics_batch(1, 4))
+    Run.objects.get(pk=run.pk).delete()
+    assert not MetricPoint.objects.filter(run_id=run.pk).exists()
+    assert not RunEvent.objects.filter(run_id=run.pk).exists()
+
+
 def test_malformed_json_is_a_clear_400_and_writes_nothing(client, reporting_run):
     run, token = reporting_run
     response = post(client, run, token, '{"events": [')
