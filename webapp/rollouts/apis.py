@@ -46,7 +46,7 @@ from webapp.rollouts import serializers as s
 from webapp.rollouts.alarms import announce_hacking_alarm
 from webapp.rollouts.explorer import ExplorerForm, ExplorerPage, InvalidCursor
 from webapp.rollouts.external import external_run_create
-from webapp.rollouts.ingest import BatchConflict, BatchInvalid, ingest_batch
+from webapp.rollouts.ingest import BatchConflict, BatchInvalid, RunTokenStale, ingest_batch
 
 
 class RunTrajectoryListView(generics.ListAPIView):
@@ -159,6 +159,56 @@ def _error(status: int, error: str, detail: str, **extra) -> Response:
     return Response({"error": error, "detail": detail, **extra}, status=status)
 
 
+class _VerifiedTokens:
+    """Runs whose token this process has verified: run id → (token hash, project id). A batch whose token
+    matches an entry skips the look-up query (an ORM query costs ~0.35 ms of CPU, a twentieth of a batch);
+    ingestion checks the hash again on the row it locks, so a token reissued or a run deleted since is
+    still refused (401) before anything is written. Bounded: cleared when full."""
+
+    def __init__(self, limit: int = 4096):
+        self.limit = limit
+        self.entries: dict[int, tuple[str, int]] = {}
+
+    def run(self, run_id: int, token_hash: str) -> Run | None:
+        entry = self.entries.get(run_id)
+        if entry is None or not hmac.compare_digest(entry[0], token_hash):
+            return None
+        # The instance `.only("pk", "project_id")` would give (the other fields load when read).
+        return Run.from_db(None, ["id", "project_id"], [run_id, entry[1]])
+
+    def remember(self, run: Run, token_hash: str) -> None:
+        if len(self.entries) >= self.limit:
+            self.entries.clear()
+        self.entries[run.pk] = (token_hash, run.project_id)
+
+    def forget(self, run_id: int) -> None:
+        self.entries.pop(run_id, None)
+
+
+VERIFIED_TOKENS = _VerifiedTokens()
+
+
+def _authenticated_run(run_id: int, token: str) -> tuple[Run | None, str]:
+    """The run `token` opens, with the token's hash; None when the run does not exist or the token is not
+    its own."""
+    if not token:
+        return None, ""
+    token_hash = hash_token(token)
+    run = VERIFIED_TOKENS.run(run_id, token_hash)
+    if run is not None:
+        return run, token_hash
+    run = Run.objects.filter(pk=run_id).only("pk", "project_id", "ingest_token_hash").first()
+    if run is None or not run.ingest_token_hash or not hmac.compare_digest(token_hash, run.ingest_token_hash):
+        return None, token_hash
+    VERIFIED_TOKENS.remember(run, token_hash)
+    return run, token_hash
+
+
+def _unauthorized() -> Response:
+    # The same answer for "no such run" and "wrong token": a token cannot probe run ids.
+    return _error(401, "unauthorized", "Unknown run or invalid run token.")
+
+
 def _bearer(request: Request) -> str:
     header = request.META.get("HTTP_AUTHORIZATION", "")
     return header[7:].strip() if header.startswith("Bearer ") else ""
@@ -227,16 +277,9 @@ class RunEventsView(APIView):
         ],
     )
     def post(self, request: Request, run_id: int) -> Response:
-        run = Run.objects.filter(pk=run_id).only("pk", "project_id", "ingest_token_hash").first()
-        token = _bearer(request)
-        if (
-            run is None
-            or not token
-            or not run.ingest_token_hash
-            or not hmac.compare_digest(hash_token(token), run.ingest_token_hash)
-        ):
-            # The same answer for "no such run" and "wrong token": a token cannot probe run ids.
-            return _error(401, "unauthorized", "Unknown run or invalid run token.")
+        run, token_hash = _authenticated_run(run_id, _bearer(request))
+        if run is None:
+            return _unauthorized()
         length = int(request.META.get("CONTENT_LENGTH") or 0)
         if length > settings.INGEST_MAX_BATCH_BYTES:
             return _error(
@@ -291,7 +334,10 @@ class RunEventsView(APIView):
                     max_events=settings.INGEST_MAX_EVENTS,
                 )
             try:
-                result = ingest_batch(run=run, payload=payload)
+                result = ingest_batch(run=run, payload=payload, token_hash=token_hash)
+            except RunTokenStale:
+                VERIFIED_TOKENS.forget(run_id)
+                return _unauthorized()
             except BatchInvalid as exc:
                 return _error(
                     400,

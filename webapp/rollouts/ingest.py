@@ -7,6 +7,7 @@ The wire format is documented in docs/api.md ("Run event ingestion").
 
 from __future__ import annotations
 
+import hmac
 import json
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -35,6 +36,10 @@ class BatchInvalid(Exception):
     def __init__(self, errors: dict[str, list[str]]):
         super().__init__("invalid event batch")
         self.errors = errors
+
+
+class RunTokenStale(Exception):
+    """The run is gone, or its token is no longer the one the batch was authenticated with."""
 
 
 class BatchConflict(Exception):
@@ -72,11 +77,13 @@ def validate_batch(payload: Any) -> list[dict[str, Any]]:
 # --- storing --------------------------------------------------------------------------------------------
 
 
-def ingest_batch(*, run: Run, payload: Any) -> IngestResult:
-    """Validate and store one batch for `run`. Raises BatchInvalid (nothing written)."""
+def ingest_batch(*, run: Run, payload: Any, token_hash: str | None = None) -> IngestResult:
+    """Validate and store one batch for `run`. Raises BatchInvalid (nothing written). With `token_hash`
+    (the API's, which may have verified the token from memory), raises RunTokenStale unless the locked
+    run still has that token."""
     events = validate_batch(payload)
     try:
-        return _ingest(run, events)
+        return _ingest(run, events, token_hash)
     except _INTEGRITY_ERRORS as exc:
         # The one constraint a valid batch can break: (run, step, group, sample, split) is unique. COPY
         # raises psycopg's own error, the ORM Django's.
@@ -86,15 +93,28 @@ def ingest_batch(*, run: Run, payload: Any) -> IngestResult:
         ) from exc
 
 
-def _ingest(run: Run, events: list[dict[str, Any]]) -> IngestResult:
+def _ingest(run: Run, events: list[dict[str, Any]], token_hash: str | None) -> IngestResult:
     with transaction.atomic():
         # One batch per run at a time: the row lock makes "which seqs are new" race-free, and keeps
         # cancel_requested as read here current until the commit (a cancel waits for the lock).
         locked = (
             Run.objects.select_for_update()
-            .only("pk", "project_id", "status", "cancel_requested", "last_seq", "heartbeat_at")
-            .get(pk=run.pk)
+            .only(
+                "pk",
+                "project_id",
+                "status",
+                "cancel_requested",
+                "last_seq",
+                "heartbeat_at",
+                "ingest_token_hash",
+            )
+            .filter(pk=run.pk)
+            .first()
         )
+        if locked is None or (
+            token_hash is not None and not hmac.compare_digest(locked.ingest_token_hash, token_hash)
+        ):
+            raise RunTokenStale()
         seqs = [e["seq"] for e in events]
         # Run.last_seq is the highest stored seq (only this function writes either), so a batch entirely
         # above it — every batch but a retry — needs no look-up.

@@ -203,6 +203,24 @@ def test_a_wrong_token_or_unknown_run_gets_401(client, reporting_run):
     assert counts() == (0, 0, 0, 0, 0)
 
 
+def test_a_reissued_token_or_a_deleted_run_is_refused_after_the_token_was_remembered(client, reporting_run):
+    # The endpoint remembers verified tokens (no look-up per batch); the row it locks is the judge.
+    from webapp.experiments.services import run_issue_ingest_token
+
+    run, token = reporting_run
+    log = lambda seq: {"events": [{"seq": seq, "type": "log", "message": "hi"}]}  # noqa: E731
+    assert post(client, run, token, log(1)).status_code == 200
+    new_token = run_issue_ingest_token(run)
+    response = post(client, run, token, log(2))
+    assert response.status_code == 401 and response.json()["error"] == "unauthorized"
+    assert post(client, run, new_token, log(2)).status_code == 200
+    assert list(RunEvent.objects.filter(run=run).values_list("seq", flat=True).order_by("seq")) == [1, 2]
+    run_id = run.pk
+    Run.objects.filter(pk=run_id).delete()
+    assert post(client, run, new_token, log(3)).status_code == 401
+    assert not RunEvent.objects.filter(run_id=run_id).exists()
+
+
 def test_under_overload_it_answers_429_with_retry_after(client, reporting_run):
     run, token = reporting_run
     saved = IN_FLIGHT.count
