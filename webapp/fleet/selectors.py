@@ -14,6 +14,12 @@ def worker_list() -> QuerySet[WorkerNode]:
     return WorkerNode.objects.select_related("current_run", "current_run__project").order_by("-last_seen")
 
 
+def heartbeating_hostnames(*, since) -> QuerySet:
+    """Hostnames of the workers that reported after `since` and have not said they stopped: a job whose
+    worker is not among them was lost with it (the reward-model and judge reapers ask this)."""
+    return WorkerNode.objects.filter(last_seen__gte=since, stopped=False).values_list("hostname", flat=True)
+
+
 def is_online(node: WorkerNode) -> bool:
     return not node.stopped and timezone.now() - node.last_seen < ONLINE_WITHIN
 

@@ -22,7 +22,7 @@ from trainers.reward_training import TRAINING_SCHEMA
 from webapp.core.dispatch import Queue, Task, queue_refusal, send_on_commit
 from webapp.experiments.models import Rubric, RubricVersion
 from webapp.experiments.services import rubric_update
-from webapp.fleet.models import WorkerNode
+from webapp.fleet.selectors import heartbeating_hostnames
 from webapp.review.models import ActivityVerb, PreferenceSnapshot
 from webapp.review.services.activity import log_activity
 from webapp.rewards.models import DEFAULT_ACCURACY_THRESHOLD, RewardModel, RewardModelStatus
@@ -182,9 +182,7 @@ def reward_models_reap_lost(*, now=None, timeout_s: int | None = None) -> list[i
     """
     now = now or timezone.now()
     timeout = timedelta(seconds=timeout_s if timeout_s is not None else settings.RUN_HEARTBEAT_TIMEOUT_S)
-    alive = WorkerNode.objects.filter(last_seen__gte=now - timeout, stopped=False).values_list(
-        "hostname", flat=True
-    )
+    alive = heartbeating_hostnames(since=now - timeout)
     stale = (
         RewardModel.objects.filter(status=RewardModelStatus.TRAINING, started_at__lt=now - timeout)
         .exclude(worker__in=alive)

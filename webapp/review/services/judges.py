@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from webapp.core.dispatch import Queue, Task, queue_refusal, send_on_commit
 from webapp.experiments.models import RubricVersion
-from webapp.fleet.models import WorkerNode
+from webapp.fleet.selectors import heartbeating_hostnames
 from webapp.review.models import JudgeStatus, JudgeVerdict, PreferenceQueue, QueueJudge
 
 LLM_JUDGE = "llm_judge"
@@ -166,9 +166,7 @@ def queue_judges_reap_lost(*, now=None, timeout_s: int | None = None) -> list[in
     showing "judging" forever. Returns the ids it failed."""
     now = now or timezone.now()
     timeout = timedelta(seconds=timeout_s if timeout_s is not None else settings.RUN_HEARTBEAT_TIMEOUT_S)
-    alive = WorkerNode.objects.filter(last_seen__gte=now - timeout, stopped=False).values_list(
-        "hostname", flat=True
-    )
+    alive = heartbeating_hostnames(since=now - timeout)
     stale = (
         QueueJudge.objects.filter(status=JudgeStatus.RUNNING, started_at__lt=now - timeout)
         .exclude(worker__in=alive)
