@@ -145,29 +145,6 @@ class TurnScoringRubric:
         return scores
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    """A 2-layer Llama built from a config (no download) with the bundled tokenizer."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from trainers.models import load_tokenizer
-
-    tokenizer = load_tokenizer("smollm2-135m")
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    return LlamaForCausalLM(config).eval(), tokenizer
-
-
 def _step(tiny, toy_env, weight: float):
     import copy
 
