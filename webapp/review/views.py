@@ -584,13 +584,19 @@ def snapshot_create(request: HttpRequest, slug: str, queue_id: int) -> HttpRespo
     access = access_project(request.user, slug, Capability.LAUNCH)
     queue = _queue(access, queue_id)
     snapshot = services.snapshot_create(
-        queue, request.user, complete_only=request.POST.get("complete_only") == "on"
+        queue,
+        request.user,
+        complete_only=request.POST.get("complete_only") == "on",
+        include_turns=request.POST.get("include_turns") == "on",
     )
     counts = snapshot.provenance["counts"]
+    turns = (
+        f" and {counts['turn_rows']} step-level rows from turn judgements" if "turn_rows" in counts else ""
+    )
     messages.success(
         request,
         f"Dataset v{snapshot.version}: {counts.get('included', 0)} pairs "
-        f"(of {counts.get('judged_pairs', 0)} judged; ties, both-bad and split votes left out).",
+        f"(of {counts.get('judged_pairs', 0)} judged; ties, both-bad and split votes left out){turns}.",
     )
     return redirect(reverse("review:queue_detail", args=[slug, queue.pk]) + "#datasets")
 

@@ -189,6 +189,23 @@ def test_a_snapshot_with_turns_holds_step_level_rows_for_a_reward_model(run, pro
     assert snapshot.provenance["counts"]["turn_rows"] == 3 and snapshot.provenance["include_turns"] is True
 
 
+def test_bob_asks_the_queue_page_for_a_snapshot_with_the_turn_judgements(run, project, users, client_for):
+    _, second = make_group(run, group=1, rewards=[1.0, 0.0], tool=True)
+    queue = services.queue_create(
+        project=project, user=users["bob"], name="turns", runs=[run], annotators=[users["carol"]], seed=1
+    )
+    services.turn_mark_wrong(trajectory=second, annotator=users["carol"], turn_index=4)
+    page = reverse("review:queue_detail", args=[project.slug, queue.pk])
+    assert 'name="include_turns"' in client_for("bob").get(page).content.decode()
+
+    url = reverse("review:snapshot_create", args=[project.slug, queue.pk])
+    answer = client_for("bob").post(url, {"include_turns": "on"}, follow=True)
+
+    snapshot = queue.snapshots.get()
+    assert snapshot.provenance["include_turns"] is True and snapshot.provenance["counts"]["turn_rows"] == 2
+    assert "and 2 step-level rows from turn judgements" in answer.content.decode()
+
+
 def episode(run, group: int, sample: int, a: int, b: int, answer: str):
     call = f'<tool_call>{{"name": "calculator", "arguments": {{"expression": "{a} + {b}"}}}}</tool_call>'
     return make_stored(
