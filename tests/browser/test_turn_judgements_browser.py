@@ -5,47 +5,15 @@ rewards beside the turns; k steps back. No console errors on the way (the page's
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from tests.browser.conftest import sign_in
+from tests.conftest import PASSWORD
 from tests.webapp.factories import make_trajectory, turn
-
-PASSWORD = "a-long-browser-password"
 
 
 @pytest.fixture
-def episode(transactional_db):
-    from webapp.experiments.services import environment_create, rubric_create, run_create
-    from webapp.projects.models import Membership
-    from webapp.projects.services import project_create
-
-    User = get_user_model()
-    alice = User.objects.create_user("alice", "alice@example.com", PASSWORD)
-    carol = User.objects.create_user("carol", "carol@example.com", PASSWORD)
-    project = project_create(name="Agents", owner=alice)
-    Membership.objects.create(project=project, user=carol, role="annotator")
-    environment = environment_create(
-        project=project, name="arith", kind="arithmetic_calculator", config={}, user=alice
-    )
-    rubric = rubric_create(
-        project=project,
-        name="r",
-        user=alice,
-        spec={
-            "aggregation": "weighted_sum",
-            "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}],
-        },
-    )
-    run, _ = run_create(
-        project=project,
-        name="turns",
-        environment=environment,
-        rubric=rubric,
-        preset="grpo",
-        overrides={},
-        user=alice,
-        dispatch=False,
-    )
+def episode(transactional_db, project, run):
+    """The test story's run (tests/conftest.py, carol annotates) with one episode whose answer broke."""
     trajectory = make_trajectory(
         run,
         turns=[
