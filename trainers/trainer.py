@@ -599,9 +599,12 @@ class Trainer:
             return [0] * len(r.completion_ids)
         return list(r.loss_mask) if cfg["mask_tool_tokens"] else [1] * len(r.completion_ids)
 
-    def update(self, rollouts: list[Rollout], timings: dict[str, float]) -> dict[str, float]:
-        if self.learner is not None:
-            return self._sharded_update(rollouts, timings)
+    def _update_plan(
+        self, rollouts: list[Rollout]
+    ) -> tuple[list[list[int]], float, float, float, list[int], list[list[int]]]:
+        """What one update trains, the same for the single process and the learner shards (their sums must
+        add up to one step): the loss masks, the loss normalisers (tokens, sequences, the constant), the
+        rows with a gradient and their micro-batches."""
         cfg = self.config
         masks = [self._loss_mask(r) for r in rollouts]
         num_tokens = float(sum(sum(m) for m in masks))
@@ -614,6 +617,13 @@ class Trainer:
             i for i, r in enumerate(rollouts) if any(masks[i]) and (r.has_signal() or cfg["kl_coef"] > 0)
         ]
         chunks = [c for c in _split(active, cfg["grad_accum_steps"]) if c]
+        return masks, num_tokens, num_sequences, norm_constant, active, chunks
+
+    def update(self, rollouts: list[Rollout], timings: dict[str, float]) -> dict[str, float]:
+        if self.learner is not None:
+            return self._sharded_update(rollouts, timings)
+        cfg = self.config
+        masks, num_tokens, num_sequences, norm_constant, active, chunks = self._update_plan(rollouts)
         # Bounded async: the batch may come from an older policy; weight each token by the truncated
         # importance ratio π_learner / π_behaviour (TIS). The clip stays around the learner's own
         # log-probs at the start of the update (the proximal policy), as in decoupled PPO.
@@ -750,16 +760,7 @@ class Trainer:
         from trainers.sharded import sample_payload, split_rows
 
         cfg = self.config
-        masks = [self._loss_mask(r) for r in rollouts]
-        num_tokens = float(sum(sum(m) for m in masks))
-        num_sequences = float(sum(1 for m in masks if any(m)))
-        norm_constant = cfg["loss_norm_constant"] or cfg["max_new_tokens"] * max(
-            max_turns_at(cfg, self.step), 1
-        )
-        active = [
-            i for i, r in enumerate(rollouts) if any(masks[i]) and (r.has_signal() or cfg["kl_coef"] > 0)
-        ]
-        chunks = [c for c in _split(active, cfg["grad_accum_steps"]) if c]
+        masks, num_tokens, num_sequences, norm_constant, active, chunks = self._update_plan(rollouts)
         refs: dict[int, list[float]] = {}
         if cfg["kl_coef"] > 0:
             for chunk in chunks:
