@@ -154,6 +154,7 @@ class ActivityVerb(models.TextChoices):
     REWARD_MODEL_REGISTERED = "reward_model.added", "added a learned reward to the rubric"
     TURN_JUDGED = "turn.judged", "judged a turn of"
     TURN_JUDGEMENT_CLEARED = "turn.cleared", "withdrew a turn judgement on"
+    JUDGE_ASKED = "judge.asked", "asked an LLM judge to annotate"
 
 
 class Activity(models.Model):
@@ -203,6 +204,8 @@ class Activity(models.Model):
         """A few words on what changed: the tag, the flag's reason, the dataset version. Never a judgement's
         choice: annotators read this log too, and must not see each other's votes."""
         data = self.data or {}
+        if "judge" in data:
+            return f"“{data['judge']}”, {data.get('pairs', 0)} pairs in both orders"
         if "tag" in data:
             return f"“{data['tag']}”"
         if "reason" in data and data["reason"] in FlagReason.values:

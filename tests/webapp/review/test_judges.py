@@ -17,7 +17,7 @@ from webapp.experiments.services import rubric_create
 from webapp.projects.models import Membership
 from webapp.projects.services import project_create
 from webapp.review import services
-from webapp.review.models import JudgeStatus, QueueJudge
+from webapp.review.models import Activity, JudgeStatus, QueueJudge
 
 JUDGE_RUBRIC = {
     "aggregation": "weighted_sum",
@@ -208,3 +208,14 @@ def test_the_judges_panel_offers_the_projects_judge_criteria_and_says_when_there
         "Could not load the judge model" in panel.content.decode()
         and "&lt;no such file&gt;" in panel.content.decode()
     )
+
+
+def test_asking_a_judge_is_in_the_activity_log_escaped(client, queue, users, judged_rubric):
+    ask(queue, users, judged_rubric)
+    activity = Activity.objects.get(project=queue.project, verb="judge.asked")
+    assert (activity.actor, activity.queue, activity.data["pairs"]) == (users["bob"], queue, 4)
+    client.force_login(users["carol"])
+    page = client.get(reverse("review:activity", args=[queue.project.slug])).content.decode()
+    assert "asked an LLM judge to annotate" in page
+    assert "“judge: &lt;b&gt;tone&lt;/b&gt; (style v1)”, 4 pairs in both orders" in page
+    assert "<b>tone</b>" not in page

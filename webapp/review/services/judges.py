@@ -20,7 +20,8 @@ from django.utils import timezone
 from webapp.core.dispatch import Queue, Task, queue_refusal, send_on_commit
 from webapp.experiments.models import RubricVersion
 from webapp.fleet.selectors import heartbeating_hostnames
-from webapp.review.models import JudgeStatus, JudgeVerdict, PreferenceQueue, QueueJudge
+from webapp.review.models import ActivityVerb, JudgeStatus, JudgeVerdict, PreferenceQueue, QueueJudge
+from webapp.review.services.activity import log_activity
 
 LLM_JUDGE = "llm_judge"
 
@@ -98,6 +99,9 @@ def queue_judge_start(
                     "finished_at",
                 ]
             )
+        log_activity(
+            queue.project, user, ActivityVerb.JUDGE_ASKED, queue=queue, judge=judge.label, pairs=pairs
+        )
         if dispatch:
             send_on_commit(
                 Task.JUDGE_QUEUE,
