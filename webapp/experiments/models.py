@@ -231,6 +231,21 @@ class Run(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def progress_after(
+        self, *, step: int, last_reward: float | None, best_reward: float | None
+    ) -> dict[str, Any]:
+        """The list pages' denormalised progress once metrics up to `step` are stored: the step only moves
+        forward, the best reward is a maximum, the last reward is the newest batch's. Read from this
+        instance, so the caller holds the run's row lock (ingestion does) for the answer to stay true."""
+        fields: dict[str, Any] = {"current_step": max(self.current_step, step)}
+        if last_reward is not None:
+            fields["last_reward"] = last_reward
+        if best_reward is not None:
+            fields["best_reward"] = (
+                best_reward if self.best_reward is None else max(self.best_reward, best_reward)
+            )
+        return fields
+
     def iso_times(self) -> dict[str, str | None]:
         """When the run started, finished and last reported (ISO 8601, None if not yet), for live messages."""
         return {

@@ -12,8 +12,6 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F, FloatField, Value
-from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from trainers.config import resolve_run_config, validate_run_config
@@ -711,27 +709,16 @@ def run_request_cancel(*, run: Run, user=None) -> str:
     raise ValidationError({"status": [f"A {current.get_status_display().lower()} run cannot be cancelled."]})
 
 
-def run_progress_fields(*, step: int, last_reward: float | None, best_reward: float | None) -> dict[str, Any]:
-    """The UPDATE expressions that keep a run's denormalised progress in step with ingested metrics:
-    the step only moves forward, the best reward is a maximum. Ingestion folds them into its own
-    update of the run (one row version per batch instead of three)."""
-    fields: dict[str, Any] = {"current_step": Greatest(F("current_step"), Value(step))}
-    if last_reward is not None:
-        fields["last_reward"] = last_reward
-    if best_reward is not None:
-        best = Value(best_reward, output_field=FloatField())
-        # Greatest ignores NULL on Postgres but returns NULL on SQLite: Coalesce covers a first reward.
-        fields["best_reward"] = Coalesce(Greatest(F("best_reward"), best), best)
-    return fields
-
-
 def run_record_progress(
     *, run_id: int, step: int, last_reward: float | None, best_reward: float | None
 ) -> None:
-    """Keep the list pages' denormalised progress in step with ingested metrics."""
-    Run.objects.filter(pk=run_id).update(
-        **run_progress_fields(step=step, last_reward=last_reward, best_reward=best_reward)
-    )
+    """Keep the list pages' denormalised progress in step with ingested metrics (Run.progress_after,
+    under the run's row lock)."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().only("pk", "current_step", "best_reward").get(pk=run_id)
+        Run.objects.filter(pk=run_id).update(
+            **run.progress_after(step=step, last_reward=last_reward, best_reward=best_reward)
+        )
 
 
 def run_heartbeat(run_id: int) -> None:
