@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -16,8 +17,22 @@ def worker_list() -> QuerySet[WorkerNode]:
 
 def heartbeating_hostnames(*, since) -> QuerySet:
     """Hostnames of the workers that reported after `since` and have not said they stopped: a job whose
-    worker is not among them was lost with it (the reward-model and judge reapers ask this)."""
+    worker is not among them was lost with it."""
     return WorkerNode.objects.filter(last_seen__gte=since, stopped=False).values_list("hostname", flat=True)
+
+
+def lost_jobs(
+    started: QuerySet, *, now=None, timeout_s: int | None = None
+) -> tuple[list[tuple[int, str]], int]:
+    """Of `started` (background jobs a worker has taken: `webapp.core.models.BackgroundJob`, filtered by
+    the caller to its "running" status), the (id, worker) of those started more than the heartbeat
+    timeout ago on a worker that has not reported within it — lost with their process or machine — and
+    that timeout in seconds, for the message. The reward-model and judge reapers fail what this returns."""
+    now = now or timezone.now()
+    timeout = timedelta(seconds=timeout_s if timeout_s is not None else settings.RUN_HEARTBEAT_TIMEOUT_S)
+    alive = heartbeating_hostnames(since=now - timeout)
+    lost = started.filter(started_at__lt=now - timeout).exclude(worker__in=alive).values_list("pk", "worker")
+    return [(pk, worker or "?") for pk, worker in lost], int(timeout.total_seconds())
 
 
 def is_online(node: WorkerNode) -> bool:

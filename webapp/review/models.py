@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from webapp.core.models import BackgroundJob
 from webapp.projects.models import Capability, Membership, Project
 from webapp.rollouts.models import Trajectory
 
@@ -454,7 +455,7 @@ class JudgeStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-class QueueJudge(models.Model):
+class QueueJudge(BackgroundJob):
     """An `llm_judge` criterion of a project rubric annotating a preference queue as an extra annotator.
 
     A worker asks its model about every pair twice — A shown first, then B shown first — and keeps both
@@ -479,15 +480,7 @@ class QueueJudge(models.Model):
     status = models.CharField(max_length=8, choices=JudgeStatus.choices, default=JudgeStatus.QUEUED)
     pairs_total = models.PositiveIntegerField(default=0)
     pairs_done = models.PositiveIntegerField(default=0, help_text="pairs judged in both orders")
-    error_message = models.TextField(blank=True)
-    task_id = models.CharField(max_length=64, blank=True)
-    worker = models.CharField(max_length=200, blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    # error_message, task_id, worker, created_by and the timestamps: BackgroundJob.
 
     class Meta:
         ordering = ["created_at", "id"]

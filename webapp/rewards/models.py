@@ -7,11 +7,11 @@ to those versions → their Checkpoints.
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
 
 from trainers.rubrics.reward_model import Reliability, assess_reliability
 from webapp.core.dispatch import Queue
+from webapp.core.models import BackgroundJob
 from webapp.projects.models import Project
 from webapp.review.models import PreferenceSnapshot
 
@@ -26,7 +26,7 @@ class RewardModelStatus(models.TextChoices):
 DEFAULT_ACCURACY_THRESHOLD = 0.6
 
 
-class RewardModel(models.Model):
+class RewardModel(BackgroundJob):
     """One trained (or training) reward model; `version` counts models of the same name in a project."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="reward_models")
@@ -55,16 +55,7 @@ class RewardModel(models.Model):
     curve = models.JSONField(
         default=list, help_text="[{epoch, train_loss, train_accuracy, eval_loss, eval_accuracy}]"
     )
-    error_message = models.TextField(blank=True)
-    task_id = models.CharField(max_length=64, blank=True)
-    worker = models.CharField(max_length=200, blank=True)
-
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    # error_message, task_id, worker, created_by and the timestamps: BackgroundJob.
 
     class Meta:
         ordering = ["-created_at", "-pk"]

@@ -8,10 +8,8 @@ task cannot train twice and a late failure cannot overwrite a finished model.
 from __future__ import annotations
 
 import functools
-from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -22,7 +20,7 @@ from trainers.reward_training import TRAINING_SCHEMA
 from webapp.core.dispatch import Queue, Task, queue_refusal, send_on_commit
 from webapp.experiments.models import Rubric, RubricVersion
 from webapp.experiments.services import rubric_update
-from webapp.fleet.selectors import heartbeating_hostnames
+from webapp.fleet.selectors import lost_jobs
 from webapp.review.models import ActivityVerb, PreferenceSnapshot
 from webapp.review.services.activity import log_activity
 from webapp.rewards.models import DEFAULT_ACCURACY_THRESHOLD, RewardModel, RewardModelStatus
@@ -180,19 +178,18 @@ def reward_models_reap_lost(*, now=None, timeout_s: int | None = None) -> list[i
     Returns the ids it failed. The task is not redelivered (reject_on_worker_lost=False): without this
     the model would read "training" forever; now the page says what happened and Train again works.
     """
-    now = now or timezone.now()
-    timeout = timedelta(seconds=timeout_s if timeout_s is not None else settings.RUN_HEARTBEAT_TIMEOUT_S)
-    alive = heartbeating_hostnames(since=now - timeout)
-    stale = (
-        RewardModel.objects.filter(status=RewardModelStatus.TRAINING, started_at__lt=now - timeout)
-        .exclude(worker__in=alive)
-        .values_list("pk", "worker")
+    lost, timeout = lost_jobs(
+        RewardModel.objects.filter(status=RewardModelStatus.TRAINING), now=now, timeout_s=timeout_s
     )
-    error = (
-        f"The worker {{worker}} stopped reporting for more than {int(timeout.total_seconds())} s while training "
-        "(process killed or machine lost). Train again to start a new version."
-    )
-    return [pk for pk, worker in stale if reward_model_fail(pk, error=error.format(worker=worker or "?"))]
+    return [
+        pk
+        for pk, worker in lost
+        if reward_model_fail(
+            pk,
+            error=f"The worker {worker} stopped reporting for more than {timeout} s while training "
+            "(process killed or machine lost). Train again to start a new version.",
+        )
+    ]
 
 
 def criterion_uses(criterion: dict[str, Any], reward_model: RewardModel) -> bool:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from datetime import timedelta
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count
@@ -19,7 +17,7 @@ from django.utils import timezone
 
 from webapp.core.dispatch import Queue, Task, queue_refusal, send_on_commit
 from webapp.experiments.models import RubricVersion
-from webapp.fleet.selectors import heartbeating_hostnames
+from webapp.fleet.selectors import lost_jobs
 from webapp.review.models import ActivityVerb, JudgeStatus, JudgeVerdict, PreferenceQueue, QueueJudge
 from webapp.review.services.activity import log_activity
 
@@ -168,17 +166,15 @@ def queue_judge_fail(judge_id: int, *, error: str) -> bool:
 def queue_judges_reap_lost(*, now=None, timeout_s: int | None = None) -> list[int]:
     """Fail RUNNING judges whose worker stopped heartbeating, so the queue page says so instead of
     showing "judging" forever. Returns the ids it failed."""
-    now = now or timezone.now()
-    timeout = timedelta(seconds=timeout_s if timeout_s is not None else settings.RUN_HEARTBEAT_TIMEOUT_S)
-    alive = heartbeating_hostnames(since=now - timeout)
-    stale = (
-        QueueJudge.objects.filter(status=JudgeStatus.RUNNING, started_at__lt=now - timeout)
-        .exclude(worker__in=alive)
-        .values_list("pk", "worker")
+    lost, timeout = lost_jobs(
+        QueueJudge.objects.filter(status=JudgeStatus.RUNNING), now=now, timeout_s=timeout_s
     )
-    error = (
-        "The worker {worker} stopped reporting for more than "
-        f"{int(timeout.total_seconds())} s while judging (process killed or machine lost). "
-        "Ask the judge again: the pairs it answered are kept."
-    )
-    return [pk for pk, worker in stale if queue_judge_fail(pk, error=error.format(worker=worker or "?"))]
+    return [
+        pk
+        for pk, worker in lost
+        if queue_judge_fail(
+            pk,
+            error=f"The worker {worker} stopped reporting for more than {timeout} s while judging "
+            "(process killed or machine lost). Ask the judge again: the pairs it answered are kept.",
+        )
+    ]
