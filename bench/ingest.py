@@ -262,6 +262,28 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def server_cpu_s(proc: subprocess.Popen | None) -> float:
+    """CPU seconds (user + system) used so far by a server process and its workers: the bench prints it per
+    request, which says where a rate went more directly than the rate itself on a shared machine."""
+    import psutil
+
+    if proc is None:
+        return 0.0
+    try:
+        root = psutil.Process(proc.pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
 # --- request bodies ---------------------------------------------------------------------------------------
 
 
@@ -621,7 +643,10 @@ def main() -> None:
             ]
             for system, unit, make in phases:
                 posters = make()
+                server = mlflow_proc if system == "MLflow" else ours_proc
+                cpu_before = server_cpu_s(server)
                 rate, p50, requests_done, errors = run_phase(posters)
+                cpu_ms = 1000 * (server_cpu_s(server) - cpu_before) / max(requests_done, 1)
                 rows.append((round_number, system, unit, rate, p50, requests_done, errors))
                 if system == "MLflow":
                     rates["mlflow points/s"].append(rate)
@@ -637,7 +662,8 @@ def main() -> None:
                 loads.append(os.getloadavg()[0])
                 print(
                     f"  round {round_number}: {system:6} {unit:13} {rate:10,.0f}/s  p50 {p50:6.1f} ms  "
-                    f"{requests_done} requests, {errors} errors  (load average {loads[-1]:.1f})",
+                    f"{requests_done} requests, {errors} errors, server CPU {cpu_ms:5.1f} ms/request  "
+                    f"(load average {loads[-1]:.1f})",
                     flush=True,
                 )
 
