@@ -201,11 +201,12 @@ def train_dpo(
 
     `resume_from`: a checkpoint directory of an earlier run on the same data and config (weights,
     optimizer, scheduler, RNG and data position are restored, and training continues at its step)."""
+    import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import DPOConfig, DPOTrainer
 
-    from trainers.models import model_dir, resolve_device
+    from trainers.models import model_dir, resolve_device, resolve_dtype
 
     knobs = dpo_config(config)
     rows = preference_rows(records)
@@ -255,6 +256,10 @@ def train_dpo(
         dataset_num_proc=None,
         disable_tqdm=True,
         gradient_checkpointing=False,  # a 135M model fits; checkpointing only slows the CPU down
+        # TRL turns bf16 autocast on by default, on the CPU too, where a CPU without bf16 units (AVX2)
+        # then runs every matrix product in torch's fallback kernel: ~7× slower than float32, and a
+        # default-sized DPO step on the bundled model took minutes. bf16 where the trainer's GRPO uses it.
+        bf16=resolve_dtype("auto", device) is torch.bfloat16,
     )
     trainer = DPOTrainer(
         model=model,

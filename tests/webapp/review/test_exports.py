@@ -117,8 +117,18 @@ def test_parquet_loads_with_hugging_face_datasets(snapshot, tmp_path):
 
 @pytest.mark.slow
 def test_both_exports_train_a_step_of_trls_dpo_trainer(snapshot, tmp_path):
-    """The real DPOTrainer, the bundled model (no download), one optimizer step on each export."""
+    """The real DPOTrainer, the bundled model (no download), one optimizer step on each export — in
+    float32: TRL's bf16 default would run every matrix product on an AVX2 CPU through torch's fallback
+    kernel (a default-sized step went from ~38 s to ~6 min)."""
+    from transformers import TrainerCallback
+
     from trainers.dpo import train_dpo
+
+    bf16: list[bool] = []
+
+    class Precision(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            bf16.append(args.bf16)
 
     for name, data in (("dpo", exports.dpo_jsonl(snapshot)), ("dpo-text", exports.dpo_text_jsonl(snapshot))):
         path = tmp_path / f"{name}.jsonl"
@@ -127,9 +137,11 @@ def test_both_exports_train_a_step_of_trls_dpo_trainer(snapshot, tmp_path):
             exports.read_dpo_jsonl(path.read_bytes()),
             {"max_steps": 1, "batch_size": 3, "max_length": 128, "device": "cpu"},
             out_dir=tmp_path / name,
+            callbacks=[Precision()],
         )
         assert result.steps == 1 and result.metrics["loss"] > 0
         assert {"rewards/chosen", "rewards/rejected", "rewards/margins"} <= set(result.metrics)
+    assert bf16 == [False, False]
 
 
 def test_ties_and_both_bad_are_left_out_of_the_exports(project, users, run):
