@@ -22,17 +22,24 @@ def heartbeating_hostnames(*, since) -> QuerySet:
 
 
 def lost_jobs(
-    started: QuerySet, *, now=None, timeout_s: int | None = None
-) -> tuple[list[tuple[int, str]], int]:
+    started: QuerySet, *, doing: str, now=None, timeout_s: int | None = None
+) -> list[tuple[int, str]]:
     """Of `started` (background jobs a worker has taken: `webapp.core.models.BackgroundJob`, filtered by
-    the caller to its "running" status), the (id, worker) of those started more than the heartbeat
-    timeout ago on a worker that has not reported within it — lost with their process or machine — and
-    that timeout in seconds, for the message. The reward-model and judge reapers fail what this returns."""
+    the caller to its "running" status), those started more than the heartbeat timeout ago on a worker
+    that has not reported within it — lost with their process or machine — as (id, the reason in words,
+    `doing` naming the work). The reward-model and judge reapers fail what this returns."""
     now = now or timezone.now()
     timeout = timedelta(seconds=timeout_s if timeout_s is not None else settings.RUN_HEARTBEAT_TIMEOUT_S)
     alive = heartbeating_hostnames(since=now - timeout)
     lost = started.filter(started_at__lt=now - timeout).exclude(worker__in=alive).values_list("pk", "worker")
-    return [(pk, worker or "?") for pk, worker in lost], int(timeout.total_seconds())
+    return [
+        (
+            pk,
+            f"The worker {worker or '?'} stopped reporting for more than {int(timeout.total_seconds())} s "
+            f"while {doing} (process killed or machine lost).",
+        )
+        for pk, worker in lost
+    ]
 
 
 def is_online(node: WorkerNode) -> bool:

@@ -178,17 +178,16 @@ def reward_models_reap_lost(*, now=None, timeout_s: int | None = None) -> list[i
     Returns the ids it failed. The task is not redelivered (reject_on_worker_lost=False): without this
     the model would read "training" forever; now the page says what happened and Train again works.
     """
-    lost, timeout = lost_jobs(
-        RewardModel.objects.filter(status=RewardModelStatus.TRAINING), now=now, timeout_s=timeout_s
+    lost = lost_jobs(
+        RewardModel.objects.filter(status=RewardModelStatus.TRAINING),
+        doing="training",
+        now=now,
+        timeout_s=timeout_s,
     )
     return [
         pk
-        for pk, worker in lost
-        if reward_model_fail(
-            pk,
-            error=f"The worker {worker} stopped reporting for more than {timeout} s while training "
-            "(process killed or machine lost). Train again to start a new version.",
-        )
+        for pk, reason in lost
+        if reward_model_fail(pk, error=f"{reason} Train again to start a new version.")
     ]
 
 

@@ -166,15 +166,11 @@ def queue_judge_fail(judge_id: int, *, error: str) -> bool:
 def queue_judges_reap_lost(*, now=None, timeout_s: int | None = None) -> list[int]:
     """Fail RUNNING judges whose worker stopped heartbeating, so the queue page says so instead of
     showing "judging" forever. Returns the ids it failed."""
-    lost, timeout = lost_jobs(
-        QueueJudge.objects.filter(status=JudgeStatus.RUNNING), now=now, timeout_s=timeout_s
+    lost = lost_jobs(
+        QueueJudge.objects.filter(status=JudgeStatus.RUNNING), doing="judging", now=now, timeout_s=timeout_s
     )
     return [
         pk
-        for pk, worker in lost
-        if queue_judge_fail(
-            pk,
-            error=f"The worker {worker} stopped reporting for more than {timeout} s while judging "
-            "(process killed or machine lost). Ask the judge again: the pairs it answered are kept.",
-        )
+        for pk, reason in lost
+        if queue_judge_fail(pk, error=f"{reason} Ask the judge again: the pairs it answered are kept.")
     ]
