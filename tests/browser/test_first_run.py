@@ -27,8 +27,11 @@ def test_a_researcher_defines_and_launches_a_first_run(researcher, server, page)
     # An environment: the config form comes from the kind's JSON schema.
     page.click("text=New environment")
     page.fill("input[name=name]", "Arithmetic, two turns")
-    page.select_option("select[name=kind]", "arithmetic_calculator")
-    page.wait_for_selector("input[name=config-max_turns]")
+    # The kind is already the first one, whose fields are on the page: choosing it again swaps them for
+    # fresh ones, so typing waits for that swap (under load it used to land in the old field).
+    with page.expect_response(lambda response: "/environments/config-fields/" in response.url):
+        page.select_option("select[name=kind]", "arithmetic_calculator")
+    page.wait_for_load_state("networkidle")
     page.fill("input[name=config-max_turns]", "99")  # beyond the schema's maximum
     page.click("button[type=submit]")
     page.wait_for_selector(".errorlist")
