@@ -14,7 +14,8 @@ Phases alternate within each round (ours metrics, MLflow metrics, ours trajector
 each phase keeps CLIENTS concurrent posters busy for SECONDS, each poster on its own run. Request bodies
 are built before the clock starts so the client's JSON work does not count against either server (the
 client still shares the 2 cores with both servers and Postgres). After the last round the rows are
-counted in both databases, so a server that answered 200 without storing is caught.
+counted in both databases, so a server that answered 200 without storing is caught; then the bench
+deletes its runs (and their rows) and drops MLflow's database, so runs of it do not fill the disk.
 
 Trajectories phase: each request is one `trajectories` event with 8 groups × 8 samples, each a 6-turn
 agent episode (system, user, assistant tool call, tool result, assistant, user follow-up), ≈ 2 KB of text.
@@ -559,6 +560,23 @@ def count_ours(run_ids: set[int]) -> tuple[int, int, int]:
     )
 
 
+def remove_ours(run_ids: set[int]) -> None:
+    """Delete what the bench wrote through our API (its runs, their points, events and trajectories): a
+    run of the bench stores ~1M rows, and they piled up to gigabytes in the bench database."""
+    from webapp.experiments.models import Run
+
+    Run.objects.filter(pk__in=run_ids).delete()
+
+
+def drop_mlflow_database() -> None:
+    """MLflow's store is the bench's alone: dropped after each run (the next one creates and migrates it)."""
+    import psycopg
+
+    admin = urlparse(os.environ["DATABASE_URL"])._replace(path="/postgres", scheme="postgresql").geturl()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{MLFLOW_DATABASE}" WITH (FORCE)')
+
+
 def count_mlflow(experiment_id: str) -> int:
     import psycopg
 
@@ -675,6 +693,8 @@ def main() -> None:
         stop(ours_proc)
         if mlflow_proc is not None:
             stop(mlflow_proc)
+        remove_ours(run_ids)
+        drop_mlflow_database()
 
     print()
     print(
