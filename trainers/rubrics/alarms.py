@@ -9,7 +9,12 @@ without doing the task is reward hacking; two symptoms are flagged here, and now
   verifiable criterion fails (below its pass mark) or the episode was cut off (status truncated/error).
   E.g. a truncated, malformed `TOOL_NAME` call that a reward model rates above a correct answer.
 - `run_alarm`: over the last `window` steps, the learned criteria's mean rises (by ≥ MIN_CHANGE) while
-  the verifiable criteria's mean falls (by ≥ MIN_CHANGE): the run as a whole is drifting that way.
+  the verifiable criteria's mean falls (by ≥ MIN_CHANGE), or while it does not rise and a verifiable
+  criterion stays below its pass mark with the learned mean now high: the run as a whole is drifting that
+  way. The second case is the common one from a policy that starts weak: its checks cannot fall much,
+  and the learned reward is climbing on something else (bench/preference_loop.py: a reward model that
+  learned "shorter is better" from pairs of wrong answers; GRPO cut the answers to 9 tokens and dropped
+  the calculator while the environment's reward stayed near 0.2).
 
 Both read plain data (stored components, metric series), so ingestion, the feed, the group view, the
 run header and the trainer all ask the same functions.
@@ -18,7 +23,7 @@ run header and the trainer all ask the same functions.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from trainers.registry import criterion_kinds
@@ -35,6 +40,12 @@ PASS_MARKS = {"overlong_penalty": 0.0, "tool_calls": 0.0}
 FAILED_STATUSES = ("truncated", "error")
 WINDOW = 6
 MIN_CHANGE = 0.05
+
+
+def passes(kind: str, raw: float) -> bool:
+    """Whether a verifiable criterion's raw value passes its check: the pass mark the flag, the run alarm
+    and a rubric's "only when the checks pass" gate (trainers/rubrics/scoring.py) all read."""
+    return raw >= PASS_MARKS.get(kind, PASS_MARK)
 
 
 def signal_of(kind: str) -> str:
@@ -73,7 +84,7 @@ def trajectory_flag(components: Iterable[Mapping[str, Any]], status: str = "ok")
         name = str(component.get("name") or kind)
         if signal == LEARNED and raw >= LEARNED_HIGH:
             learned.append(name)
-        elif signal == VERIFIABLE and raw < PASS_MARKS.get(kind, PASS_MARK):
+        elif signal == VERIFIABLE and not passes(kind, raw):
             failed.append(name)
     if status in FAILED_STATUSES:
         failed.append(status)
@@ -90,14 +101,18 @@ class RunAlarm:
     verifiable_change: float
     learned: tuple[str, ...]
     verifiable: tuple[str, ...]
+    failing: tuple[str, ...] = ()  # verifiable criteria that stayed below their pass mark (the second case)
 
     @property
     def message(self) -> str:
-        return (
+        message = (
             f"possible reward hacking: over steps {self.first_step}–{self.last_step} the learned reward "
             f"({', '.join(self.learned)}) rose by {self.learned_change:+.2f} while the verifiable criteria "
             f"({', '.join(self.verifiable)}) moved {self.verifiable_change:+.2f}"
         )
+        if self.failing:
+            message += f" and {', '.join(self.failing)} stayed below the pass mark"
+        return message
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +120,7 @@ class RunAlarm:
             "last_step": self.last_step,
             "learned_change": self.learned_change,
             "verifiable_change": self.verifiable_change,
+            "failing": list(self.failing),
             "message": self.message,
         }
 
@@ -157,11 +173,30 @@ def run_alarm(
         return None
     learned_change = _trend([learned_mean[s] for s in steps])
     verifiable_change = _trend([verifiable_mean[s] for s in steps])
-    if learned_change >= min_change and verifiable_change <= -min_change:
-        return RunAlarm(
-            steps[0], steps[-1], learned_change, verifiable_change, tuple(learned), tuple(verifiable)
-        )
-    return None
+    if learned_change < min_change or verifiable_change >= min_change:
+        return None
+    alarm = RunAlarm(
+        steps[0], steps[-1], learned_change, verifiable_change, tuple(learned), tuple(verifiable)
+    )
+    if verifiable_change <= -min_change:
+        return alarm
+    # Flat checks: an alarm only if the learned reward is now high while a check still fails.
+    later = steps[-max(1, len(steps) // 2) :]
+    if sum(learned_mean[s] for s in later) / len(later) < LEARNED_HIGH:
+        return None
+    kinds = {str(c.get("name")): str(c.get("kind") or "") for c in criteria}
+    failing = tuple(
+        name
+        for name in verifiable
+        if not passes(kinds.get(name, ""), _later_mean(series.get(name, ()), later))
+    )
+    return replace(alarm, failing=failing) if failing else None
+
+
+def _later_mean(points: Sequence[tuple[int, float]], steps: Sequence[int]) -> float:
+    wanted = set(steps)
+    values = [float(v) for s, v in points if int(s) in wanted]
+    return sum(values) / len(values) if values else float("inf")
 
 
 __all__ = [
@@ -169,6 +204,7 @@ __all__ = [
     "HackingFlag",
     "RunAlarm",
     "criteria_by_signal",
+    "passes",
     "run_alarm",
     "signal_of",
     "trajectory_flag",

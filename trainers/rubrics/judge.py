@@ -58,8 +58,10 @@ class LLMJudge(Criterion):
         normalize: bool = True,
         on_parse_failure: float = 0.0,
         generate: GenerateFn | Mapping[str, GenerateFn] | None = None,
+        only_when_checks_pass: bool = False,
     ) -> None:
         self.model, self.template = model, template
+        self.only_when_checks_pass = only_when_checks_pass  # the rubric applies it (scoring.py)
         self.score_regex = re.compile(score_pattern)
         self.min_score, self.max_score, self.normalize = min_score, max_score, normalize
         self.on_parse_failure = on_parse_failure

@@ -299,6 +299,23 @@ ENV_REWARD = KindSpec(
     target=f"{_CRITERIA_MODULE}:EnvRewardCriterion",
     explanation_label="environment says",
     typical_range="as the environment rewards",
+    # The environment's reward is its own check of the task (an answer, a game won, tests passed), and in
+    # the usual rubric — a learned reward beside the environment's — the only check: without it the
+    # hacking alarm had nothing to compare the learned reward with (docs/review.md, "Reward-hacking alarm").
+    signal="verifiable",
+)
+
+# A learned criterion's gate (trainers/rubrics/scoring.py applies it). Under GRPO's per-group
+# normalisation a criterion that varies inside a group where the checks do not drives the update whatever
+# its weight: bench/preference_loop.py's reward model, which had learned "shorter is better", took the
+# bundled model from 50 % to 12.5 % (weight 0.5) and 0 % (weight 0.2) held-out accuracy in six steps.
+ONLY_WHEN_CHECKS_PASS = _bool(
+    "Only when the checks pass",
+    "Count this criterion only on trajectories that pass every verifiable criterion of the rubric "
+    "(correctness, format, the environment's reward…) and were not cut off: it then ranks the answers the "
+    "checks accept (say, by conciseness) and cannot pay a policy for failing them. Off: it counts on every "
+    "trajectory, which a policy can learn to please instead of doing the task.",
+    False,
 )
 
 DEFAULT_JUDGE_TEMPLATE = (
@@ -349,6 +366,7 @@ LLM_JUDGE = KindSpec(
             "on_parse_failure": _number(
                 "Value when no score is found", "Raw value when the judge's reply has no parsable score.", 0.0
             ),
+            "only_when_checks_pass": ONLY_WHEN_CHECKS_PASS,
         }
     ),
     target="trainers.rubrics.judge:LLMJudge",
@@ -391,6 +409,7 @@ LEARNED_REWARD = KindSpec(
                 "more scoring per assistant turn.",
                 "default": False,
             },
+            "only_when_checks_pass": ONLY_WHEN_CHECKS_PASS,
         },
         required=["path"],
     ),

@@ -405,8 +405,10 @@ class LearnedReward(Criterion):
         reward_scorer: ScoreFn | None = None,
         score_scale: Mapping[str, float] | None = None,
         per_turn: bool = False,
+        only_when_checks_pass: bool = False,
     ) -> None:
         self.path, self.batch_size, self.bounded, self.per_turn = path, batch_size, bounded, per_turn
+        self.only_when_checks_pass = only_when_checks_pass  # the rubric applies it (scoring.py)
         self._scorer = reward_scorer
         self._scale = dict(score_scale) if score_scale else None
         self._metadata_read = False

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainers.registry import UnknownKind, criterion_kind, criterion_kinds
+from trainers.rubrics import alarms
 from trainers.rubrics.base import Criterion, CriterionResult, CriterionUnavailable
 from trainers.types import Trajectory
 
@@ -267,10 +268,12 @@ class Rubric:
             mean = sum(raws) / len(raws)
             std = math.sqrt(sum((x - mean) ** 2 for x in raws) / len(raws))
             normalized.append([0.0 if std < _ZERO_VARIANCE else (x - mean) / std for x in raws])
+        gated = [bool(getattr(built.criterion, "only_when_checks_pass", False)) for built in self.criteria]
         scores = []
         for j in range(len(trajectories)):
             components = []
             turn_rewards: dict[int, float] = {}
+            failed_checks = self._failed_checks(per_criterion, j, trajectories[j]) if any(gated) else []
             for c, built in enumerate(self.criteria):
                 scored = per_criterion[c]
                 if scored is None:
@@ -290,8 +293,16 @@ class Rubric:
                 z_scores = normalized[c]
                 z = z_scores[j] if z_scores is not None else None
                 weighted = built.weight * (z if z is not None else result.raw)
-                for turn, value in (result.turn_rewards or {}).items():
-                    turn_rewards[turn] = turn_rewards.get(turn, 0.0) + built.weight * value
+                explanation = result.explanation
+                if gated[c] and failed_checks:
+                    # Scored (its raw value still feeds the hacking flag), not counted.
+                    weighted = 0.0
+                    explanation = f"{explanation} — not counted: {', '.join(failed_checks)} failed".lstrip(
+                        " —"
+                    )
+                else:
+                    for turn, value in (result.turn_rewards or {}).items():
+                        turn_rewards[turn] = turn_rewards.get(turn, 0.0) + built.weight * value
                 components.append(
                     ComponentScore(
                         built.name,
@@ -299,7 +310,7 @@ class Rubric:
                         result.raw,
                         built.weight,
                         weighted,
-                        result.explanation,
+                        explanation,
                         normalized=z,
                         turn_rewards=result.turn_rewards,
                         provenance=result.provenance,
@@ -308,6 +319,22 @@ class Rubric:
             total = sum(c.weighted for c in components)
             scores.append(RubricScore(total, components, turn_rewards, self.aggregation, self.hash))
         return scores
+
+    def _failed_checks(
+        self, per_criterion: list[list[CriterionResult] | None], j: int, trajectory: Trajectory
+    ) -> list[str]:
+        """The verifiable criteria trajectory `j` failed (and "truncated" / "error" for an episode cut
+        off): what the "only when the checks pass" gate of a learned criterion reads."""
+        failed = [
+            built.name
+            for built, scored in zip(self.criteria, per_criterion, strict=True)
+            if scored is not None
+            and alarms.signal_of(built.kind) == alarms.VERIFIABLE
+            and not alarms.passes(built.kind, scored[j].raw)
+        ]
+        if trajectory.status in alarms.FAILED_STATUSES:
+            failed.append(trajectory.status)
+        return failed
 
 
 def build_rubric(

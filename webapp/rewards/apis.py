@@ -62,6 +62,11 @@ class RegisterInputSerializer(serializers.Serializer):
         help_text="add the model although it is not reliable (see its reliability); without this such a "
         "model is refused with 400",
     )
+    only_when_checks_pass = serializers.BooleanField(
+        default=True,
+        help_text="count the criterion only on trajectories that pass the rubric's verifiable criteria "
+        "(docs/rubrics.md); false: on every trajectory",
+    )
 
 
 class RubricVersionCreatedSerializer(serializers.Serializer):

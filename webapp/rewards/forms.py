@@ -68,6 +68,14 @@ class RegisterForm(forms.Form):
     criterion_name = forms.CharField(
         max_length=80, required=False, label="Criterion name", help_text="Leave empty for <name>_v<version>."
     )
+    only_when_checks_pass = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Count it only when the checks pass",
+        help_text="The reward model then ranks only the trajectories that pass the rubric's verifiable "
+        "criteria (correctness, format, the environment's reward) and cannot pay the policy for failing "
+        "them. Off, a policy can learn to please the model instead of doing the task.",
+    )
     allow_unreliable = forms.BooleanField(
         required=False,
         label="Add it although it is not reliable",

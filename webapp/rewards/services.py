@@ -221,8 +221,14 @@ def reward_model_register(
     user,
     criterion_name: str = "",
     allow_unreliable: bool = False,
+    only_when_checks_pass: bool = True,
 ) -> RubricVersion:
     """Add a `learned_reward` criterion scoring with `reward_model` to `rubric`, as its next version.
+
+    By default it counts only on trajectories that pass the rubric's verifiable criteria
+    (`only_when_checks_pass`, docs/rubrics.md): added to a rubric on every trajectory, a reward model that
+    had learned "shorter is better" took the bundled model's held-out accuracy from 50 % to 12.5 % in six
+    GRPO steps (bench/preference_loop.py).
 
     A model that is not reliable (RewardModel.reliability()) is refused unless `allow_unreliable`
     says the user saw why and wants it anyway. The criterion scores standardised and bounded
@@ -268,10 +274,16 @@ def reward_model_register(
             "name": name,
             "kind": LEARNED_REWARD,
             "weight": weight,
-            "params": {"path": reward_model.path, "bounded": True},
+            "params": {
+                "path": reward_model.path,
+                "bounded": True,
+                "only_when_checks_pass": bool(only_when_checks_pass),
+            },
         }
     )
     note = f"added learned reward {reward_model.label}"
+    if only_when_checks_pass:
+        note += ", counted only when the checks pass"
     if not reliability.reliable:
         note += f" (not reliable, added anyway: {reliability.summary()})"
     version = rubric_update(rubric=rubric, user=user, spec=spec, note=note[:200])

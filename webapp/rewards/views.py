@@ -133,6 +133,7 @@ def reward_model_register(request: HttpRequest, slug: str, reward_model_id: int)
                 user=request.user,
                 criterion_name=form.cleaned_data["criterion_name"],
                 allow_unreliable=form.cleaned_data["allow_unreliable"],
+                only_when_checks_pass=form.cleaned_data["only_when_checks_pass"],
             )
         except ValidationError as error:
             _show_errors(form, error)

@@ -84,6 +84,26 @@ def test_unbounded_the_malformed_call_wins_bounded_the_correct_answer_does_and_t
             assert flag is None
 
 
+def test_a_learned_reward_gated_on_the_checks_pays_nothing_for_failing_them(reward_model_dir):
+    gated = spec(reward_model_dir, bounded=True)
+    gated["criteria"][2]["params"]["only_when_checks_pass"] = True
+    wrong_and_short = "<answer>41</answer>"
+    RAW[wrong_and_short] = 9.0  # the reward model's favourite
+    try:
+        group = [trajectory(MALFORMED, status="truncated"), trajectory(wrong_and_short), trajectory(CORRECT)]
+        scores = score_group(gated, group, reward_scorer=scorer)
+    finally:
+        del RAW[wrong_and_short]
+    learned = [next(c for c in s.components if c.name == "rm") for s in scores]
+    assert learned[0].weighted == learned[1].weighted == 0.0
+    assert "not counted: correct" in learned[1].explanation and "truncated" in learned[0].explanation
+    assert learned[1].raw > learned[2].raw  # still scored: the hacking flag reads the raw value
+    assert learned[2].weighted == pytest.approx(learned[2].raw)  # counted where the checks pass
+    assert scores[2].total > scores[1].total > scores[0].total
+    flag = trajectory_flag([c.to_dict() for c in scores[1].components])
+    assert flag is not None and flag.failed == ("correct",)
+
+
 def test_the_run_alarm_fires_when_the_learned_reward_rises_while_verifiable_accuracy_falls():
     criteria = spec("/nowhere", bounded=True)["criteria"]
     steps = range(1, 7)
@@ -99,6 +119,43 @@ def test_the_run_alarm_fires_when_the_learned_reward_rises_while_verifiable_accu
     healthy["format"] = [(s, 0.5 + 0.05 * s) for s in steps]
     assert run_alarm(criteria, healthy) is None
     assert run_alarm(criteria[:2], hacking) is None  # no learned criterion: nothing to compare
+
+
+def test_the_run_alarm_fires_when_the_learned_reward_climbs_while_the_environment_reward_stays_failing():
+    # bench/preference_loop.py, route (b), as measured: a reward model that learned "shorter is better"
+    # from pairs of wrong answers; GRPO cut the answers to 9 tokens and stopped calling the calculator.
+    # A weak policy's checks cannot fall much — they stayed failing while the learned reward climbed.
+    criteria = [
+        {"name": "env", "kind": "env_reward", "weight": 1.0, "params": {}},
+        {"name": "one_tool_call", "kind": "tool_calls", "weight": 0.2, "params": {}},
+        {"name": "learned", "kind": "learned_reward", "weight": 0.5, "params": {}},
+    ]
+    measured = {
+        "env": [0.188, 0.213, 0.225, 0.062, 0.45, 0.025],
+        "one_tool_call": [-0.062, 0.0, 0.0, 0.0, 0.0, 0.0],
+        "learned": [-0.063, 0.86, 0.919, 0.67, 0.847, 0.382],
+    }
+    series = {name: list(enumerate(values, start=1)) for name, values in measured.items()}
+    first_alarm = next(
+        step
+        for step in range(2, 7)
+        if run_alarm(criteria, {name: points[:step] for name, points in series.items()})
+    )
+    assert first_alarm == 2  # the page's banner rises with the jump, not at the end
+    alarm = run_alarm(criteria, series)
+    assert alarm is not None and alarm.failing == ("env",)
+    assert "env stayed below the pass mark" in alarm.message
+
+    # The same climb with the environment's reward rising alongside is a policy that is learning.
+    learning = {**series, "env": [(s, 0.2 * s) for s in range(1, 7)]}
+    assert run_alarm(criteria, learning) is None
+    # A learned reward that climbs while every check already passes (style on a solved task) is no alarm.
+    solved = {
+        **series,
+        "env": [(s, 1.2) for s in range(1, 7)],
+        "one_tool_call": [(s, 1.0) for s in range(1, 7)],
+    }
+    assert run_alarm(criteria, solved) is None
 
 
 def test_reliability_needs_an_interval_clear_of_a_coin_flip_and_the_threshold():

@@ -172,11 +172,13 @@ def test_a_ready_model_shows_its_accuracy_and_is_added_to_a_rubric(client_for, w
     page = client.get(url).content.decode()
     assert "88%" in page and "of 40" in page and "<polyline" in page and "every 3s" not in page
     data = form_data(page, "register-form")
+    assert data["only_when_checks_pass"] == ["on"]  # ticked unless the user says otherwise
     data.update(rubric=str(world["rubric"].pk), weight="0.25")
     response = client.post(url + "register/", data)
     assert response.status_code == 302
     latest = world["rubric"].versions.order_by("-number").first()
     assert latest.number == 2 and latest.spec["criteria"][-1]["kind"] == "learned_reward"
+    assert latest.spec["criteria"][-1]["params"]["only_when_checks_pass"] is True
     assert "correctness v2" in client.get(url).content.decode()
     again = client.post(url + "register/", data)
     assert again.status_code == 400 and "already scores with style v1" in again.content.decode()

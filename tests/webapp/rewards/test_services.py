@@ -157,12 +157,14 @@ def test_registering_makes_a_new_rubric_version_that_new_runs_pin_and_old_runs_n
         reward_model=reward_model, rubric=rubric, weight=0.5, user=users["bob"]
     )
 
-    assert version.number == 2 and version.note == "added learned reward Style & tone v1"
+    assert version.number == 2
+    assert version.note == "added learned reward Style & tone v1, counted only when the checks pass"
     assert version.spec["criteria"][-1] == {
         "name": "style___tone_v1",
         "kind": "learned_reward",
         "weight": 0.5,
-        "params": {"path": "/srv/reward_models/rm-1", "bounded": True},
+        # Safe by default: the model cannot pay the policy for failing the rubric's checks.
+        "params": {"path": "/srv/reward_models/rm-1", "bounded": True, "only_when_checks_pass": True},
     }
     assert (
         version.spec["criteria"][:-1] == RubricVersion.objects.get(rubric=rubric, number=1).spec["criteria"]
@@ -286,10 +288,15 @@ def test_an_unreliable_model_needs_an_explicit_override_to_join_a_rubric(snapsho
     message = refused.value.message_dict["allow_unreliable"][0]
     assert "not reliable" in message and "includes 50 %" in message and "below the threshold 60%" in message
     version = services.reward_model_register(
-        reward_model=reward_model, rubric=rubric, weight=1.0, user=users["bob"], allow_unreliable=True
+        reward_model=reward_model,
+        rubric=rubric,
+        weight=1.0,
+        user=users["bob"],
+        allow_unreliable=True,
+        only_when_checks_pass=False,
     )
     criterion = version.spec["criteria"][-1]
-    assert criterion["params"] == {"path": reward_model.path, "bounded": True}
+    assert criterion["params"] == {"path": reward_model.path, "bounded": True, "only_when_checks_pass": False}
     assert "not reliable" in version.note
 
 
