@@ -9,9 +9,11 @@
    format, starting from the base model; then held-out accuracy of the DPO checkpoint.
 3. Route (b), learned reward: a Bradley–Terry reward model on the same pairs
    (`trainers.reward_training`), gated by `assess_reliability` (Wilson interval, threshold) and used
-   bounded (tanh of the z-score) beside the environment's reward in a GRPO run; the reward-hacking alarm
-   (`trainers.rubrics.alarms`) watches its trajectories and steps. If the gate refuses the model, GRPO
-   runs on the environment reward alone and the report says so.
+   bounded (tanh of the z-score) beside the environment's reward in GRPO, twice from the base model: as
+   added by default (it counts on every trajectory) and "only when the checks pass" (it counts only where
+   the verifiable criteria pass). The reward-hacking alarm (`trainers.rubrics.alarms`) watches both: every
+   training trajectory through the flag, the run alarm after every step (as the run page does). If the
+   gate refuses the model, GRPO runs once, on the environment reward alone, and the report says so.
 4. Held-out accuracy (greedy, the same fixed tasks and seeds) of base, (a) and (b), and wall time of each.
 
 Each phase has its own wall-clock budget (`--minutes`, default 20); a phase that would not fit is cut
@@ -139,6 +141,69 @@ def main() -> None:
         flush=True,
     )
 
+    def grpo_route(label: str, criteria: list[dict], budget_s: float) -> dict:
+        """GRPO from the base model with `criteria`; every training group through the hacking flag and the
+        run alarm checked after every step, as ingestion and the run page do."""
+        started = time.perf_counter()
+        rubric = {**base_config["rubric"], "criteria": criteria}
+        grpo = Trainer({**base_config, "rubric": rubric, "max_steps": max(args.grpo_steps, 1)})
+        grpo.setup()
+        counts = {"flagged": 0, "trajectories": 0}
+        series: dict[str, list[tuple[int, float]]] = {}
+        alarm_step = None
+        score = grpo._score
+
+        def score_and_watch(group) -> None:
+            score(group)
+            if group and group[0].split == "train":
+                counts["trajectories"] += len(group)
+                counts["flagged"] += sum(
+                    trajectory_flag(r.components, r.trajectory.status) is not None for r in group
+                )
+
+        grpo._score = score_and_watch  # type: ignore[method-assign]
+        per_step = []
+        for _ in range(args.grpo_steps):
+            if time.perf_counter() - started > budget_s * 0.8:
+                print(f"  GRPO ({label}) cut short by the budget")
+                break
+            metrics = grpo.train_step()
+            for key, value in metrics.items():
+                if (
+                    key.startswith("criterion/")
+                    and not key.endswith("/weighted")
+                    and isinstance(value, float)
+                ):
+                    series.setdefault(key.removeprefix("criterion/"), []).append((grpo.step, value))
+            if alarm_step is None and run_alarm(criteria, series) is not None:
+                alarm_step = grpo.step
+            per_step.append(
+                {
+                    k: round(v, 3)
+                    for k, v in metrics.items()
+                    if k.startswith("criterion/") and isinstance(v, float)
+                }
+            )
+            print(
+                f"  GRPO ({label}) step {grpo.step}: reward {metrics['reward/mean']:.3f} {per_step[-1]}",
+                flush=True,
+            )
+        alarm = run_alarm(criteria, series)
+        evaluation = grpo.evaluate()
+        grpo.rollouts.close()
+        return {
+            "label": label,
+            "steps": grpo.step,
+            "accuracy": 100.0 * evaluation.get("eval/accuracy", 0.0),
+            "response_length": evaluation.get("eval/response_length", 0.0),
+            "tool_calls": evaluation.get("eval/tool_calls", 0.0),
+            "minutes": (time.perf_counter() - started) / 60,
+            "alarm_step": alarm_step,
+            "alarm_at_end": alarm.message if alarm else None,
+            "per_step": per_step,
+            **counts,
+        }
+
     # --- 3. route (b): reward model (gated, bounded) → GRPO -------------------------------------------
     t0 = time.perf_counter()
     budget = args.minutes * 60
@@ -146,52 +211,34 @@ def main() -> None:
     reliability = assess_reliability(rm.held_out_accuracy, rm.n_eval, args.threshold)
     report["reward_model"] = {**reliability.as_dict(), "score_scale": rm.score_scale}
     print(f"reward model: {reliability.summary()} → {'reliable' if reliability.reliable else 'NOT reliable'}")
-    criteria = list(base_config["rubric"]["criteria"])
+    env_criteria = list(base_config["rubric"]["criteria"])
+    variants: list[tuple[str, list[dict]]] = []
     if reliability.reliable:
-        criteria.append(
-            {
-                "name": "learned",
-                "kind": "learned_reward",
-                "weight": 0.5,
-                "params": {"path": str(rm.path), "bounded": True},
-            }
+        learned = {"name": "learned", "kind": "learned_reward", "weight": 0.5}
+        params = {"path": str(rm.path), "bounded": True}
+        variants.append(("learned reward", [*env_criteria, {**learned, "params": params}]))
+        variants.append(
+            (
+                "learned reward, only when the checks pass",
+                [*env_criteria, {**learned, "params": {**params, "only_when_checks_pass": True}}],
+            )
         )
     else:
         print(f"  gated out ({reliability.reason}): GRPO runs on the environment reward alone")
-    rubric = {**base_config["rubric"], "criteria": criteria}
-    grpo = Trainer({**base_config, "rubric": rubric, "max_steps": max(args.grpo_steps, 1)})
-    grpo.setup()
-    flags: list[int] = [0]
-    series: dict[str, list[tuple[int, float]]] = {}
-    score = grpo._score
-
-    def score_and_watch(group) -> None:  # every training group through the alarm, as ingestion does
-        score(group)
-        if group and group[0].split == "train":
-            flags[0] += sum(trajectory_flag(r.components, r.trajectory.status) is not None for r in group)
-
-    grpo._score = score_and_watch  # type: ignore[method-assign]
-    for _ in range(args.grpo_steps):
-        if time.perf_counter() - t0 > budget * 0.8:
-            print("  GRPO cut short by the budget")
-            break
-        metrics = grpo.train_step()
-        for key, value in metrics.items():
-            if key.startswith("criterion/") and isinstance(value, float):
-                series.setdefault(key.removeprefix("criterion/"), []).append((grpo.step, value))
-        print(f"  GRPO step {grpo.step}: reward {metrics['reward/mean']:.3f}", flush=True)
-    alarm = run_alarm(criteria, series)
-    report["grpo_accuracy"] = accuracy(grpo)
-    grpo.rollouts.close()
+        variants.append(("environment reward alone (reward model gated out)", env_criteria))
+    report["grpo"] = []
+    for label, criteria in variants:
+        result = grpo_route(label, criteria, budget - (time.perf_counter() - t0))
+        report["grpo"].append(result)
+        print(
+            f"(b) GRPO {result['steps']} steps, {label}: held-out accuracy {result['accuracy']:.1f}% "
+            f"({result['accuracy'] - report['base_accuracy']:+.1f} points), mean response "
+            f"{result['response_length']:.0f} tokens, in {result['minutes']:.1f} min; run alarm: "
+            f"{'from step ' + str(result['alarm_step']) if result['alarm_step'] else 'did not fire'}; "
+            f"{result['flagged']} of {result['trajectories']} training trajectories flagged",
+            flush=True,
+        )
     report["grpo_minutes"] = (time.perf_counter() - t0) / 60
-    report["alarm"] = {"run": alarm.message if alarm else None, "flagged_trajectories": flags[0]}
-    print(
-        f"(b) GRPO {grpo.step} steps with {'the learned reward' if reliability.reliable else 'env reward only'}: "
-        f"held-out accuracy {report['grpo_accuracy']:.1f}% "
-        f"({report['grpo_accuracy'] - report['base_accuracy']:+.1f} points) in {report['grpo_minutes']:.1f} min; "
-        f"run alarm: {alarm.message if alarm else 'did not fire'}; {flags[0]} training trajectories flagged",
-        flush=True,
-    )
     print(json.dumps(report, default=str))
 
 

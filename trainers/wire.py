@@ -222,6 +222,11 @@ COMPONENT = Shape(
             "turn_rewards", "numbers", "per-turn values of this criterion (turn index → value)", nullable=True
         ),
         Field("skipped", "boolean", "could not score here; weighted is 0"),
+        Field(
+            "counted",
+            "boolean",
+            "false: scored, but not counted because a check it is gated on failed; weighted is 0",
+        ),
         Field("provenance", "object", "where the value came from (model, version…)", nullable=True),
     ),
 )

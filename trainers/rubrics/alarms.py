@@ -77,7 +77,8 @@ def trajectory_flag(components: Iterable[Mapping[str, Any]], status: str = "ok")
     failed: list[str] = []
     for component in components:
         raw = component.get("raw")
-        if component.get("skipped") or not isinstance(raw, (int, float)):
+        # Skipped, or not counted (gated on checks that failed): it paid nothing, so nothing to hack.
+        if component.get("skipped") or component.get("counted") is False or not isinstance(raw, (int, float)):
             continue
         kind = str(component.get("kind") or "")
         signal = signal_of(kind)

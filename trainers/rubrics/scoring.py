@@ -44,9 +44,14 @@ class ComponentScore:
     turn_rewards: dict[int, float] | None = None
     skipped: bool = False  # could not score here (a model criterion in the web preview): weighted is 0
     provenance: dict[str, Any] = field(default_factory=dict)
+    # False: scored, but a check its "only when the checks pass" gate reads failed, so weighted is 0
+    # (and the hacking flag ignores it: it paid nothing).
+    counted: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        if self.counted:
+            del data["counted"]  # the usual case travels and is stored without it
         if self.turn_rewards is not None:
             data["turn_rewards"] = {str(k): v for k, v in self.turn_rewards.items()}
         return data
@@ -314,6 +319,7 @@ class Rubric:
                         normalized=z,
                         turn_rewards=result.turn_rewards,
                         provenance=result.provenance,
+                        counted=not (gated[c] and failed_checks),
                     )
                 )
             total = sum(c.weighted for c in components)

@@ -92,15 +92,20 @@ def test_a_learned_reward_gated_on_the_checks_pays_nothing_for_failing_them(rewa
     try:
         group = [trajectory(MALFORMED, status="truncated"), trajectory(wrong_and_short), trajectory(CORRECT)]
         scores = score_group(gated, group, reward_scorer=scorer)
+        ungated = score_group(spec(reward_model_dir, bounded=True), [group[1]], reward_scorer=scorer)[0]
     finally:
         del RAW[wrong_and_short]
     learned = [next(c for c in s.components if c.name == "rm") for s in scores]
     assert learned[0].weighted == learned[1].weighted == 0.0
     assert "not counted: correct" in learned[1].explanation and "truncated" in learned[0].explanation
-    assert learned[1].raw > learned[2].raw  # still scored: the hacking flag reads the raw value
+    assert learned[1].raw > learned[2].raw  # still scored and shown, with why it was not counted
     assert learned[2].weighted == pytest.approx(learned[2].raw)  # counted where the checks pass
+    assert [c.counted for c in learned] == [False, False, True]
+    assert learned[1].to_dict()["counted"] is False and "counted" not in learned[2].to_dict()
     assert scores[2].total > scores[1].total > scores[0].total
-    flag = trajectory_flag([c.to_dict() for c in scores[1].components])
+    # It paid nothing for the wrong answer, so there is nothing to hack: no flag (ungated, there is one).
+    assert trajectory_flag([c.to_dict() for c in scores[1].components]) is None
+    flag = trajectory_flag([c.to_dict() for c in ungated.components])
     assert flag is not None and flag.failed == ("correct",)
 
 
