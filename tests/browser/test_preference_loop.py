@@ -157,6 +157,8 @@ def test_a_team_goes_from_a_finished_run_to_a_learned_reward_and_a_new_run_in_th
     expect(page.locator("main")).to_contain_text("not reliable")
     page.select_option("#register-form select[name=rubric]", str(rubric.pk))
     page.fill("#register-form input[name=weight]", "0.5")
+    # Ticked unless cleared: the model cannot pay the policy for failing the rubric's checks.
+    expect(page.locator("#register-form input[name=only_when_checks_pass]")).to_be_checked()
     page.click("#register-form button:has-text('Add to rubric')")
     expect(page.locator("#register-form")).to_contain_text("override")
     page.fill("#register-form input[name=weight]", "0.5")
@@ -171,7 +173,7 @@ def test_a_team_goes_from_a_finished_run_to_a_learned_reward_and_a_new_run_in_th
             "name": "style_v1",
             "kind": "learned_reward",
             "weight": 0.5,
-            "params": {"path": reward_model.path, "bounded": True},
+            "params": {"path": reward_model.path, "bounded": True, "only_when_checks_pass": True},
         }
     ]
 
