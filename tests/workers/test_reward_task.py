@@ -12,6 +12,7 @@ import pytest
 
 from tests.processes import asgi_server, celery_worker
 from tests.webapp.rewards_factories import annotated_snapshot, preference_texts
+from trainers.rubrics.alarms import passes, signal_of
 from webapp.experiments.models import Run
 from webapp.experiments.services import environment_create, run_create
 from webapp.rewards import services
@@ -98,6 +99,19 @@ def test_a_worker_trains_a_reward_model_from_a_snapshot_and_the_next_run_scores_
     assert len(trajectories) == 2
     learned = [next(c for c in t.components if c["kind"] == "learned_reward") for t in trajectories]
     assert all(c["name"] == "style_v1" and c["explanation"].startswith("Reward model score") for c in learned)
-    assert all(math.isfinite(c["raw"]) and c["weighted"] == pytest.approx(c["raw"]) for c in learned)
+    assert all(math.isfinite(c["raw"]) for c in learned)
+    for trajectory, component in zip(trajectories, learned, strict=True):
+        # Added with "only when the checks pass" (the default): it counts where the rubric's verifiable
+        # criteria pass, and weighs 0 — saying which check failed — where one does not.
+        checks_failed = [
+            c["name"]
+            for c in trajectory.components
+            if signal_of(c["kind"]) == "verifiable" and not passes(c["kind"], c["raw"])
+        ]
+        if checks_failed or trajectory.status in ("truncated", "error"):
+            assert component["counted"] is False and component["weighted"] == 0.0
+            assert "not counted:" in component["explanation"]
+        else:
+            assert "counted" not in component and component["weighted"] == pytest.approx(component["raw"])
     for trajectory in trajectories:  # the total is the weighted sum, the reward model's share included
         assert trajectory.reward == pytest.approx(sum(c["weighted"] for c in trajectory.components), abs=1e-5)
