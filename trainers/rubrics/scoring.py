@@ -234,6 +234,11 @@ class Rubric:
             self.criteria.append(
                 _BuiltCriterion(item["name"], item["kind"], float(item.get("weight", 1.0)), criterion)
             )
+        # Read once here, not per trajectory: which criteria are checks, which are gated on them.
+        self._is_check = [alarms.signal_of(built.kind) == alarms.VERIFIABLE for built in self.criteria]
+        self._gated = [
+            bool(getattr(built.criterion, "only_when_checks_pass", False)) for built in self.criteria
+        ]
 
     def score(self, trajectory: Trajectory, *, skip_unavailable: bool = False) -> RubricScore:
         return self.score_group([trajectory], skip_unavailable=skip_unavailable)[0]
@@ -273,7 +278,7 @@ class Rubric:
             mean = sum(raws) / len(raws)
             std = math.sqrt(sum((x - mean) ** 2 for x in raws) / len(raws))
             normalized.append([0.0 if std < _ZERO_VARIANCE else (x - mean) / std for x in raws])
-        gated = [bool(getattr(built.criterion, "only_when_checks_pass", False)) for built in self.criteria]
+        gated = self._gated
         scores = []
         for j in range(len(trajectories)):
             components = []
@@ -300,11 +305,10 @@ class Rubric:
                 weighted = built.weight * (z if z is not None else result.raw)
                 explanation = result.explanation
                 if gated[c] and failed_checks:
-                    # Scored (its raw value still feeds the hacking flag), not counted.
+                    # Scored (shown, with why it did not count), not counted.
                     weighted = 0.0
-                    explanation = f"{explanation} — not counted: {', '.join(failed_checks)} failed".lstrip(
-                        " —"
-                    )
+                    not_counted = f"not counted: {', '.join(failed_checks)} failed"
+                    explanation = f"{explanation} — {not_counted}" if explanation else not_counted
                 else:
                     for turn, value in (result.turn_rewards or {}).items():
                         turn_rewards[turn] = turn_rewards.get(turn, 0.0) + built.weight * value
@@ -333,10 +337,8 @@ class Rubric:
         off): what the "only when the checks pass" gate of a learned criterion reads."""
         failed = [
             built.name
-            for built, scored in zip(self.criteria, per_criterion, strict=True)
-            if scored is not None
-            and alarms.signal_of(built.kind) == alarms.VERIFIABLE
-            and not alarms.passes(built.kind, scored[j].raw)
+            for built, is_check, scored in zip(self.criteria, self._is_check, per_criterion, strict=True)
+            if is_check and scored is not None and not alarms.passes(built.kind, scored[j].raw)
         ]
         if trajectory.status in alarms.FAILED_STATUSES:
             failed.append(trajectory.status)
