@@ -14,7 +14,7 @@ from tests.webapp.factories import make_trajectory, turn
 from tests.webapp.review_factories import make_group
 from webapp.experiments.models import Run, RunStatus
 from webapp.review import services as review_services
-from webapp.rollouts.models import MetricPoint
+from webapp.rollouts.ingest import insert_metrics
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(420)]
 
@@ -41,8 +41,7 @@ def world(project, environment, rubric, run, users):
             turn("assistant", "<answer>42</answer>"),
         ],
     )
-    for step in range(1, 4):
-        MetricPoint.objects.create(run=run, key="reward/mean", step=step, value=0.2 * step)
+    insert_metrics(run.pk, [(step, None, None, {"reward/mean": 0.2 * step}) for step in range(1, 4)])
     run.checkpoints.create(step=2, path="/tmp/ckpt-2", metrics={"reward/mean": 0.4})
     Run.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED, current_step=3)
     queue = review_services.queue_create(

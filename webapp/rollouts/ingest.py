@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 import hmac
 import json
+import struct
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
 import psycopg
@@ -23,7 +23,7 @@ from trainers.algorithms import group_stats
 from webapp.experiments.models import Checkpoint, Run, RunStatus
 from webapp.experiments.services import run_transition
 from webapp.live.broadcast import broadcast_on_commit
-from webapp.rollouts.models import MetricPoint, RunEvent, Trajectory, Turn
+from webapp.rollouts.models import METRIC_CHUNK_POINTS, MetricChunk, RunEvent, Trajectory, Turn
 from webapp.rollouts.search import index_new_trajectories
 
 REWARD_METRIC = "reward/mean"
@@ -170,12 +170,7 @@ def _insert_rows(model: type[models.Model], field_names: list[str], rows: list[t
     column_list = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            # Binary COPY where every column is a plain scalar (metric points): a third of text COPY's
-            # client time for 1,000 rows, as floats go in as 8 bytes instead of their repr. JSON columns
-            # arrive as JSON text, which only the text format takes as it is.
-            binary = not any(isinstance(f, models.JSONField) for f in fields)
-            types = [f.db_type(connection).split("(")[0] for f in fields] if binary else None
-            _copy(cursor, table, column_list, rows, types)
+            _copy(cursor, table, column_list, rows)
         else:
             placeholders = ", ".join(["%s"] * len(fields))
             cursor.executemany(f"INSERT INTO {table} ({column_list}) VALUES ({placeholders})", rows)
@@ -185,14 +180,112 @@ def _copy(
     cursor: Any, table: str, column_list: str, rows: list[tuple], types: list[str] | None = None
 ) -> None:
     """COPY `rows` into `table`: in the binary format with `types` (Postgres type names, one per
-    column), else as text. write_row formats in C (psycopg[binary]); joining the text ourselves measured
-    slower."""
+    column; values in binary travel as they are, floats as 8 bytes instead of their repr), else as text
+    (JSON columns as JSON text, which only the text format takes as it is). write_row formats in C
+    (psycopg[binary]); joining the text ourselves measured slower."""
     binary = " (FORMAT BINARY)" if types else ""
     with cursor.cursor.copy(f"COPY {table} ({column_list}) FROM STDIN{binary}") as copy:
         if types:
             copy.set_types(types)
         for row in rows:
             copy.write_row(row)
+
+
+def insert_metrics(run_id: int, logged: list[tuple[int, float | None, int | None, dict[str, float]]]) -> None:
+    """Store metrics events' values — `(step, wall_time, tokens, {key: value})` per event, in the order
+    they arrived — as MetricChunk rows: each metric's points in chunks of up to METRIC_CHUNK_POINTS (the
+    one writer of metric points; readers see them through the MetricPoint view)."""
+    if not logged:
+        return
+    chunks: list[tuple] = []  # (key, steps, values, wall times, tokens) per chunk
+    keys = list(logged[0][3])
+    if all(list(values) == keys for *_, values in logged):
+        # Every event logged the same metrics (a trainer's steps do): the steps, times and token counts
+        # are one list shared by every metric, and the values are transposed in C.
+        steps, wall_times, tokens, value_maps = zip(*logged, strict=True)
+        columns = list(zip(*(values.values() for values in value_maps), strict=True))
+        for start in range(0, len(steps), METRIC_CHUNK_POINTS):
+            part = slice(start, start + METRIC_CHUNK_POINTS)
+            common = (steps[part], wall_times[part], tokens[part])
+            chunks.extend(
+                (key, common[0], column[part], *common[1:]) for key, column in zip(keys, columns, strict=True)
+            )
+    else:
+        by_key: dict[str, list[tuple]] = {}
+        for step, wall_time, tokens_seen, values in logged:
+            for key, value in values.items():
+                by_key.setdefault(key, []).append((step, value, wall_time, tokens_seen))
+        for key, points in by_key.items():
+            for start in range(0, len(points), METRIC_CHUNK_POINTS):
+                chunks.append((key, *zip(*points[start : start + METRIC_CHUNK_POINTS], strict=True)))
+    columns_stored = ["run", "key", "size", "min_step", "max_step", "steps", "values", "wall_times", "tokens"]
+    if connection.vendor != "postgresql":
+        rows = [
+            (
+                run_id,
+                key,
+                len(steps),
+                min(steps),
+                max(steps),
+                *map(_json, (steps, values, walls, tokens_seen)),
+            )
+            for key, steps, values, walls, tokens_seen in chunks
+        ]
+        _insert_rows(MetricChunk, columns_stored, rows)
+        return
+    # Each list in Postgres's binary array format, which binary COPY hands to the column's own input
+    # function as it is ("bytea" only tells psycopg to pass the bytes through; psycopg's own list dumper
+    # cost 4× the client CPU). Lists shared by every metric are encoded once.
+    encoded: dict[int, bytes] = {}
+
+    def shared(items: tuple, element: tuple[int, str]) -> bytes:
+        if id(items) not in encoded:
+            encoded[id(items)] = _pg_array(items, element)
+        return encoded[id(items)]
+
+    rows = [
+        (
+            run_id,
+            key,
+            len(steps),
+            min(steps),
+            max(steps),
+            shared(steps, _INT8),
+            _pg_array(values, _FLOAT8),
+            shared(walls, _FLOAT8),
+            shared(tokens_seen, _INT8),
+        )
+        for key, steps, values, walls, tokens_seen in chunks
+    ]
+    meta = MetricChunk._meta
+    fields = [meta.get_field(name) for name in columns_stored]
+    column_list = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    types = [*(f.db_type(connection).split("(")[0] for f in fields[:5]), *["bytea"] * 4]
+    with connection.cursor() as cursor:
+        _copy(cursor, connection.ops.quote_name(meta.db_table), column_list, rows, types)
+
+
+# Postgres's binary array format: a header (dimensions, has-nulls flag, element type oid, length, lower
+# bound), then each element as its byte length and big-endian value (length -1: NULL).
+_ARRAY_HEADER = struct.Struct("!iiIii")
+_INT8, _FLOAT8 = (20, "q"), (701, "d")
+_NULL_ELEMENT = struct.pack("!i", -1)
+
+
+def _pg_array(items: tuple, element: tuple[int, str]) -> bytes:
+    oid, code = element
+    if None not in items:
+        values = [8] * (2 * len(items))  # each element's length, then its value
+        values[1::2] = items
+        return _ARRAY_HEADER.pack(1, 0, oid, len(items), 1) + _elements(len(items), code).pack(*values)
+    one = _elements(1, code)
+    body = b"".join(_NULL_ELEMENT if item is None else one.pack(8, item) for item in items)
+    return _ARRAY_HEADER.pack(1, 1, oid, len(items), 1) + body
+
+
+@functools.lru_cache(maxsize=256)
+def _elements(count: int, code: str) -> struct.Struct:
+    return struct.Struct("!" + ("i" + code) * count)
 
 
 def _insert_objects(objs: list[models.Model]) -> None:
@@ -246,7 +339,7 @@ def _json(value: Any) -> str | None:
 
 def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Write the events; returns their summaries and the run's progress fields to update."""
-    metric_rows: list[tuple] = []
+    logged_metrics: list[tuple] = []
     event_rows: list[tuple] = []
     run_id = run.pk
     now = timezone.now()
@@ -258,9 +351,8 @@ def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
         if kind == "metrics":
             values = {k: float(v) for k, v in event["values"].items() if v is not None}
             step, wall_time, tokens = event["step"], event.get("time"), event.get("tokens")
-            metric_rows.extend(  # zip and repeat: the rows are made in C
-                zip(repeat(run_id), values, repeat(step), values.values(), repeat(wall_time), repeat(tokens))
-            )
+            wall_time = None if wall_time is None else float(wall_time)  # the wire allows an integer
+            logged_metrics.append((step, wall_time, tokens, values))
             summary.update(step=event["step"], tokens=event.get("tokens"), values=values)
             progress.append((event["step"], values.get(REWARD_METRIC)))
         elif kind == "trajectories":
@@ -293,7 +385,7 @@ def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
             summary.update((name, event[name]) for name in wire.EVENTS["phase"].names if name in event)
         event_rows.append((run_id, event["seq"], kind, _json(summary), now))
         summaries.append(summary)
-    _insert_rows(MetricPoint, ["run", "key", "step", "value", "wall_time", "tokens"], metric_rows)
+    insert_metrics(run_id, logged_metrics)
     _insert_rows(RunEvent, ["run", "seq", "type", "summary", "created_at"], event_rows)
     if not progress:
         return summaries, {}

@@ -13,11 +13,11 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import F, FloatField, Q, QuerySet, Value, Window
-from django.db.models.aggregates import Max, Min
+from django.db.models.aggregates import Count, Max, Min, Sum
 from django.db.models.functions import Cast, Floor, Least, RowNumber
 
 from webapp.experiments.models import Run
-from webapp.rollouts.models import MetricPoint
+from webapp.rollouts.models import MetricChunk, MetricPoint
 
 X_AXES = {"step": "step", "time": "wall_time", "tokens": "tokens"}
 DEFAULT_MAX_POINTS = 2000
@@ -38,7 +38,7 @@ class Series:
 
 def metric_keys(run: Run) -> list[str]:
     """Every metric name the run has reported, sorted."""
-    return sorted(MetricPoint.objects.filter(run=run).values_list("key", flat=True).distinct().order_by())
+    return sorted(MetricChunk.objects.filter(run=run).values_list("key", flat=True).distinct().order_by())
 
 
 def expand_keys(requested: list[str], available: list[str]) -> list[str]:
@@ -68,28 +68,30 @@ def metric_series(
     max_points = max(MIN_MAX_POINTS, min(MAX_MAX_POINTS, int(max_points)))
     x_field = X_AXES[x]
     out: dict[str, Series] = {}
+    # Each curve's size and step range from its chunks, without unnesting a point: one query for all.
+    chunks = (
+        MetricChunk.objects.filter(run=run, key__in=keys)
+        .values("key")
+        .annotate(total=Sum("size"), lo=Min("min_step"), hi=Max("max_step"))
+        .order_by()
+    )
+    extents = {c["key"]: (c["total"], c["lo"], c["hi"]) for c in chunks}
     for key in keys:
         rows = MetricPoint.objects.filter(run=run, key=key, **{f"{x_field}__isnull": False})
-        # Most curves are short: read up to max_points + 1 of them along the (run, key, step) index; only
-        # a longer one pays for downsampling.
-        head = list(rows.order_by("step", "id").values_list(x_field, "value")[: max_points + 1])
-        if len(head) <= max_points:
-            head.sort(key=lambda p: p[0])  # stable: points at the same x keep their step order
-            out[key] = Series([p[0] for p in head], [p[1] for p in head], len(head), False)
+        total, lo, hi = extents.get(key, (0, None, None))
+        if total > max_points and x_field != "step":
+            # A point may lack a wall time or token count: count those that have one, and their range.
+            stats = rows.aggregate(total=Count("id"), lo=Min(x_field), hi=Max(x_field))
+            total, lo, hi = stats["total"], stats["lo"], stats["hi"]
+        if total <= max_points:
+            # Most curves are short: read them whole.
+            points = list(rows.order_by("step", "id").values_list(x_field, "value"))
+            points.sort(key=lambda p: p[0])  # stable: points at the same x keep their step order
+            out[key] = Series([p[0] for p in points], [p[1] for p in points], len(points), False)
             continue
-        lo, hi = _x_extent(rows, x_field)
-        pairs, total = _downsample(_Curve(run.pk, key, x_field, lo, hi), max_points)
+        pairs = _downsample(_Curve(run.pk, key, x_field, lo, hi), max_points)
         out[key] = Series([p[0] for p in pairs], [p[1] for p in pairs], total, True)
     return out
-
-
-def _x_extent(rows: QuerySet[MetricPoint], x_field: str) -> tuple[float, float]:
-    if x_field == "step":  # two index endpoint lookups
-        lo = rows.order_by("step").values_list("step", flat=True).first()
-        hi = rows.order_by("-step").values_list("step", flat=True).first()
-        return lo, hi
-    extent = rows.aggregate(lo=Min(x_field), hi=Max(x_field))  # wall time and tokens have no index
-    return extent["lo"], extent["hi"]
 
 
 @dataclass(frozen=True)
@@ -122,62 +124,64 @@ class _Curve:
         return sql, [self.run_id, self.key, float(self.lo), self.scale(buckets), buckets - 1]
 
 
-def _downsample(curve: _Curve, max_points: int) -> tuple[list[tuple[float, float]], int]:
+def _downsample(curve: _Curve, max_points: int) -> list[tuple[float, float]]:
     """The curve's first and last reported point plus the lowest and highest point of each of
-    (max_points - 2) // 2 equal x-ranges, ordered by x: at most max_points points. Also returns how
-    many points the curve has."""
+    (max_points - 2) // 2 equal x-ranges, ordered by x: at most max_points points."""
     rows = curve.rows().values_list(curve.x_field, "value")
-    ends = [rows.order_by("step", "id").first(), rows.order_by("-step", "-id").first()]
+    # The first point is at the curve's lowest step, so in a chunk whose lowest step that is (and the
+    # last likewise): only those chunks are unnested.
+    steps = MetricChunk.objects.filter(run_id=curve.run_id, key=curve.key).aggregate(
+        lo=Min("min_step"), hi=Max("max_step")
+    )
+    ends = [
+        rows.filter(chunk_min_step=steps["lo"]).order_by("step", "id").first(),
+        rows.filter(chunk_max_step=steps["hi"]).order_by("-step", "-id").first(),
+    ]
     buckets = (max_points - 2) // 2
     vendor = connection.vendor
     if vendor == "postgresql":
-        middle, total = _min_max_postgres(curve, buckets)
+        middle = _min_max_postgres(curve, buckets)
     elif vendor == "sqlite":
-        middle, total = _min_max_sqlite(curve, buckets)
+        middle = _min_max_sqlite(curve, buckets)
     else:
-        middle, total = _min_max_window(curve, buckets), curve.rows().count()
+        middle = _min_max_window(curve, buckets)
     # The ends may also be a bucket's extreme; keep each point once.
     unique = list(dict.fromkeys(p for p in [ends[0], *middle, ends[1]] if p is not None))
     if curve.x_field != "wall_time":  # step and tokens are integers; the Postgres arrays hold floats
         unique = [(int(x), y) for x, y in unique]
     unique.sort(key=lambda p: p[0])
-    return unique, total
+    return unique
 
 
-def _min_max_postgres(curve: _Curve, buckets: int) -> tuple[list[tuple[float, float]], int]:
+def _min_max_postgres(curve: _Curve, buckets: int) -> list[tuple[float, float]]:
     """One hash-aggregate pass: min(ARRAY[value, x]) is the bucket's lowest value together with its x
     (ties: the earliest x); max(ARRAY[value, -x]) likewise for the highest."""
     sql, params = curve.raw_sql(
-        "MIN(ARRAY[value, {x}::float8]), MAX(ARRAY[value, -({x}::float8)]), COUNT(*)",
+        "MIN(ARRAY[value, {x}::float8]), MAX(ARRAY[value, -({x}::float8)])",
         buckets,
         "LEAST(FLOOR(({x} - %s) * %s), %s)",
     )
     out: list[tuple[float, float]] = []
-    total = 0
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        for low, high, count in cursor.fetchall():
+        for low, high in cursor.fetchall():
             out.append((low[1], low[0]))
             out.append((-high[1], high[0]))
-            total += count
-    return out, total
+    return out
 
 
-def _min_max_sqlite(curve: _Curve, buckets: int) -> tuple[list[tuple[float, float]], int]:
+def _min_max_sqlite(curve: _Curve, buckets: int) -> list[tuple[float, float]]:
     """SQLite fills a bare column from the row that holds the query's only MIN() or MAX(): two grouped
     passes, one per extreme. (x - lo) is never negative, so CAST truncation is floor."""
     out: list[tuple[float, float]] = []
-    total = 0
     with connection.cursor() as cursor:
         for extreme in ("MIN", "MAX"):
             sql, params = curve.raw_sql(
-                f"{{x}}, {extreme}(value), COUNT(*)", buckets, "MIN(CAST(({x} - %s) * %s AS INTEGER), %s)"
+                f"{{x}}, {extreme}(value)", buckets, "MIN(CAST(({x} - %s) * %s AS INTEGER), %s)"
             )
             cursor.execute(sql, params)
-            rows = cursor.fetchall()
-            out.extend((x, value) for x, value, _count in rows)
-            total = sum(count for _x, _value, count in rows)
-    return out, total
+            out.extend(cursor.fetchall())
+    return out
 
 
 def _min_max_window(curve: _Curve, buckets: int) -> list[tuple[float, float]]:

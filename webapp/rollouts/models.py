@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -128,24 +129,93 @@ class Turn(models.Model):
         return bool(self.tool_result) and self.text.strip() == self.tool_result.strip()
 
 
-class MetricPoint(models.Model):
-    """One scalar at one step. Stored per point so long curves can be downsampled on the server."""
+class NumberListField(models.Field):
+    """A list of numbers, None allowed: a Postgres array (`bigint[]` or `double precision[]`), JSON text
+    elsewhere (the embedded SQLite, whose `json_each` reads it in SQL)."""
 
-    # No index of its own (metric_run_key_step starts with the run) and no database foreign-key
-    # constraint: its check ran once per point at commit, a third of Postgres's work per metrics batch
-    # (docs/api.md, "After the commit"). Ingestion holds the run's row lock while it writes, and deleting
-    # a run cascades here through Django.
+    def __init__(self, *args, floats: bool = False, **kwargs):
+        self.floats = floats
+        super().__init__(*args, **kwargs)
+
+    def deconstruct(self):
+        name, path, args, kwargs = super().deconstruct()
+        if self.floats:
+            kwargs["floats"] = True
+        return name, path, args, kwargs
+
+    def db_type(self, connection) -> str:
+        if connection.vendor == "postgresql":
+            return "double precision[]" if self.floats else "bigint[]"
+        return "text"
+
+    def from_db_value(self, value, expression, connection):
+        return json.loads(value) if isinstance(value, str) else value
+
+    def get_db_prep_value(self, value, connection, prepared=False):
+        if value is None or connection.vendor == "postgresql":
+            return value
+        return json.dumps(value)
+
+
+# Points per chunk at most: a batch's points of one metric are split into chunks of this size. SQLite's
+# view reads a chunk's n-th value by walking its JSON text, so a chunk costs it ~n²/2 steps to read:
+# 64 keeps that to ~32 per point (a 100k-point curve reads in ~0.2 s; 256 took twice that); on
+# Postgres a batch of the trainer's or the bench's (1-40 steps) is one chunk per metric either way.
+METRIC_CHUNK_POINTS = 64
+
+
+class MetricChunk(models.Model):
+    """Consecutive points of one metric of one run, as one ingested batch brought them: parallel lists of
+    steps, values, wall times and token counts. Stored in chunks, not one row per point, because a row
+    and its index entry cost Postgres ~8 µs each: a 1,000-point batch as 25 rows of 40 takes a seventh of
+    the database's CPU (docs/api.md, "Throughput"). Read through MetricPoint, the view that unnests them.
+    """
+
+    # No database foreign-key constraint (its check ran once per row at commit) and no run index of its
+    # own (metric_chunk_run_key starts with the run); deleting a run cascades here through Django.
     run = models.ForeignKey(
-        Run, on_delete=models.CASCADE, related_name="metric_points", db_index=False, db_constraint=False
+        Run, on_delete=models.CASCADE, related_name="metric_chunks", db_index=False, db_constraint=False
+    )
+    key = models.CharField(max_length=100)
+    # What reads of a curve need without unnesting the lists: how many points, and their step range.
+    size = models.PositiveIntegerField()
+    min_step = models.PositiveIntegerField()
+    max_step = models.PositiveIntegerField()
+    steps = NumberListField()
+    values = NumberListField(floats=True)
+    wall_times = NumberListField(floats=True, help_text="unix seconds when measured (None: not reported)")
+    tokens = NumberListField(help_text="tokens seen so far, for the x-axis (None: not reported)")
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "key", "min_step"], name="metric_chunk_run_key")]
+
+    def __str__(self) -> str:
+        return f"{self.key}@{self.min_step}-{self.max_step}"
+
+
+class MetricPoint(models.Model):
+    """One scalar at one step, read-only: the database view `rollouts_metricpoint` unnests MetricChunk
+    rows (migration 0015), so every reader filters, orders and downsamples points as before. Write points
+    with webapp.rollouts.ingest.insert_metrics. `id` orders points as they arrived (chunk id ×
+    65,536 + position in the chunk)."""
+
+    id = models.BigIntegerField(primary_key=True)
+    run = models.ForeignKey(
+        Run, on_delete=models.DO_NOTHING, related_name="metric_points", db_constraint=False
     )
     key = models.CharField(max_length=100)
     step = models.PositiveIntegerField()
     value = models.FloatField()
     wall_time = models.FloatField(null=True, blank=True, help_text="unix seconds when measured")
     tokens = models.BigIntegerField(null=True, blank=True, help_text="tokens seen so far, for the x-axis")
+    # The step range of the chunk the point is stored in: a read that wants a curve's first or last point
+    # filters on it, and only the chunks that can hold it are unnested.
+    chunk_min_step = models.PositiveIntegerField()
+    chunk_max_step = models.PositiveIntegerField()
 
     class Meta:
-        indexes = [models.Index(fields=["run", "key", "step"], name="metric_run_key_step")]
+        managed = False
+        db_table = "rollouts_metricpoint"
 
     def __str__(self) -> str:
         return f"{self.key}@{self.step}={self.value}"

@@ -16,7 +16,7 @@ from webapp.projects.models import Membership
 from webapp.projects.services import invitation_create
 from webapp.review import services as review_services
 from webapp.rewards.models import RewardModel
-from webapp.rollouts.models import MetricPoint
+from webapp.rollouts.ingest import insert_metrics
 
 
 @dataclass
@@ -45,7 +45,7 @@ def world(users, project, environment, rubric, run) -> World:
     trajectory = make_trajectory(
         run, step=1, turns=[turn("user", "What is 3 + 4?"), turn("assistant", "<answer>7</answer>")]
     )
-    MetricPoint.objects.create(run=run, key="reward/mean", step=1, value=0.5)
+    insert_metrics(run.pk, [(1, None, None, {"reward/mean": 0.5})])
     run.checkpoints.create(step=1, path="/tmp/ckpt-1")
     stopped, _ = run_create(
         project=project,

@@ -42,7 +42,8 @@ from webapp.review.models import (
     TurnJudgement,
 )
 from webapp.rewards.models import RewardModel
-from webapp.rollouts.models import MetricPoint, Trajectory, Turn
+from webapp.rollouts.ingest import insert_metrics
+from webapp.rollouts.models import Trajectory, Turn
 
 PRINCIPALS = ["anonymous", "alice", "bob", "carol", "dave", "eve"]
 ROLES = {"alice": "owner", "bob": "researcher", "carol": "annotator", "dave": "viewer"}
@@ -77,7 +78,7 @@ def world(users, project, environment, rubric, run, tmp_path) -> World:
     )
     Turn.objects.create(trajectory=trajectory, index=0, role="user", text="What is 2 + 3?")
     Turn.objects.create(trajectory=trajectory, index=1, role="assistant", text="<answer>5</answer>")
-    MetricPoint.objects.create(run=run, key="reward/mean", step=1, value=0.5)
+    insert_metrics(run.pk, [(1, None, None, {"reward/mean": 0.5})])
     # A checkpoint directory as trainers/checkpoint.py writes one (the bytes need not be a model here).
     (tmp_path / "step-000001").mkdir()
     (tmp_path / "step-000001" / "model.safetensors").write_bytes(b"weights")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from webapp.rollouts.models import MetricPoint, Trajectory, Turn
+from webapp.rollouts.ingest import insert_metrics
+from webapp.rollouts.models import Trajectory, Turn
 
 
 @pytest.fixture(autouse=True)
@@ -121,10 +122,13 @@ def test_a_trajectory_comes_with_its_turns_in_order(dave, run):
 
 
 def test_metrics_come_back_as_per_key_series(dave, run):
-    for step in range(5):
-        MetricPoint.objects.create(run=run, key="reward/mean", step=step, value=step / 10)
-        MetricPoint.objects.create(run=run, key="loss", step=step, value=1 - step / 10)
-    MetricPoint.objects.create(run=run, key="kl", step=0, value=0.0)
+    insert_metrics(
+        run.pk,
+        [
+            (0, None, None, {"reward/mean": 0.0, "loss": 1.0, "kl": 0.0}),
+            *((step, None, None, {"reward/mean": step / 10, "loss": 1 - step / 10}) for step in range(1, 5)),
+        ],
+    )
 
     body = dave.get(f"/api/runs/{run.pk}/metrics/?keys=reward/mean,loss").json()
     assert body["run"] == run.pk
@@ -142,9 +146,7 @@ def test_metrics_come_back_as_per_key_series(dave, run):
 
 
 def test_long_metric_series_are_downsampled_on_the_server(dave, run):
-    MetricPoint.objects.bulk_create(
-        MetricPoint(run=run, key="reward/mean", step=step, value=float(step % 10)) for step in range(1000)
-    )
+    insert_metrics(run.pk, [(step, None, None, {"reward/mean": float(step % 10)}) for step in range(1000)])
     series = dave.get(f"/api/runs/{run.pk}/metrics/?keys=reward/mean&max_points=100").json()["series"][
         "reward/mean"
     ]
@@ -156,10 +158,8 @@ def test_long_metric_series_are_downsampled_on_the_server(dave, run):
     assert min(series["values"]) == 0.0 and max(series["values"]) == 9.0
     assert set(series["values"][1:-1]) == {0.0, 9.0}
 
-    spiky = [
-        MetricPoint(run=run, key="kl", step=step, value=5.0 if step == 500 else 0.0) for step in range(1000)
-    ]
-    MetricPoint.objects.bulk_create(spiky)
+    spiky = [(step, None, None, {"kl": 5.0 if step == 500 else 0.0}) for step in range(1000)]
+    insert_metrics(run.pk, spiky)
     kl = dave.get(f"/api/runs/{run.pk}/metrics/?keys=kl&max_points=50").json()["series"]["kl"]
     assert 5.0 in kl["values"] and kl["steps"][kl["values"].index(5.0)] == 500
 

@@ -7,8 +7,8 @@ from django.urls import reverse
 
 from tests.webapp.factories import make_trajectory, turn
 from webapp.experiments.models import Run
-from webapp.rollouts.ingest import group_summaries
-from webapp.rollouts.models import MetricPoint
+from webapp.rollouts.ingest import group_summaries, insert_metrics
+from webapp.rollouts.models import MetricChunk
 from webapp.rollouts.selectors import run_hacking_alarm
 
 CRITERIA = [
@@ -64,9 +64,13 @@ def test_the_run_header_raises_the_alarm_and_offers_to_pause(client_for, project
     Run.objects.filter(pk=run.pk).update(
         status="RUNNING", resolved_config={**run.resolved_config, "rubric": {"criteria": CRITERIA}}
     )
-    for step in range(1, 7):
-        MetricPoint.objects.create(run=run, key="criterion/rm", step=step, value=-0.2 + 0.15 * step)
-        MetricPoint.objects.create(run=run, key="criterion/correct", step=step, value=0.8 - 0.1 * step)
+    insert_metrics(
+        run.pk,
+        [
+            (step, None, None, {"criterion/rm": -0.2 + 0.15 * step, "criterion/correct": 0.8 - 0.1 * step})
+            for step in range(1, 7)
+        ],
+    )
     run.refresh_from_db()
     alarm = run_hacking_alarm(run)
     assert alarm is not None and (alarm.first_step, alarm.last_step) == (1, 6)
@@ -77,7 +81,9 @@ def test_the_run_header_raises_the_alarm_and_offers_to_pause(client_for, project
     assert "data-pause-run>" in page and "Pause the run" in page  # shown while the run can be cancelled
     assert "Pause the run" not in client_for("dave").get(url).content.decode()  # a viewer cannot cancel
 
-    MetricPoint.objects.filter(run=run, key="criterion/correct").update(value=0.9)
+    # The same run with a check that passes at every step: no alarm.
+    MetricChunk.objects.filter(run=run, key="criterion/correct").delete()
+    insert_metrics(run.pk, [(step, None, None, {"criterion/correct": 0.9}) for step in range(1, 7)])
     assert run_hacking_alarm(run) is None
     # Off, the banner is still rendered, hidden: the live page raises it if the alarm starts.
     assert banner(client_for("bob").get(url).content.decode()) == "hidden"

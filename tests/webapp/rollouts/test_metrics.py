@@ -6,25 +6,15 @@ import math
 import time
 
 import pytest
+from django.db import connection
 
+from webapp.rollouts.ingest import insert_metrics
 from webapp.rollouts.metrics import _Curve, _downsample, _min_max_window, expand_keys, metric_series
-from webapp.rollouts.models import MetricPoint
 
 
 def store_curve(run, key, n, value_of, *, time0=1_700_000_000.0):
-    MetricPoint.objects.bulk_create(
-        (
-            MetricPoint(
-                run=run,
-                key=key,
-                step=step,
-                value=value_of(step),
-                wall_time=time0 + 2.5 * step,
-                tokens=1000 * step,
-            )
-            for step in range(n)
-        ),
-        batch_size=5000,
+    insert_metrics(
+        run.pk, [(step, time0 + 2.5 * step, 1000 * step, {key: value_of(step)}) for step in range(n)]
     )
 
 
@@ -78,7 +68,10 @@ def test_a_100k_point_curve_is_cut_to_max_points_keeping_min_and_max(run):
             assert max(near) >= max(wave(s) for s in range(lo, hi))
             assert min(near) <= min(wave(s) for s in range(lo, hi))
         print(f"downsampled 100k points against {x} in {elapsed * 1000:.0f} ms")
-        assert elapsed < 2.0, f"downsampling 100k points against {x} took {elapsed:.2f}s"
+        # Postgres ~0.2-0.4 s; the embedded SQLite unnests its chunks' JSON lists on every pass, ~1-1.6 s
+        # (docs/api.md, "Throughput").
+        limit = 2.0 if connection.vendor == "postgresql" else 4.0
+        assert elapsed < limit, f"downsampling 100k points against {x} took {elapsed:.2f}s"
 
 
 def _step(x: str, value: float) -> float:
@@ -88,8 +81,7 @@ def _step(x: str, value: float) -> float:
 def test_the_fast_database_path_agrees_with_the_portable_window_query(run):
     store_curve(run, "kl", 20_000, wave)
     curve = _Curve(run.pk, "kl", "step", 0, 19_999)
-    fast, total = _downsample(curve, 300)
-    assert total == 20_000
+    fast = _downsample(curve, 300)
     portable = sorted(_min_max_window(curve, (300 - 2) // 2))
     assert set(portable) <= set(fast) and set(fast) - set(portable) <= {(0, wave(0)), (19_999, wave(19_999))}
 
@@ -104,8 +96,7 @@ def test_several_keys_each_get_their_own_budget_and_missing_keys_are_empty(run):
 
 
 def test_points_without_the_chosen_x_are_left_out(run):
-    MetricPoint.objects.create(run=run, key="kl", step=1, value=0.5, wall_time=None, tokens=None)
-    MetricPoint.objects.create(run=run, key="kl", step=2, value=0.6, wall_time=10.0, tokens=None)
+    insert_metrics(run.pk, [(1, None, None, {"kl": 0.5}), (2, 10.0, None, {"kl": 0.6})])
     assert metric_series(run, ["kl"], x="time")["kl"].x == [10.0]
     assert metric_series(run, ["kl"], x="tokens")["kl"].x == []
     with pytest.raises(ValueError):
