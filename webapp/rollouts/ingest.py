@@ -14,6 +14,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import psycopg
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
@@ -334,7 +335,15 @@ _ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps with opti
 
 
 def _json(value: Any) -> str | None:
-    return None if value is None else _ENCODE(value)
+    """JSON text for a JSON column. orjson first: a 1,000-point batch's 40 event summaries took 8 % of
+    the server's CPU through Python's encoder (profiled under daphne), ~6× less through orjson; what
+    orjson refuses (an integer past 64 bits) goes to Python's encoder."""
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # orjson.JSONEncodeError is one
+        return _ENCODE(value)
 
 
 def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
