@@ -285,6 +285,23 @@ def server_cpu_s(proc: subprocess.Popen | None) -> float:
     return total
 
 
+def settle(procs: list[subprocess.Popen], idle_share: float = 0.1, timeout_s: float = 120) -> None:
+    """Wait until the servers' process trees are idle (under `idle_share` of a core over 2 s). MLflow 3's
+    server answers /health while the job runner it starts beside it (seven huey consumers) is still
+    importing, which took both cores for 10-20 s: without this wait, the first round's first phase —
+    ours — ran against it."""
+    started = time.perf_counter()
+    before = sum(server_cpu_s(proc) for proc in procs)
+    while time.perf_counter() - started < timeout_s:
+        time.sleep(2)
+        now = sum(server_cpu_s(proc) for proc in procs)
+        if now - before < 2 * idle_share:
+            print(f"  servers idle after {time.perf_counter() - started:.0f} s", flush=True)
+            return
+        before = now
+    print(f"  servers still busy after {timeout_s:.0f} s; going on", flush=True)
+
+
 # --- request bodies ---------------------------------------------------------------------------------------
 
 
@@ -613,6 +630,7 @@ def main() -> None:
     mlflow_proc = None
     try:
         mlflow_proc = start_mlflow(mlflow_port)
+        settle([ours_proc, mlflow_proc])
         ours, theirs = Ours(ours_port, metric_runs, trajectory_runs), MLflow(mlflow_port)
         # Warm up both, all posters at once (imports, connection pools, first-query plans); not counted.
         warm = (
