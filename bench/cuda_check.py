@@ -2,6 +2,7 @@
 
     python bench/cuda_check.py [--out DIR] [--model NAME|PATH] [--steps 6] [--threads 4]
                                [--gguf-parts A,B --gguf-sha256 HEX] [--fallback-dir DIR] [--tiny]
+                               [--only nvml,train]
 
 Checks, each printed as one PASS / FAIL / SKIP line and gathered in `<out>/cuda_check.json`:
 
@@ -11,18 +12,22 @@ Checks, each printed as one PASS / FAIL / SKIP line and gathered in `<out>/cuda_
    workers/node.py is loaded from its file: importing the `workers` package starts Celery and Django.
 2. `train` — `trainers.trainer.Trainer` (what `python -m trainers train` runs) on
    trainers/examples/arithmetic_grpo.yaml with `device: auto`, a few steps, eval, checkpoints: the
-   policy is bf16 on CUDA (`trainers.models.resolve_dtype`), the run SUCCEEDED, step times and rewards.
+   policy's weights are fp32 on every device and its passes run under bf16 autocast on CUDA
+   (`trainers.models.policy_precision`), the run SUCCEEDED, step times and rewards.
 3. `checkpoint` — the mid-run checkpoint holds the CUDA RNG state; `python -m trainers train --resume`
    from it (a separate process) takes the next step.
 4. `update` — one update with fixed advantages (+1, -0.5, …) on a sampled group (the trainer's `update`: the
    shared-prompt forward, backward, clip, fused AdamW, the weight push to the sampler), so the backward
-   pass runs even when every group's rewards tie.
+   pass runs even when every group's rewards tie; the fraction of weight values the update changed.
+4b. `precision` — one AdamW step at lr 2e-5 from fresh weights and optimizer, on the same rows, for
+   `dtype: auto` (fp32 weights, bf16 autocast on CUDA) and `dtype: bfloat16` (bf16 weights): the
+   fraction of weight values each changed (fp32 ≈ 100 %; bf16 rounds most away) and each update's time.
 5. `shard` — `trainers.sharded.LearnerShard` in a child process on the same rows: FSDP2 over an NCCL
    process group of world size 1 (one GPU: NCCL refuses two ranks on one device), learn twice, gather
    the full weights, save and load its torch.distributed.checkpoint. Ray is not needed for one shard and
    is stubbed (`ray.get_gpu_ids() == []`, so the shard takes cuda:0 as its fallback does).
 
-Without CUDA every check still runs on the CPU (bf16 is then not expected, the shard uses gloo), so the
+Without CUDA every check still runs on the CPU (autocast is then not expected, the shard uses gloo), so the
 script can be tried on a laptop first; `--tiny` (the default without CUDA) shrinks the run for that.
 The model: `--model` (default the bundled GGUF), or a GGUF reassembled from `--gguf-parts` (checked
 against `--gguf-sha256`), or, if a part is missing, a randomly initialised model built from
@@ -303,7 +308,7 @@ def check_train(config_path: Path, work: Path) -> Any:
 
     from trainers.cli import ProgressSink, load_config
     from trainers.events import JsonlSink, MultiSink
-    from trainers.models import resolve_dtype
+    from trainers.models import policy_precision
     from trainers.trainer import Trainer
 
     config = load_config(config_path)
@@ -320,7 +325,7 @@ def check_train(config_path: Path, work: Path) -> Any:
     param = next(trainer.model.parameters())
     sampler = getattr(trainer.rollouts.backend, "model", None)
     sampler_dtype = str(next(sampler.parameters()).dtype) if sampler is not None else None
-    expected = resolve_dtype("auto", trainer.device)
+    expected = policy_precision("auto", trainer.device)
     evs = events(out / "events.jsonl")
     train = [e for e in evs if e["type"] == "metrics" and e.get("split") == "train"]
     evals = [e for e in evs if e["type"] == "metrics" and e.get("split") == "eval"]
@@ -360,18 +365,22 @@ def check_train(config_path: Path, work: Path) -> Any:
     ok = (
         result.status == "SUCCEEDED"
         and result.step == config["max_steps"]
-        and param.dtype == expected
+        and param.dtype == expected.weights == torch.float32
+        and trainer.precision.autocast_dtype == expected.autocast_dtype
+        and (expected.autocast_dtype == torch.bfloat16) == trainer.device.startswith("cuda")
         and param.device.type == ("cuda" if trainer.device.startswith("cuda") else "cpu")
     )
     record(
         "train",
         "PASS" if ok else "FAIL",
         f"{result.status} at step {result.step} in {wall:.1f} s on {trainer.device}; policy {param.dtype} on "
-        f"{param.device} (resolve_dtype('auto', '{trainer.device}') = {expected}); sampler {sampler_dtype}; "
+        f"{param.device}, passes under {trainer.precision.autocast_dtype} autocast "
+        f"(policy_precision('auto', '{trainer.device}') = {expected}); sampler {sampler_dtype}; "
         f"step times {', '.join(f'{t:.2f}' for t in step_times)} s; peak CUDA memory allocated {peak} MiB",
         status_=result.status,
         device=trainer.device,
         policy_dtype=str(param.dtype),
+        autocast_dtype=str(trainer.precision.autocast_dtype),
         sampler_dtype=sampler_dtype,
         wall_s=round(wall, 2),
         steps=steps,
@@ -452,8 +461,19 @@ def check_checkpoint(trainer: Any, config: dict[str, Any], config_path: Path, ou
     )
 
 
-def check_update(trainer: Any, config: dict[str, Any], work: Path) -> Path | None:
-    """One update with fixed advantages on fresh samples; leaves the rows for the shard check."""
+def fraction_changed(before: dict[str, Any], model: Any) -> tuple[int, float]:
+    """(weight tensors changed, fraction of weight values changed) since `before`."""
+    import torch
+
+    after = model.state_dict()
+    keys = [k for k in after if k in before]
+    tensors = sum(not torch.equal(before[k], after[k]) for k in keys)
+    values = sum(int((before[k] != after[k]).sum()) for k in keys)
+    return tensors, values / max(sum(before[k].numel() for k in keys), 1)
+
+
+def check_update(trainer: Any, config: dict[str, Any], work: Path) -> tuple[Path, list[Any]] | None:
+    """One update with fixed advantages on fresh samples; leaves the rows for the precision and shard checks."""
     import torch
 
     from trainers.events import NullSink
@@ -495,7 +515,7 @@ def check_update(trainer: Any, config: dict[str, Any], work: Path) -> Path | Non
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     update_s = time.perf_counter() - t0
-    changed = sum(not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items() if k in before)
+    changed, changed_values = fraction_changed(before, trainer.model)
     sampler = getattr(trainer.rollouts.backend, "model", None)
     pushed = None
     if sampler is not None and sampler is not trainer.model:
@@ -509,6 +529,8 @@ def check_update(trainer: Any, config: dict[str, Any], work: Path) -> Path | Non
         finite
         and metrics["grad_norm"] > 1e-6
         and changed > 0
+        # fp32 weights take the update nearly everywhere (a bf16 policy took 4 % at this lr)
+        and (changed_values > 0.9 or trainer.precision.weights != torch.float32)
         and metrics["trained_sequences"] > 0
         and pushed is not False
     )
@@ -517,7 +539,8 @@ def check_update(trainer: Any, config: dict[str, Any], work: Path) -> Path | Non
         "update",
         "PASS" if ok else "FAIL",
         f"{len(rollouts)} samples ({tokens} sampled tokens, generated in {generate_s:.2f} s) with advantages +1 / -0.5: "
-        f"loss {metrics['loss']:.5f}, grad_norm {metrics['grad_norm']:.4f}, {changed} weight tensors changed, "
+        f"loss {metrics['loss']:.5f}, grad_norm {metrics['grad_norm']:.4f}, {changed} weight tensors and "
+        f"{100 * changed_values:.1f} % of weight values changed (lr {lr:.2g}), "
         f"sampler {'holds the pushed weights' if pushed else 'is the policy' if pushed is None else 'NOT updated'}; "
         f"update {update_s:.3f} s (forward {timings.get('forward', 0):.3f}, backward {timings.get('backward', 0):.3f}, "
         f"optimizer {timings.get('optimizer', 0):.3f}, weight push {timings.get('weight_sync', 0):.3f})",
@@ -526,11 +549,87 @@ def check_update(trainer: Any, config: dict[str, Any], work: Path) -> Path | Non
         entropy=metrics.get("entropy"),
         update_s=round(update_s, 4),
         timings={k: round(v, 4) for k, v in timings.items()},
+        changed_tensors=changed,
+        changed_values_fraction=changed_values,
     )
     trainer.rollouts.close()
     path = work / "shard_payload.json"
     path.write_text(json.dumps({"config": trainer.config, "payload": payload}))
-    return path
+    return path, rollouts
+
+
+def check_precision(config_path: Path, rollouts: list[Any]) -> None:
+    """One AdamW step at lr 2e-5 from fresh weights and optimizer on the same rows, `dtype: auto` against
+    an explicit `dtype: bfloat16`: the fraction of weight values each changed, and each update's time
+    (a second, warm update on the same rows is timed too)."""
+    import torch
+
+    from trainers.cli import load_config
+    from trainers.events import NullSink
+    from trainers.trainer import Trainer
+
+    rows: dict[str, dict[str, Any]] = {}
+    for dtype in ("auto", "bfloat16"):
+        config = {
+            **load_config(config_path),
+            "dtype": dtype,
+            "learning_rate": 2e-5,
+            "warmup_steps": 0,
+            "kl_coef": 0.0,
+            "generation_dtype": "bfloat16",  # a sampling copy, so the update's weight push is timed alike
+        }
+        trainer = Trainer(config, sink=NullSink())
+        trainer.setup()
+        before = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+        seconds = []
+        for attempt in range(2):
+            timings: dict[str, float] = {}
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            metrics = trainer.update(copy.deepcopy(rollouts), timings)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            seconds.append(time.perf_counter() - t0)
+            if attempt == 0:
+                tensors, values = fraction_changed(before, trainer.model)
+                first = {k: round(v, 4) for k, v in timings.items()}
+        rows[dtype] = {
+            "weights": str(next(trainer.model.parameters()).dtype),
+            "autocast": str(trainer.precision.autocast_dtype),
+            "changed_tensors": tensors,
+            "tensors": len(before),
+            "changed_values_fraction": values,
+            "loss": metrics["loss"],
+            "update_s": [round(t, 4) for t in seconds],
+            "first_update_timings": first,
+        }
+        trainer.rollouts.close()
+        del trainer
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    auto, bf16 = rows["auto"], rows["bfloat16"]
+    on_cuda = torch.cuda.is_available()
+    ok = (
+        auto["weights"] == "torch.float32"
+        and auto["autocast"] == ("torch.bfloat16" if on_cuda else "None")
+        and bf16["weights"] == "torch.bfloat16"
+        and bf16["autocast"] == "None"
+        and auto["changed_values_fraction"] > 0.99
+        and bf16["changed_values_fraction"] < auto["changed_values_fraction"]
+    )
+    record(
+        "precision",
+        "PASS" if ok else "FAIL",
+        "one AdamW step at lr 2e-5 from fresh weights on the same rows: "
+        + "; ".join(
+            f"dtype {name} ({r['weights']} weights, autocast {r['autocast']}): "
+            f"{100 * r['changed_values_fraction']:.1f} % of weight values and {r['changed_tensors']} of "
+            f"{r['tensors']} tensors changed, update {r['update_s'][0]:.3f} s cold / {r['update_s'][1]:.3f} s warm"
+            for name, r in rows.items()
+        ),
+        **rows,
+    )
 
 
 # ----------------------------------------------------------------------------- 5. one learner shard
@@ -546,14 +645,15 @@ def shard_child(model_dir: str, payload_path: str, result_path: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from trainers.models import load_model, resolve_device
+    from trainers.models import load_model, policy_precision, resolve_device
     from trainers.sharded import LearnerShard
 
     data = json.loads(Path(payload_path).read_text())
     cfg, payload = data["config"], data["payload"]
     device = resolve_device(cfg["device"])
     out: dict[str, Any] = {"device": device}
-    model = load_model(model_dir, device, cfg["dtype"])
+    # Loaded as the driver loads the policy: in its weights dtype.
+    model = load_model(model_dir, device, policy_precision(cfg["dtype"], device).weights)
     initial = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -566,6 +666,7 @@ def shard_child(model_dir: str, payload_path: str, result_path: str) -> None:
     out["world_size"] = dist.get_world_size()
     out["shard_device"] = shard.device
     out["param_dtype"] = str(next(shard.model.parameters()).dtype)
+    out["autocast_dtype"] = str(shard.precision.autocast_dtype)
     out["dtensor"] = type(next(shard.model.parameters())).__name__
     learns = []
     for _ in range(2):
@@ -635,6 +736,8 @@ def check_shard(model_dir: str, payload_path: Path, reference: dict[str, Any] | 
         rel = abs(first["loss"] - reference["loss"]) / max(abs(reference["loss"]), 1e-12)
     ok = (
         r["backend"] == expected_backend
+        and r["param_dtype"] == "torch.float32"
+        and r["autocast_dtype"] == ("torch.bfloat16" if r["device"].startswith("cuda") else "None")
         and r["changed_tensors"] > 0
         and r["reload_equal"]
         and first["grad_norm"] > 1e-6
@@ -644,7 +747,7 @@ def check_shard(model_dir: str, payload_path: Path, reference: dict[str, Any] | 
         "shard",
         "PASS" if ok else "FAIL",
         f"LearnerShard on {r['shard_device']}, {r['backend']} process group of world size {r['world_size']}, "
-        f"FSDP2 ({r['dtensor']}, {r['param_dtype']}): setup {r['setup_s']:.2f} s; learn 1: loss "
+        f"FSDP2 ({r['dtensor']}, {r['param_dtype']}, autocast {r['autocast_dtype']}): setup {r['setup_s']:.2f} s; learn 1: loss "
         f"{first['loss']:.5f}, grad_norm {first['grad_norm']:.4f} in {first['seconds']:.3f} s; learn 2: loss "
         f"{second['loss']:.5f} in {second['seconds']:.3f} s; one-process update on the same rows: loss "
         f"{reference['loss'] if reference else None} (rel. gap {rel if rel is None else f'{rel:.2e}'}), "
@@ -673,7 +776,7 @@ def main() -> int:
     parser.add_argument("--eval-tasks", type=int, default=16)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--nvml-seconds", type=float, default=4.0)
-    parser.add_argument("--only", default="", help="comma-separated: env,nvml (default: all)")
+    parser.add_argument("--only", default="", help="comma-separated: nvml,train (default: all)")
     parser.add_argument(
         "--tiny",
         action=argparse.BooleanOptionalAction,
@@ -715,7 +818,10 @@ def main() -> int:
                     trainer, config, run_out = trained
                     if config["checkpoint_every"]:
                         run_check("checkpoint", check_checkpoint, trainer, config, config_path, run_out, work)
-                    payload = run_check("update", check_update, trainer, config, work)
+                    updated = run_check("update", check_update, trainer, config, work)
+                    payload = updated[0] if updated is not None else None
+                    if updated is not None:
+                        run_check("precision", check_precision, config_path, updated[1])
                     final = run_out / "checkpoints" / f"step-{config['max_steps']:06d}"
                     if payload is not None and final.is_dir():
                         reference = RESULTS["checks"].get("update")

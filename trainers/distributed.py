@@ -47,7 +47,9 @@ class RolloutWorker:
                 "vllm", model_name=config["model"], tokenizer=self.tokenizer, seed=config["seed"]
             )
         else:
-            # A plain model even for LoRA runs: the learner pushes merged weights.
+            # A plain model even for LoRA runs: the learner pushes merged weights. It only samples, so it is
+            # held in the learner's compute dtype (models.inference_dtype: bf16 on CUDA for `dtype: auto`,
+            # while the learner keeps fp32 weights) or in `generation_dtype`.
             dtype = (
                 config["dtype"]
                 if config.get("generation_dtype", "auto") == "auto"

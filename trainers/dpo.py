@@ -206,7 +206,7 @@ def train_dpo(
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import DPOConfig, DPOTrainer
 
-    from trainers.models import model_dir, resolve_device, resolve_dtype
+    from trainers.models import model_dir, policy_precision, resolve_device
 
     knobs = dpo_config(config)
     rows = preference_rows(records)
@@ -217,7 +217,9 @@ def train_dpo(
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype="float32" if device == "cpu" else "auto")
+    # The GRPO trainer's rule for `dtype: auto`: fp32 weights, and TRL's bf16 (autocast) on CUDA only.
+    precision = policy_precision("auto", device)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=precision.weights)
 
     class _Last(TrainerCallback):
         def __init__(self) -> None:
@@ -259,7 +261,7 @@ def train_dpo(
         # TRL turns bf16 autocast on by default, on the CPU too, where a CPU without bf16 units (AVX2)
         # then runs every matrix product in torch's fallback kernel: ~7× slower than float32, and a
         # default-sized DPO step on the bundled model took minutes. bf16 where the trainer's GRPO uses it.
-        bf16=resolve_dtype("auto", device) is torch.bfloat16,
+        bf16=precision.autocast_dtype is torch.bfloat16,
     )
     trainer = DPOTrainer(
         model=model,

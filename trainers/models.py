@@ -20,6 +20,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,12 +153,55 @@ def resolve_device(device: str = "auto") -> str:
     return device
 
 
-def resolve_dtype(dtype: str, device: str) -> Any:
+@dataclass(frozen=True)
+class PolicyPrecision:
+    """How the trained policy is held and run. `weights`: the dtype of its weights, gradients and AdamW
+    moments. `autocast_dtype`: the dtype its forward passes run in under `torch.autocast` (the backward
+    pass follows the forward's casts), or None for no autocast: every pass then runs in `weights`."""
+
+    weights: Any  # torch.dtype
+    autocast_dtype: Any  # torch.dtype | None
+    device_type: str
+
+    @property
+    def compute(self) -> Any:
+        """The dtype the policy's matrix products run in."""
+        return self.autocast_dtype if self.autocast_dtype is not None else self.weights
+
+    def autocast(self) -> AbstractContextManager[Any]:
+        """Enter around a forward pass of the policy: the learner's scoring, the KL reference's, and
+        sampling with the policy itself, so all three compute alike."""
+        if self.autocast_dtype is None:
+            return nullcontext()
+        import torch
+
+        return torch.autocast(self.device_type, dtype=self.autocast_dtype)
+
+
+def policy_precision(dtype: str, device: str) -> PolicyPrecision:
+    """The precision of the trained policy for a run config's `dtype` on `device`: the one rule.
+
+    "auto" keeps fp32 weights on every device. An AdamW step moves a weight by about the learning rate,
+    and a bf16 weight cannot move by less than about 1/256 of its size: one step at lr 2e-5 changed
+    4.1 % of SmolLM2-135M's weights held in bf16 and 100 % held in fp32 (docs/scale.md). On CUDA the
+    passes run under bf16 autocast, so the matrix products keep bf16's speed while the fp32 weights take
+    every update (mixed precision); on a CPU they run in fp32, as they always did. An explicit dtype
+    holds the weights in it and runs the passes in it, without autocast: `bfloat16` halves the memory
+    and pays with the updates it rounds away."""
     import torch
 
+    device_type = device.split(":")[0]
     if dtype == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
-    return getattr(torch, dtype)
+        return PolicyPrecision(torch.float32, torch.bfloat16 if device_type == "cuda" else None, device_type)
+    return PolicyPrecision(getattr(torch, dtype), None, device_type)
+
+
+def inference_dtype(dtype: str, device: str) -> Any:
+    """The dtype of a model that samples or scores and is never trained (a sampling copy, a vLLM engine,
+    a Ray rollout worker's copy): the trained policy's compute dtype, so both run their matrix products
+    alike ("auto": bfloat16 on CUDA, float32 elsewhere). The copy holds its weights in that dtype: it
+    takes the learner's weights after every update and never accumulates updates of its own."""
+    return policy_precision(dtype, device).compute
 
 
 def load_tokenizer(name: str = DEFAULT_MODEL) -> Any:
@@ -171,16 +215,20 @@ def load_tokenizer(name: str = DEFAULT_MODEL) -> Any:
     return tokenizer
 
 
-def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto") -> Any:
+def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: Any = "auto") -> Any:
+    """Load a model onto `device`. `dtype`: a config name ("auto", "float32", …) loads a model that only
+    samples or scores (`inference_dtype`); a torch dtype is used as is (the trainer passes its policy's
+    `policy_precision(...).weights`)."""
     from transformers import AutoModelForCausalLM
 
     device = resolve_device(device)
-    model: Any = AutoModelForCausalLM.from_pretrained(model_dir(name), dtype=resolve_dtype(dtype, device))
+    resolved = inference_dtype(dtype, device) if isinstance(dtype, str) else dtype
+    model: Any = AutoModelForCausalLM.from_pretrained(model_dir(name), dtype=resolved)
     return model.to(device)
 
 
 def load_model_and_tokenizer(
-    name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto"
+    name: str = DEFAULT_MODEL, device: str = "auto", dtype: Any = "auto"
 ) -> tuple[Any, Any]:
     return load_model(name, device, dtype), load_tokenizer(name)
 

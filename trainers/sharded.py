@@ -108,6 +108,8 @@ class LearnerShard:
         import torch.distributed as dist
         from torch.distributed.fsdp import fully_shard
 
+        from trainers.models import policy_precision
+
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master[0], str(master[1])
         backend = "nccl" if device.startswith("cuda") else "gloo"
         if device.startswith("cuda"):
@@ -118,6 +120,13 @@ class LearnerShard:
             torch.cuda.set_device(device)
         dist.init_process_group(backend, rank=self.rank, world_size=self.world_size)
         self.device = device
+        # The driver loaded the model in the policy's weights dtype (fp32 for `dtype: auto`), so the shards
+        # hold fp32 weights, gradients and moments. Mixed precision is the single-process learner's
+        # autocast around each forward, not FSDP2's MixedPrecisionPolicy(param_dtype=bf16): that one
+        # casts every parameter, norms included, and would run other numerics than the one-process
+        # learner that tests/trainers/test_sharded.py holds the shards to; its gain, all-gathers of half
+        # the bytes, matters once shards span nodes.
+        self.precision = policy_precision(self.config["dtype"], device)
         model = model.to(device)
         model.train()
         for layer in _decoder_layers(model):
@@ -169,12 +178,16 @@ class LearnerShard:
             for c, samples in enumerate(payload["chunks"]):
                 if not samples:
                     # Every forward and backward is a collective: take part with a pass that adds 0.
-                    dummy = self.model(input_ids=torch.zeros((1, 1), dtype=torch.long, device=self.device))
+                    with self.precision.autocast():
+                        dummy = self.model(
+                            input_ids=torch.zeros((1, 1), dtype=torch.long, device=self.device)
+                        )
                     (dummy.logits.sum() * 0.0).backward()
                     continue
-                logp, mask, entropy = padded_completion_logprobs(
-                    self.model, samples, cfg["temperature"], with_entropy=epoch == 0
-                )
+                with self.precision.autocast():  # the forward only: the backward follows its casts
+                    logp, mask, entropy = padded_completion_logprobs(
+                        self.model, samples, cfg["temperature"], with_entropy=epoch == 0
+                    )
                 if cfg["updates_per_batch"] == 1:
                     old = logp.detach()
                 else:

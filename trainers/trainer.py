@@ -164,20 +164,29 @@ class Trainer:
             torch.set_num_threads(cfg["torch_threads"])
         random.seed(cfg["seed"])
         torch.manual_seed(cfg["seed"])
-        from trainers.models import apply_lora, load_model, load_tokenizer, resolve_device
+        from trainers.models import apply_lora, load_model, load_tokenizer, policy_precision, resolve_device
 
         self.device = resolve_device(cfg["device"])
+        self.precision = policy_precision(cfg["dtype"], self.device)
         self.phase("loading", self.step, message=f"loading {cfg['model']}")
         model, tokenizer = self._model_override
         started = time.perf_counter()
-        self.model = model if model is not None else load_model(cfg["model"], self.device, cfg["dtype"])
+        self.model = (
+            model if model is not None else load_model(cfg["model"], self.device, self.precision.weights)
+        )
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(cfg["model"])
         if cfg["lora"]["enabled"] and not checkpoint.is_peft_model(self.model):
             self.model = apply_lora(self.model, cfg["lora"])
-        self.log(f"loaded {cfg['model']} on {self.device} in {time.perf_counter() - started:.1f}s")
+        weights = next(self.model.parameters()).dtype
+        autocast = self.precision.autocast_dtype
+        self.log(
+            f"loaded {cfg['model']} on {self.device} in {time.perf_counter() - started:.1f}s ({weights} "
+            f"weights{f', passes under {autocast} autocast' if autocast is not None else ''})"
+        )
         self.lora = checkpoint.is_peft_model(self.model)
         self.reference = None
         if cfg["kl_coef"] > 0 and not self.lora:
+            # The policy's own precision (and autocast): the KL term starts at exactly 0.
             self.reference = copy.deepcopy(self.model).eval()
             for p in self.reference.parameters():
                 p.requires_grad_(False)
@@ -261,8 +270,11 @@ class Trainer:
                 rollouts.update_weights(self.policy_state_dict, self.policy_version)
             return rollouts
         if cfg["generation_dtype"] == "auto":
-            # Generation runs on the policy itself: nothing to copy, ever.
-            backend = make_backend("transformers", model=self.model, tokenizer=self.tokenizer)
+            # Generation runs on the policy itself: nothing to copy, ever; under the learner's autocast, so
+            # sampler and learner score tokens alike.
+            backend = make_backend(
+                "transformers", model=self.model, tokenizer=self.tokenizer, precision=self.precision
+            )
             return LocalRollouts(backend, self.chat, self.make_env, cfg, self.stop, push_weights=False)
         from trainers.models import load_model
 
@@ -654,9 +666,12 @@ class Trainer:
                 batch = [rollouts[i] for i in chunk]
                 batch_masks = [masks[i] for i in chunk]
                 t0 = time.perf_counter()
-                logp, mask, entropy = completion_logprobs(
-                    self.model, batch, batch_masks, cfg["temperature"], with_entropy=epoch == 0
-                )
+                # Autocast around the forward only: the backward pass reruns each op in the dtype its
+                # forward chose, and the loss arithmetic stays in fp32.
+                with self.precision.autocast():
+                    logp, mask, entropy = completion_logprobs(
+                        self.model, batch, batch_masks, cfg["temperature"], with_entropy=epoch == 0
+                    )
                 if cfg["updates_per_batch"] == 1:
                     old = logp.detach()
                 else:
@@ -821,10 +836,11 @@ class Trainer:
 
     @torch.no_grad()
     def _reference_logprobs(self, batch: list[Rollout], masks: list[list[int]]) -> torch.Tensor:
-        if self.lora:
-            with self.model.disable_adapter():
-                return completion_logprobs(self.model, batch, masks, self.config["temperature"])[0]
-        return completion_logprobs(self.reference, batch, masks, self.config["temperature"])[0]
+        with self.precision.autocast():
+            if self.lora:
+                with self.model.disable_adapter():
+                    return completion_logprobs(self.model, batch, masks, self.config["temperature"])[0]
+            return completion_logprobs(self.reference, batch, masks, self.config["temperature"])[0]
 
     # -- evaluation and checkpoints ------------------------------------------------------------
 

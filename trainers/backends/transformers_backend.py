@@ -12,11 +12,13 @@ Our own loop rather than `model.generate`, for three reasons that matter on a sm
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import torch
 
 from trainers.backends.base import Completion, GenerationBackend, Prompt, stop_index
+from trainers.models import PolicyPrecision
 
 
 def _preallocated_cache(config: Any, capacity: int) -> Any:
@@ -149,7 +151,10 @@ class TransformersBackend(GenerationBackend):
         device: str = "auto",
         dtype: str = "auto",
         lora: Mapping[str, Any] | None = None,
+        precision: PolicyPrecision | None = None,
     ) -> None:
+        """`precision`: the trained policy's `trainers.models.PolicyPrecision` when `model` is the policy
+        itself, so sampling runs under the learner's autocast; None samples in the model's own dtype."""
         if model is None or tokenizer is None:
             from trainers.models import DEFAULT_MODEL, load_model, load_tokenizer
 
@@ -162,6 +167,7 @@ class TransformersBackend(GenerationBackend):
                 model = apply_lora(model, lora)
         self.model = model
         self.tokenizer = tokenizer
+        self.precision = precision
         self.eos_ids = eos_token_ids(model, tokenizer)
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else next(iter(self.eos_ids)))
@@ -204,15 +210,16 @@ class TransformersBackend(GenerationBackend):
         was_training = self.model.training
         self.model.eval()
         try:
-            return self._generate(
-                [self.prompt_token_ids(p) for p in prompts],
-                n,
-                max_new_tokens,
-                temperature,
-                top_p,
-                stops,
-                generator,
-            )
+            with self.precision.autocast() if self.precision is not None else nullcontext():
+                return self._generate(
+                    [self.prompt_token_ids(p) for p in prompts],
+                    n,
+                    max_new_tokens,
+                    temperature,
+                    top_p,
+                    stops,
+                    generator,
+                )
         finally:
             self.model.train(was_training)
 

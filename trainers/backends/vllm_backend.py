@@ -87,7 +87,7 @@ class VLLMBackend(GenerationBackend):
                 "the vllm backend needs vLLM: pip install 'rollout-studio[gpu]' on a GPU machine, or "
                 f"`make venv-vllm` for the CPU build (import failed: {exc}); or set backend: transformers"
             ) from exc
-        from trainers.models import DEFAULT_MODEL, load_tokenizer, model_dir, resolve_dtype
+        from trainers.models import DEFAULT_MODEL, inference_dtype, load_tokenizer, model_dir
 
         # A vLLM build targets one device kind: the CPU build cannot use a GPU nor the CUDA build a CPU.
         engine_device = "cpu" if current_platform.is_cpu() else str(current_platform.device_type)
@@ -105,8 +105,11 @@ class VLLMBackend(GenerationBackend):
             engine_kwargs.setdefault("enforce_eager", True)
         else:
             engine_kwargs.setdefault("gpu_memory_utilization", gpu_memory_utilization)
-        if dtype == "auto":  # the learner's choice (models.resolve_dtype), so both score tokens alike
-            dtype = str(resolve_dtype("auto", "cpu" if on_cpu else "cuda")).removeprefix("torch.")
+        if dtype == "auto":
+            # The learner's compute dtype (models.inference_dtype): bf16 on a GPU, where the learner keeps
+            # fp32 weights and scores under bf16 autocast, so the two log-probs differ by rounding (the
+            # trainer's logprob_mismatch/mean metric, and TIS where async); fp32 on a CPU, as the learner.
+            dtype = str(inference_dtype("auto", "cpu" if on_cpu else "cuda")).removeprefix("torch.")
 
         # With LoRA the learner pushes merged weights (base + adapters) through update_weights, so
         # vLLM itself never needs to know about the adapters: `lora` is accepted and unused.

@@ -1,0 +1,111 @@
+"""The trained policy's precision (`trainers.models.policy_precision`): fp32 weights for `dtype: auto` on
+every device, bf16 autocast for its passes on CUDA, and what an explicit `bfloat16` costs."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from trainers import models
+from trainers.models import PolicyPrecision, inference_dtype, policy_precision
+from trainers.trainer import Trainer
+
+
+def test_auto_on_cuda_keeps_fp32_weights_and_runs_the_passes_under_bf16_autocast():
+    precision = policy_precision("auto", "cuda:0")
+    assert precision.weights is torch.float32
+    assert precision.autocast_dtype is torch.bfloat16 and precision.device_type == "cuda"
+    assert precision.compute is torch.bfloat16
+
+
+def test_auto_on_a_cpu_is_fp32_with_no_autocast():
+    precision = policy_precision("auto", "cpu")
+    assert precision.weights is torch.float32 and precision.autocast_dtype is None
+    layer = torch.nn.Linear(4, 4)
+    with precision.autocast():
+        assert layer(torch.ones(1, 4)).dtype is torch.float32
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_an_explicit_bfloat16_stores_the_policy_in_bf16_without_autocast(device):
+    precision = policy_precision("bfloat16", device)
+    assert precision.weights is torch.bfloat16 and precision.autocast_dtype is None
+    assert policy_precision("float32", device) == PolicyPrecision(torch.float32, None, device)
+
+
+def test_a_model_that_only_samples_runs_in_the_learners_compute_dtype():
+    assert inference_dtype("auto", "cuda") is torch.bfloat16  # what vLLM and the rollout workers' copies use
+    assert inference_dtype("auto", "cpu") is torch.float32
+    assert inference_dtype("float16", "cuda") is torch.float16
+
+
+def test_autocast_runs_the_matrix_products_in_its_dtype_and_keeps_the_weights():
+    # The CUDA rule's mechanism, on the CPU (which has a bf16 autocast too).
+    precision = PolicyPrecision(torch.float32, torch.bfloat16, "cpu")
+    layer = torch.nn.Linear(4, 4)
+    with precision.autocast():
+        out = layer(torch.ones(1, 4))
+    out.float().sum().backward()
+    assert out.dtype is torch.bfloat16
+    assert layer.weight.dtype is torch.float32 and layer.weight.grad.dtype is torch.float32
+
+
+def _fraction_changed_by_one_adamw_step(dtype: torch.dtype, lr: float) -> float:
+    generator = torch.Generator().manual_seed(0)
+    weights = (torch.randn(8192, generator=generator) * 0.05).to(dtype)  # a linear layer's scale
+    param = torch.nn.Parameter(weights.clone())
+    param.grad = torch.randn(8192, generator=generator).to(dtype)
+    torch.optim.AdamW([param], lr=lr, weight_decay=0.0).step()
+    return float((param.detach() != weights).float().mean())
+
+
+def test_bf16_weights_lose_small_updates_that_fp32_master_weights_keep():
+    lr = 2e-5  # trainers/examples/arithmetic_grpo.yaml's
+    kept = _fraction_changed_by_one_adamw_step(policy_precision("auto", "cuda").weights, lr)
+    rounded = _fraction_changed_by_one_adamw_step(policy_precision("bfloat16", "cuda").weights, lr)
+    assert kept == 1.0
+    assert rounded < 0.2  # Adam's first step moves each weight by ≈ lr: below bf16's resolution for most
+
+
+def test_the_trainer_scores_and_samples_under_the_policys_autocast(tiny, toy_env, monkeypatch):
+    """The CUDA path on the CPU: fp32 weights, bf16 autocast. The learner's forward, its backward and
+    sampling with the policy itself run under it; the weights, gradients and AdamW moments stay fp32."""
+    mixed = PolicyPrecision(torch.float32, torch.bfloat16, "cpu")
+    monkeypatch.setattr(models, "policy_precision", lambda dtype, device: mixed)
+    model, tokenizer = tiny
+    trainer = Trainer(
+        {
+            "max_steps": 1,
+            "group_size": 4,
+            "prompts_per_step": 1,
+            "max_new_tokens": 6,
+            "max_turns": 1,
+            "eval_tasks": 0,
+            "checkpoint_every": 0,
+            "kl_coef": 0.1,  # the reference model's pass too
+        },
+        env_factory=toy_env,
+        model=copy.deepcopy(model),
+        tokenizer=tokenizer,
+    )
+    seen: list[tuple[bool, torch.dtype]] = []
+    trainer.setup()
+    assert trainer.precision is mixed
+    trainer.model.lm_head.register_forward_hook(
+        lambda module, args, out: seen.append((torch.is_grad_enabled(), out.dtype))
+    )
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    try:
+        metrics = trainer.train_step()
+    finally:
+        trainer.rollouts.close()
+    sampled = [dtype for grad, dtype in seen if not grad]
+    scored = [dtype for grad, dtype in seen if grad]
+    assert sampled and scored and set(sampled) == set(scored) == {torch.bfloat16}
+    assert metrics["trained_sequences"] > 0
+    assert all(p.dtype is torch.float32 and p.grad.dtype is torch.float32 for p in trainer.params)
+    assert all(v.dtype is torch.float32 for state in trainer.optimizer.state.values() for v in state.values())
+    changed = [k for k, v in trainer.model.state_dict().items() if not torch.equal(v, before[k])]
+    assert changed
