@@ -128,15 +128,13 @@ def _downsample(curve: _Curve, max_points: int) -> list[tuple[float, float]]:
     """The curve's first and last reported point plus the lowest and highest point of each of
     (max_points - 2) // 2 equal x-ranges, ordered by x: at most max_points points."""
     rows = curve.rows().values_list(curve.x_field, "value")
-    # The first point is at the curve's lowest step, so in a chunk whose lowest step that is (and the
-    # last likewise): only those chunks are unnested.
-    steps = MetricChunk.objects.filter(run_id=curve.run_id, key=curve.key).aggregate(
-        lo=Min("min_step"), hi=Max("max_step")
-    )
-    ends = [
-        rows.filter(chunk_min_step=steps["lo"]).order_by("step", "id").first(),
-        rows.filter(chunk_max_step=steps["hi"]).order_by("-step", "-id").first(),
-    ]
+    first, last = rows.order_by("step", "id"), rows.order_by("-step", "-id")
+    if curve.x_field == "step":
+        # Against steps the curve's first point is at its lowest step (curve.lo), so in a chunk whose
+        # lowest step that is, and the last likewise: only those chunks are unnested. (Against wall time
+        # or tokens the first point with one may sit in any chunk.)
+        first, last = first.filter(chunk_min_step=curve.lo), last.filter(chunk_max_step=curve.hi)
+    ends = [first.first(), last.first()]
     buckets = (max_points - 2) // 2
     vendor = connection.vendor
     if vendor == "postgresql":

@@ -103,6 +103,16 @@ def test_points_without_the_chosen_x_are_left_out(run):
         metric_series(run, ["kl"], x="epoch")
 
 
+def test_a_long_curve_against_time_keeps_its_first_timed_point_when_earlier_chunks_have_none(run):
+    # An importer's first 200 steps came without wall times: the curve against time starts at step 200.
+    insert_metrics(run.pk, [(step, None, None, {"kl": 0.0}) for step in range(200)])
+    # Values cycle, so neither end is its bucket's lowest or highest point: only the ends rule keeps them.
+    insert_metrics(run.pk, [(step, 1000.0 + step, None, {"kl": step % 7 / 10}) for step in range(200, 3200)])
+    series = metric_series(run, ["kl"], max_points=100, x="time")["kl"]
+    assert series.downsampled and series.total == 3000
+    assert (series.x[0], series.y[0]) == (1200.0, 0.4) and (series.x[-1], series.y[-1]) == (4199.0, 0.0)
+
+
 def test_key_patterns_expand_against_what_the_run_reported():
     available = ["criterion/correct", "criterion/format", "kl", "reward/mean"]
     assert expand_keys(["reward/mean", "criterion/*", "kl", "entropy"], available) == [
