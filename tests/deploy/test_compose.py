@@ -38,7 +38,8 @@ def test_the_gpu_worker_reserves_nvidia_devices_and_installs_the_gpu_extra():
 def test_web_runs_an_asgi_server_on_postgres_and_redis():
     web = load()["services"]["web"]
     env = load()["x-app"]["environment"]
-    assert "daphne" in " ".join(web["command"])
+    command = " ".join(web["command"])
+    assert "uvicorn webapp.asgi:application" in command and "--workers" in command
     assert env["DATABASE_URL"].startswith("postgres://")
     assert env["REDIS_URL"].startswith("redis://")
 
