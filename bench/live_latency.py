@@ -1,6 +1,8 @@
 """How long from a trainer reporting an event to that event reaching every browser watching the run.
 
-Real pieces only: a daphne server (subprocess) serving webapp.asgi on Postgres + Redis, 50 websocket
+Real pieces only: a server (subprocess: daphne, one process, as the demo runs it; or with
+LIVE_BENCH_SERVER=uvicorn, LIVE_BENCH_WORKERS processes, as compose runs it) serving webapp.asgi on
+Postgres + Redis, 50 websocket
 subscribers signed in with session cookies (the `websockets` client), and events posted one batch at a
 time through the HTTP ingestion API, exactly as a trainer's reporter does.
 
@@ -44,6 +46,8 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rollou
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/14")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
+SERVER = os.environ.get("LIVE_BENCH_SERVER", "daphne")
+WORKERS = int(os.environ.get("LIVE_BENCH_WORKERS", "2"))
 SUBSCRIBERS = int(os.environ.get("LIVE_BENCH_SUBSCRIBERS", "50"))
 EVENTS = int(os.environ.get("LIVE_BENCH_EVENTS", "300"))
 INTERVAL_S = float(os.environ.get("LIVE_BENCH_INTERVAL_S", "0.05"))
@@ -120,12 +124,32 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_daphne(port: int) -> subprocess.Popen:
-    log_path = ROOT / "var" / "bench-live-daphne.log"
+def server_label() -> str:
+    return f"uvicorn ×{WORKERS}" if SERVER == "uvicorn" else "daphne"
+
+
+def start_server(port: int) -> subprocess.Popen:
+    log_path = ROOT / "var" / f"bench-live-{SERVER}.log"
     log_path.parent.mkdir(exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "WARNING"}
+    if SERVER == "uvicorn":  # as docker-compose.yml serves
+        command = [
+            *(sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1"),
+            *("--port", str(port), "--workers", str(WORKERS), "--no-access-log"),
+        ]
+    else:
+        command = [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "webapp.asgi:application",
+        ]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
+        command,
         cwd=ROOT,
         env=env,
         stdout=open(log_path, "w"),
@@ -136,7 +160,7 @@ def start_daphne(port: int) -> subprocess.Popen:
     deadline = time.monotonic() + 60
     while True:
         if proc.poll() is not None:
-            raise RuntimeError(f"daphne exited; see {log_path}")
+            raise RuntimeError(f"{SERVER} exited; see {log_path}")
         try:
             if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).ok:
                 return proc
@@ -144,7 +168,7 @@ def start_daphne(port: int) -> subprocess.Popen:
             pass
         if time.monotonic() > deadline:
             proc.kill()
-            raise RuntimeError(f"daphne did not answer in 60 s; see {log_path}")
+            raise RuntimeError(f"{SERVER} did not answer in 60 s; see {log_path}")
         time.sleep(0.2)
 
 
@@ -280,28 +304,28 @@ def main() -> None:
     ensure_database(os.environ["DATABASE_URL"])
     cookie, run_id, token, _slug = setup_django_and_run()
     port = free_port()
-    daphne = start_daphne(port)
-    profiler = start_profiler(daphne.pid)
+    server = start_server(port)
+    profiler = start_profiler(server.pid)
     try:
         end_to_end, after_reply, ingestion, floor, missing = asyncio.run(measure(port, cookie, run_id, token))
     finally:
         if profiler is not None:
             profiler.send_signal(signal.SIGINT)  # py-spy writes its file when interrupted
             profiler.wait(timeout=60)
-        daphne.terminate()
+        server.terminate()
         try:
-            daphne.wait(timeout=10)
+            server.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            daphne.kill()
+            server.kill()
     counted = EVENTS - WARMUP
     print(
         f"live latency: {SUBSCRIBERS} websocket subscribers, {counted} events (after {WARMUP} warm-up), "
-        f"one batch every {INTERVAL_S * 1000:.0f} ms; daphne on {urlparse(os.environ['DATABASE_URL']).scheme} "
+        f"one batch every {INTERVAL_S * 1000:.0f} ms; {server_label()} on {urlparse(os.environ['DATABASE_URL']).scheme} "
         f"+ {urlparse(os.environ['REDIS_URL']).scheme}; {os.cpu_count()} CPU cores shared by everything"
     )
     print(f"deliveries: {len(end_to_end)} of {counted * SUBSCRIBERS} ({missing} missing)")
     for name, values in [
-        ("baseline: GET /healthz through the same daphne", floor),
+        (f"baseline: GET /healthz through the same {SERVER}", floor),
         ("ingestion request (POST sent -> 200 received)", ingestion),
         ("end-to-end (POST sent -> frame received)", end_to_end),
         ("after reply (200 received -> frame received)", after_reply),
