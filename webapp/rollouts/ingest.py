@@ -220,28 +220,15 @@ def insert_metrics(run_id: int, logged: list[tuple[int, float | None, int | None
             for start in range(0, len(points), METRIC_CHUNK_POINTS):
                 chunks.append((key, *zip(*points[start : start + METRIC_CHUNK_POINTS], strict=True)))
     columns_stored = ["run", "key", "size", "min_step", "max_step", "steps", "values", "wall_times", "tokens"]
-    if connection.vendor != "postgresql":
-        rows = [
-            (
-                run_id,
-                key,
-                len(steps),
-                min(steps),
-                max(steps),
-                *map(_json, (steps, values, walls, tokens_seen)),
-            )
-            for key, steps, values, walls, tokens_seen in chunks
-        ]
-        _insert_rows(MetricChunk, columns_stored, rows)
-        return
-    # Each list in Postgres's binary array format, which binary COPY hands to the column's own input
+    postgres = connection.vendor == "postgresql"
+    # On Postgres each list in its binary array format, which binary COPY hands to the column's own input
     # function as it is ("bytea" only tells psycopg to pass the bytes through; psycopg's own list dumper
-    # cost 4× the client CPU). Lists shared by every metric are encoded once.
-    encoded: dict[int, bytes] = {}
+    # cost 4× the client CPU); lists shared by every metric of the batch are encoded once. Elsewhere JSON.
+    encoded: dict[int, bytes | str | None] = {}
 
-    def shared(items: tuple, element: tuple[int, str]) -> bytes:
+    def encode(items: tuple, element: tuple[int, str]) -> bytes | str | None:
         if id(items) not in encoded:
-            encoded[id(items)] = _pg_array(items, element)
+            encoded[id(items)] = _pg_array(items, element) if postgres else _json(items)
         return encoded[id(items)]
 
     rows = [
@@ -251,13 +238,16 @@ def insert_metrics(run_id: int, logged: list[tuple[int, float | None, int | None
             len(steps),
             min(steps),
             max(steps),
-            shared(steps, _INT8),
-            _pg_array(values, _FLOAT8),
-            shared(walls, _FLOAT8),
-            shared(tokens_seen, _INT8),
+            encode(steps, _INT8),
+            encode(values, _FLOAT8),
+            encode(walls, _FLOAT8),
+            encode(tokens_seen, _INT8),
         )
         for key, steps, values, walls, tokens_seen in chunks
     ]
+    if not postgres:
+        _insert_rows(MetricChunk, columns_stored, rows)
+        return
     meta = MetricChunk._meta
     fields = [meta.get_field(name) for name in columns_stored]
     column_list = ", ".join(connection.ops.quote_name(f.column) for f in fields)
