@@ -42,6 +42,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -827,6 +828,8 @@ def main() -> int:
                         reference = RESULTS["checks"].get("update")
                         run_check("shard", check_shard, str(final), payload, reference, work)
     finally:
+        # The run's checkpoints and converted model: ~5 GB on the GPU sizes, gone with the run.
+        shutil.rmtree(work, ignore_errors=True)
         RESULTS["modules"] = third_party_modules()
         RESULTS["seconds"] = round(time.perf_counter() - started, 1)
         (out / "cuda_check.json").write_text(json.dumps(RESULTS, indent=2, default=str))
