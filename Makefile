@@ -6,8 +6,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
+# The side venvs' stamps are defined here, before `test` names them (prerequisites expand when read).
+MCP2_VENV := .venv-mcp2
+MCP2_STAMP := $(MCP2_VENV)/.installed
+VF04_VENV := .venv-vf04
+VF04_STAMP := $(VF04_VENV)/.installed
+VF04_FIXTURE := tests/fixtures/vf04_echo
+HARBOR_VENV := .venv-harbor
+HARBOR_STAMP := $(HARBOR_VENV)/.installed
 
-.PHONY: demo test test-fast lint bench test-tools clean venv-vllm test-vllm screenshots
+.PHONY: test-deploy deploy-images clean-deploy demo test test-fast lint bench test-tools clean venv-vllm test-vllm screenshots venv-mcp2 venv-vf04 venv-harbor stop-test-redis
 
 # The tests' own verifiers environment package (tests/fixtures/vf_word_tools) is installed like any
 # environment a user brings, editable so that changing it needs no reinstall.
@@ -26,12 +34,17 @@ demo: $(STAMP)
 
 # Tests keep their state (embedded redis-server, databases, logs) in var/test, apart from the demo's.
 # The vLLM tier runs after the main suite, in its own venv (see venv-vllm below).
-test: $(STAMP) test-tools
-	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest
+# The embedded redis-server the suite started is stopped when it ends, pass or fail (stop-test-redis).
+test: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP)
+	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest; status=$$?; $(MAKE) stop-test-redis; exit $$status
 	$(MAKE) test-vllm
 
 test-fast: $(STAMP)
-	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest -m "not slow and not browser"
+	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest -m "not slow and not browser"; status=$$?; \
+	$(MAKE) stop-test-redis; exit $$status
+
+stop-test-redis:
+	@$(PY) -c "from pathlib import Path; from webapp.embedded import stop_embedded_redis; stop_embedded_redis(Path('var/test'))"
 
 test-tools:
 	@bash scripts/ensure-test-tools.sh
@@ -71,5 +84,59 @@ venv-vllm: $(VLLM_STAMP)
 test-vllm: $(VLLM_STAMP)
 	ROLLOUT_STUDIO_VAR=var/test-vllm $(VLLM_PY) -m pytest -p no:django -m vllm tests/vllm
 
+# A current MCP server (the mcp 2.x SDK) for tests/trainers/envs/test_mcp_stateless.py: its own small venv
+# (mcp and its web stack, no torch; ~20 s), because the main venv's verifiers 0.3 needs the 1.x SDK.
+
+$(MCP2_STAMP):
+	test -x $(MCP2_VENV)/bin/python || $(PYTHON) -m venv $(MCP2_VENV)
+	$(MCP2_VENV)/bin/python -m pip install -q 'mcp==2.3.*'
+	touch $(MCP2_STAMP)
+
+venv-mcp2: $(MCP2_STAMP)
+
+# verifiers 0.4 (verifiers.v1) in its own venv, for the `verifiers` kind's v1 path: the trainer runs
+# trainers/envs/verifiers_v1_bridge.py with this Python (tests/trainers/envs/test_verifiers_v1.py). 0.4 pins
+# mcp 2.0 and openai<3 and cannot share the main venv with 0.3; no torch here (its renderers pull
+# transformers only). uv comes along: verifiers' harness programs are PEP 723 scripts it syncs.
+
+$(VF04_STAMP): constraints.txt $(VF04_FIXTURE)/pyproject.toml
+	test -x $(VF04_VENV)/bin/python || $(PYTHON) -m venv $(VF04_VENV)
+	$(VF04_VENV)/bin/python -m pip install -q -c constraints.txt 'verifiers==0.4.*' uv
+	$(VF04_VENV)/bin/python -m pip install -q -c constraints.txt -e $(VF04_FIXTURE)
+	touch $(VF04_STAMP)
+
+venv-vf04: $(VF04_STAMP)
+
+# Harbor's own pydantic models (ATIF trajectories, task.toml), which the tests check our ATIF and Harbor
+# task handling against (tests/harbor_models.py). harbor 0.25 requires Python >= 3.12 and its CLI, trial
+# and verifier code use 3.12 syntax; its models import on 3.11, so the package goes in without its
+# Python check or dependencies, and only the models' dependencies are added (a few seconds).
+$(HARBOR_STAMP):
+	test -x $(HARBOR_VENV)/bin/python || $(PYTHON) -m venv $(HARBOR_VENV)
+	$(HARBOR_VENV)/bin/python -m pip install -q --no-deps --ignore-requires-python 'harbor==0.25.*'
+	$(HARBOR_VENV)/bin/python -m pip install -q 'pydantic>=2.12' shortuuid toml pathspec
+	touch $(HARBOR_STAMP)
+
+venv-harbor: $(HARBOR_STAMP)
+
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) var
+	rm -rf $(VENV) $(VLLM_VENV) $(MCP2_VENV) $(VF04_VENV) $(HARBOR_VENV) var
+
+# The deploy tier (not in `make test`): the compose stack built and run on this machine's Docker —
+# bootstrap, a GRPO run over two Ray nodes followed over the websocket (tests/deploy/test_compose_stack.py).
+# Where Docker Hub is not reachable: make test-deploy DEPLOY_BASES=local (Debian-built stand-ins).
+DEPLOY_BASES ?= hub
+ifeq ($(DEPLOY_BASES),local)
+DEPLOY_IMAGES := BASE_IMAGE=local/python:3.11 POSTGRES_IMAGE=local/postgres:15 REDIS_IMAGE=local/redis:7
+endif
+deploy-images:
+	@if [ "$(DEPLOY_BASES)" = local ]; then bash scripts/docker-local-bases.sh; fi
+	$(DEPLOY_IMAGES) bash scripts/docker-build.sh
+
+test-deploy: $(STAMP) deploy-images
+	@start=$$(date +%s); $(DEPLOY_IMAGES) DEPLOY_TESTS=1 $(PY) -m pytest -p no:randomly -s -m deploy tests/deploy/test_compose_stack.py; \
+	status=$$?; echo "test-deploy tier: $$(( $$(date +%s) - start )) s"; exit $$status
+
+# Removes the deploy tier's images (the stack itself is removed by the tests).
+clean-deploy:
+	docker image rm -f rollout-studio:latest local/python:3.11 local/postgres:15 local/redis:7 local/debian:bookworm

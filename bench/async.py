@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def run(staleness: int, seconds: float, base: dict) -> dict:
-    from trainers.events import MemorySink
-    from trainers.trainer import Trainer
+    from trainers.learn.trainer import Trainer
+    from trainers.sdk.events import MemorySink
 
     sink = MemorySink()
     trainer = Trainer({**base, "max_staleness": staleness}, sink=sink)

@@ -10,7 +10,7 @@ Checks, each printed as one PASS / FAIL / SKIP line and gathered in `<out>/cuda_
    bf16 matrix-product loop keeps the GPU busy in a background thread: every GPU has a utilisation
    above 0 and memory figures, read through NVML (`pynvml`), not the nvidia-smi fallback.
    workers/node.py is loaded from its file: importing the `workers` package starts Celery and Django.
-2. `train` — `trainers.trainer.Trainer` (what `python -m trainers train` runs) on
+2. `train` — `trainers.learn.trainer.Trainer` (what `python -m trainers train` runs) on
    trainers/examples/arithmetic_grpo.yaml with `device: auto`, a few steps, eval, checkpoints: the
    policy's weights are fp32 on every device and its passes run under bf16 autocast on CUDA
    (`trainers.models.policy_precision`), the run SUCCEEDED, step times and rewards.
@@ -22,7 +22,7 @@ Checks, each printed as one PASS / FAIL / SKIP line and gathered in `<out>/cuda_
 4b. `precision` — one AdamW step at lr 2e-5 from fresh weights and optimizer, on the same rows, for
    `dtype: auto` (fp32 weights, bf16 autocast on CUDA) and `dtype: bfloat16` (bf16 weights): the
    fraction of weight values each changed (fp32 ≈ 100 %; bf16 rounds most away) and each update's time.
-5. `shard` — `trainers.sharded.LearnerShard` in a child process on the same rows: FSDP2 over an NCCL
+5. `shard` — `trainers.learn.sharded.LearnerShard` in a child process on the same rows: FSDP2 over an NCCL
    process group of world size 1 (one GPU: NCCL refuses two ranks on one device), learn twice, gather
    the full weights, save and load its torch.distributed.checkpoint. Ray is not needed for one shard and
    is stubbed (`ray.get_gpu_ids() == []`, so the shard takes cuda:0 as its fallback does).
@@ -308,9 +308,9 @@ def check_train(config_path: Path, work: Path) -> Any:
     import torch
 
     from trainers.cli import ProgressSink, load_config
-    from trainers.events import JsonlSink, MultiSink
+    from trainers.learn.trainer import Trainer
     from trainers.models import policy_precision
-    from trainers.trainer import Trainer
+    from trainers.sdk.events import JsonlSink, MultiSink
 
     config = load_config(config_path)
     out = work / "run"
@@ -326,7 +326,7 @@ def check_train(config_path: Path, work: Path) -> Any:
     param = next(trainer.model.parameters())
     sampler = getattr(trainer.rollouts.backend, "model", None)
     sampler_dtype = str(next(sampler.parameters()).dtype) if sampler is not None else None
-    expected = policy_precision("auto", trainer.device)
+    expected = policy_precision("auto", trainer.learner.device)
     evs = events(out / "events.jsonl")
     train = [e for e in evs if e["type"] == "metrics" and e.get("split") == "train"]
     evals = [e for e in evs if e["type"] == "metrics" and e.get("split") == "eval"]
@@ -367,21 +367,21 @@ def check_train(config_path: Path, work: Path) -> Any:
         result.status == "SUCCEEDED"
         and result.step == config["max_steps"]
         and param.dtype == expected.weights == torch.float32
-        and trainer.precision.autocast_dtype == expected.autocast_dtype
-        and (expected.autocast_dtype == torch.bfloat16) == trainer.device.startswith("cuda")
-        and param.device.type == ("cuda" if trainer.device.startswith("cuda") else "cpu")
+        and trainer.learner.precision.autocast_dtype == expected.autocast_dtype
+        and (expected.autocast_dtype == torch.bfloat16) == trainer.learner.device.startswith("cuda")
+        and param.device.type == ("cuda" if trainer.learner.device.startswith("cuda") else "cpu")
     )
     record(
         "train",
         "PASS" if ok else "FAIL",
-        f"{result.status} at step {result.step} in {wall:.1f} s on {trainer.device}; policy {param.dtype} on "
-        f"{param.device}, passes under {trainer.precision.autocast_dtype} autocast "
-        f"(policy_precision('auto', '{trainer.device}') = {expected}); sampler {sampler_dtype}; "
+        f"{result.status} at step {result.step} in {wall:.1f} s on {trainer.learner.device}; policy {param.dtype} on "
+        f"{param.device}, passes under {trainer.learner.precision.autocast_dtype} autocast "
+        f"(policy_precision('auto', '{trainer.learner.device}') = {expected}); sampler {sampler_dtype}; "
         f"step times {', '.join(f'{t:.2f}' for t in step_times)} s; peak CUDA memory allocated {peak} MiB",
         status_=result.status,
-        device=trainer.device,
+        device=trainer.learner.device,
         policy_dtype=str(param.dtype),
-        autocast_dtype=str(trainer.precision.autocast_dtype),
+        autocast_dtype=str(trainer.learner.precision.autocast_dtype),
         sampler_dtype=sampler_dtype,
         wall_s=round(wall, 2),
         steps=steps,
@@ -400,7 +400,7 @@ def check_checkpoint(trainer: Any, config: dict[str, Any], config_path: Path, ou
     files = sorted(p.name for p in path.iterdir())
     rng = torch.load(path / "rng.pt", weights_only=False)
     cuda_rng = rng.get("cuda")
-    on_cuda = trainer.device.startswith("cuda")
+    on_cuda = trainer.learner.device.startswith("cuda")
     rng_ok = (cuda_rng is not None and len(cuda_rng) >= 1) if on_cuda else cuda_rng is None
     from safetensors import safe_open
 
@@ -477,13 +477,22 @@ def check_update(trainer: Any, config: dict[str, Any], work: Path) -> tuple[Path
     """One update with fixed advantages on fresh samples; leaves the rows for the precision and shard checks."""
     import torch
 
-    from trainers.events import NullSink
-    from trainers.sharded import sample_payload, split_rows
+    from trainers.learn.sampler import make_rollouts
+    from trainers.learn.sharded import sample_payload, split_rows
+    from trainers.learn.step import plan_update
+    from trainers.sdk.events import NullSink
 
     trainer.sink = NullSink()  # the run closed its sinks
-    trainer.rollouts = trainer._make_rollouts()
-    tasks = trainer.train_tasks[:2]
-    seeds = trainer._seeds(2, config["group_size"])
+    trainer.sampler.rollouts = make_rollouts(
+        trainer.config,
+        trainer.learner,
+        chat=trainer.chat,
+        make_env=trainer.make_env,
+        stop=trainer.stop,
+        policy_version=trainer.policy_version,
+    )
+    tasks = trainer.sampler.train_tasks[:2]
+    seeds = trainer.sampler.seeds(2, config["group_size"])
     t0 = time.perf_counter()
     groups = trainer.rollouts.generate(
         tasks, seeds, max_turns=1, generation_seed=seeds[0][0], policy_version=trainer.policy_version
@@ -495,8 +504,10 @@ def check_update(trainer: Any, config: dict[str, Any], work: Path) -> tuple[Path
     for i, r in enumerate(rollouts):
         r.advantage = 1.0 if i % 2 == 0 else -0.5
         r.token_advantages = None
-    masks, num_tokens, num_sequences, norm_constant, active, chunks = trainer._update_plan(rollouts)
-    lr = trainer.scheduler.get_last_lr()[0]
+    plan = plan_update(trainer.config, rollouts, trainer.step)
+    masks, chunks = plan.masks, plan.chunks
+    num_tokens, num_sequences, norm_constant = plan.num_tokens, plan.num_sequences, plan.norm_constant
+    lr = trainer.learner.learning_rate
     payload = {
         "chunks": [
             [sample_payload(rollouts[i], masks[i], None) for i in rows] for rows in split_rows(chunks, 1)[0]
@@ -531,7 +542,7 @@ def check_update(trainer: Any, config: dict[str, Any], work: Path) -> tuple[Path
         and metrics["grad_norm"] > 1e-6
         and changed > 0
         # fp32 weights take the update nearly everywhere (a bf16 policy took 4 % at this lr)
-        and (changed_values > 0.9 or trainer.precision.weights != torch.float32)
+        and (changed_values > 0.9 or trainer.learner.precision.weights != torch.float32)
         and metrics["trained_sequences"] > 0
         and pushed is not False
     )
@@ -566,8 +577,8 @@ def check_precision(config_path: Path, rollouts: list[Any]) -> None:
     import torch
 
     from trainers.cli import load_config
-    from trainers.events import NullSink
-    from trainers.trainer import Trainer
+    from trainers.learn.trainer import Trainer
+    from trainers.sdk.events import NullSink
 
     rows: dict[str, dict[str, Any]] = {}
     for dtype in ("auto", "bfloat16"):
@@ -597,7 +608,7 @@ def check_precision(config_path: Path, rollouts: list[Any]) -> None:
                 first = {k: round(v, 4) for k, v in timings.items()}
         rows[dtype] = {
             "weights": str(next(trainer.model.parameters()).dtype),
-            "autocast": str(trainer.precision.autocast_dtype),
+            "autocast": str(trainer.learner.precision.autocast_dtype),
             "changed_tensors": tensors,
             "tensors": len(before),
             "changed_values_fraction": values,
@@ -646,8 +657,8 @@ def shard_child(model_dir: str, payload_path: str, result_path: str) -> None:
     import torch
     import torch.distributed as dist
 
+    from trainers.learn.sharded import LearnerShard
     from trainers.models import load_model, policy_precision, resolve_device
-    from trainers.sharded import LearnerShard
 
     data = json.loads(Path(payload_path).read_text())
     cfg, payload = data["config"], data["payload"]
@@ -677,7 +688,7 @@ def shard_child(model_dir: str, payload_path: str, result_path: str) -> None:
         totals = shard.learn(payload)
         if device.startswith("cuda"):
             torch.cuda.synchronize()
-        learns.append({"seconds": time.perf_counter() - t0, **{k: float(v) for k, v in totals.items()}})
+        learns.append({"seconds": time.perf_counter() - t0, **{k: float(v) for k, v in vars(totals).items()}})
     out["learn"] = learns
     t0 = time.perf_counter()
     full = shard.full_state_dict()

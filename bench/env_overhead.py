@@ -75,7 +75,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     args = parser.parse_args()
 
-    from trainers.envs.openenv import OpenEnvEnvironment, stop_managed_servers
+    from trainers.envs.openenv import OpenEnvEnvironment
+    from trainers.envs.openenv_server import stop_managed_servers
     from trainers.types import Task
 
     local = EchoEnvironment()

@@ -78,12 +78,12 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from trainers.backends import make_backend
     from trainers.envs.agent import AgentEnv, environment_agent
     from trainers.envs.arithmetic import ArithmeticCalculatorEnv
     from trainers.models import load_model_and_tokenizer
-    from trainers.rollout import ChatFormat, generate_rollouts
-    from trainers.toolformats import resolve_tool_format
+    from trainers.rollout.backends import make_backend
+    from trainers.rollout.episodes import ChatFormat, generate_rollouts
+    from trainers.rollout.toolformats import resolve_tool_format
 
     model, tokenizer = load_model_and_tokenizer("smollm2-135m", device="cpu", dtype="float32")
     model.eval()

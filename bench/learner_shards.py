@@ -40,8 +40,8 @@ def main() -> None:
     import torch
     import transformers
 
-    from trainers.sharded import process_memory
-    from trainers.trainer import Trainer
+    from trainers.learn.sharded import process_memory
+    from trainers.learn.trainer import Trainer
 
     transformers.logging.set_verbosity_error()
     cores = os.cpu_count() or 1
@@ -60,9 +60,9 @@ def main() -> None:
     }
     single = Trainer(config)
     single.setup()
-    model, tokenizer = single.model, single.tokenizer
-    tasks = single.train_tasks[:2]
-    seeds = single._seeds(2, config["group_size"])
+    model, tokenizer = single.model, single.learner.tokenizer
+    tasks = single.sampler.train_tasks[:2]
+    seeds = single.sampler.seeds(2, config["group_size"])
     groups = single.rollouts.generate(
         tasks, seeds, max_turns=1, generation_seed=seeds[0][0], policy_version=0
     )
@@ -85,9 +85,9 @@ def main() -> None:
     process_memory(reset_peak=True)
     single_times = run(single, "1 process")
     single_memory = process_memory()
-    state = sum(p.numel() * p.element_size() for p in single.params) * 2 + sum(
+    state = sum(p.numel() * p.element_size() for p in single.learner.params) * 2 + sum(
         v.numel() * v.element_size()
-        for s in single.optimizer.state.values()
+        for s in single.learner.optimizer.state.values()
         for v in s.values()
         if v.dim() > 0
     )
@@ -97,10 +97,10 @@ def main() -> None:
     sharded = Trainer({**config, "num_learner_workers": args.shards}, model=model, tokenizer=tokenizer)
     sharded.setup()
     try:
-        sharded.learner.info(reset_peak=True)
+        sharded.learner.shards.info(reset_peak=True)
         process_memory(reset_peak=True)
         shard_times = run(sharded, f"{args.shards} shards")
-        shards = sharded.learner.info()
+        shards = sharded.learner.shards.info()
         driver = process_memory()
     finally:
         sharded.rollouts.close()

@@ -2,6 +2,11 @@
 
     python bench/learning.py [--minutes 30] [--config trainers/examples/arithmetic_grpo.yaml] [--set k=v ...]
     python bench/learning.py --env reasoning_gym:basic_arithmetic [--minutes 30]
+    python bench/learning.py --judge [--minutes 30]
+
+`--judge` runs `trainers/examples/judge_grpo.yaml`: the reward is an LLM judge (the bundled model, loaded
+once, grading each answer against the reference), and held-out accuracy is reasoning-gym's own check,
+which the reward never sees; the judge's cost (calls, tokens, seconds per step) is printed at the end.
 
 `--env reasoning_gym:<task>` runs `trainers/examples/reasoning_gym_grpo.yaml` on that reasoning-gym
 task (the file's generator options apply only to its own task, basic_arithmetic; another task gets
@@ -38,6 +43,9 @@ def main() -> None:
         metavar="reasoning_gym:TASK",
         help="train on a reasoning-gym task instead of the config's environment",
     )
+    parser.add_argument(
+        "--judge", action="store_true", help="reward with an LLM judge (trainers/examples/judge_grpo.yaml)"
+    )
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--events", help="also write the run's events to this JSONL file")
@@ -47,12 +55,14 @@ def main() -> None:
     import yaml
 
     from trainers.cli import load_config
-    from trainers.events import JsonlSink, NullSink
-    from trainers.trainer import Trainer
+    from trainers.learn.trainer import Trainer
+    from trainers.sdk.events import JsonlSink, NullSink
 
     transformers.logging.set_verbosity_error()
     examples = ROOT / "trainers" / "examples"
     assignments = list(args.set)
+    if args.judge:
+        args.config = args.config or str(examples / "judge_grpo.yaml")
     if args.env:
         kind, _, task = args.env.partition(":")
         if kind != "reasoning_gym" or not task:
@@ -65,6 +75,12 @@ def main() -> None:
     config = load_config(args.config or str(examples / "arithmetic_grpo.yaml"), assignments)
     env = config["environment"]
     print(f"environment {env['kind']} {env['config'].get('dataset', '')}".rstrip(), flush=True)
+    criteria = (config.get("rubric") or {}).get("criteria") or []
+    print(
+        "rubric " + ", ".join(f"{c['name']} ({c['kind']} ×{c.get('weight', 1.0):g})" for c in criteria),
+        flush=True,
+    )
+    judge_cost: dict[str, list[float]] = {}
     # The budget ends the run, not max_steps: past max_steps the train task list starts over. (max_steps
     # still sets the length of the environment's easy-to-hard curriculum.)
     sink = JsonlSink(args.events) if args.events else NullSink()
@@ -93,6 +109,9 @@ def main() -> None:
         step_started = time.perf_counter()
         metrics = trainer.train_step()
         last_reward = metrics["reward/mean"]
+        for key, value in metrics.items():
+            if key.startswith("judge/"):
+                judge_cost.setdefault(key, []).append(value)
         step_cost = time.perf_counter() - step_started
         print(
             f"{trainer.step:>5} {(time.perf_counter() - started) / 60:>8.1f} {last_reward:>13.3f}"
@@ -135,10 +154,20 @@ def main() -> None:
         "\ncurve (step, minutes, held-out accuracy %):",
         json.dumps([(s, round(t / 60, 1), round(a, 1)) for s, t, _, a, _ in curve]),
     )
+    for name in sorted({key.split("/")[1] for key in judge_cost}):
+        per_step = {
+            part: sum(judge_cost.get(f"judge/{name}/{part}", [0.0]))
+            / max(len(judge_cost.get(f"judge/{name}/{part}", [])), 1)
+            for part in ("calls", "tokens", "seconds")
+        }
+        print(
+            f"judge {name!r} per training step: {per_step['calls']:.1f} calls, {per_step['tokens']:.0f} tokens, "
+            f"{per_step['seconds']:.1f} s"
+        )
     first, last = curve[0], curve[-1]
     print(
         f"held-out accuracy {first[3]:.1f}% -> {last[3]:.1f}% ({last[3] - first[3]:+.1f} points) after "
-        f"{last[0]} steps in {last[1] / 60:.1f} minutes on {len(trainer.eval_tasks)} held-out tasks"
+        f"{last[0]} steps in {last[1] / 60:.1f} minutes on {len(trainer.sampler.eval_tasks)} held-out tasks"
     )
 
 

@@ -5,10 +5,10 @@
 1. Rollouts of the base model on the arithmetic-with-a-calculator environment (the example config);
    a scripted annotator judges pairs within each group: it prefers the correct answer, and among two
    equally correct ones the shorter (concise) — the `trainers.texts` rendering a preference snapshot uses.
-2. Route (a), DPO: TRL's DPOTrainer (`trainers.dpo.train_dpo`) on those pairs in TRL's conversational
+2. Route (a), DPO: TRL's DPOTrainer (`trainers.learn.dpo.train_dpo`) on those pairs in TRL's conversational
    format, starting from the base model; then held-out accuracy of the DPO checkpoint.
 3. Route (b), learned reward: a Bradley–Terry reward model on the same pairs
-   (`trainers.reward_training`), gated by `assess_reliability` (Wilson interval, threshold) and used
+   (`trainers.learn.reward_training`), gated by `assess_reliability` (Wilson interval, threshold) and used
    bounded (tanh of the z-score) beside the environment's reward in GRPO, twice from the base model: as
    added by default (it counts on every trajectory) and "only when the checks pass" (it counts only where
    the verifiable criteria pass). The reward-hacking alarm (`trainers.rubrics.alarms`) watches both: every
@@ -49,12 +49,12 @@ def main() -> None:
     import transformers
 
     from trainers.cli import load_config
-    from trainers.dpo import train_dpo
-    from trainers.reward_training import train_reward_model
+    from trainers.learn.dpo import train_dpo
+    from trainers.learn.reward_training import train_reward_model
+    from trainers.learn.trainer import Trainer
     from trainers.rubrics.alarms import run_alarm, trajectory_flag
     from trainers.rubrics.reward_model import assess_reliability
     from trainers.texts import trajectory_text
-    from trainers.trainer import Trainer
 
     transformers.logging.set_verbosity_error()
     out = Path(args.out or tempfile.mkdtemp(prefix="preference-loop-"))
@@ -74,13 +74,13 @@ def main() -> None:
     base.setup()
     report["base_accuracy"] = accuracy(base)
     print(f"base held-out accuracy {report['base_accuracy']:.1f}%", flush=True)
-    tasks = base._next_tasks(args.prompts)
-    seeds = base._seeds(args.prompts, args.group)
+    tasks = base.sampler.next_tasks(args.prompts)
+    seeds = base.sampler.seeds(args.prompts, args.group)
     groups = base.rollouts.generate(
         tasks, seeds, max_turns=base_config["max_turns"], generation_seed=seeds[0][0], policy_version=0
     )
     for group in groups:
-        base._score(group)
+        base.sampler.score(group)
     base.rollouts.close()
 
     def judged(rollout) -> tuple[int, int]:  # the scripted annotator's key: correct first, then concise
@@ -151,7 +151,7 @@ def main() -> None:
         counts = {"flagged": 0, "trajectories": 0}
         series: dict[str, list[tuple[int, float]]] = {}
         alarm_step = None
-        score = grpo._score
+        score = grpo.sampler.score
 
         def score_and_watch(group) -> None:
             score(group)
@@ -161,7 +161,7 @@ def main() -> None:
                     trajectory_flag(r.components, r.trajectory.status) is not None for r in group
                 )
 
-        grpo._score = score_and_watch  # type: ignore[method-assign]
+        grpo.sampler.score = score_and_watch  # type: ignore[method-assign]
         per_step = []
         for _ in range(args.grpo_steps):
             if time.perf_counter() - started > budget_s * 0.8:

@@ -100,6 +100,12 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-6)
     parser.add_argument(
+        "--generation-dtype",
+        default="auto",
+        help="our sampler: auto (the fp32 policy itself, as TRL samples) or bfloat16 (a bf16 copy, as the "
+        "demo samples; fp32 on a CPU without bf16 units). The learner is fp32 either way.",
+    )
+    parser.add_argument(
         "--trl-gradient-checkpointing",
         action="store_true",
         help="keep TRL's default gradient checkpointing (recomputes activations in backward); off "
@@ -115,8 +121,8 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    from trainers.learn.trainer import Trainer
     from trainers.models import load_tokenizer, model_dir
-    from trainers.trainer import Trainer
 
     transformers.logging.set_verbosity_error()
     path = model_dir("smollm2-135m")
@@ -127,6 +133,7 @@ def main() -> None:
             "model": "smollm2-135m",
             "device": "cpu",
             "dtype": "float32",
+            "generation_dtype": args.generation_dtype,
             "torch_threads": args.threads,
             "group_size": args.group,
             "prompts_per_step": 1,

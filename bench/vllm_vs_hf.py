@@ -76,8 +76,8 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from trainers.backends import make_backend
     from trainers.models import load_model_and_tokenizer
+    from trainers.rollout.backends import make_backend
 
     model, tokenizer = load_model_and_tokenizer("smollm2-135m", device="cpu", dtype="float32")
     model.eval()

@@ -1,5 +1,5 @@
 """Rewrite docs/api.md's generated tables — the limits table (from the OpenAPI document) and the wire
-tables (from trainers/wire.py) — after a change to either. tests/webapp/api/test_docs.py checks them."""
+tables (from trainers/sdk/wire.py) — after a change to either. tests/webapp/api/test_docs.py checks them."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import django  # noqa: E402
 django.setup()
 
 from tests.webapp.api.openapi import DOCUMENT  # noqa: E402
-from trainers import wire  # noqa: E402
+from trainers.sdk import wire  # noqa: E402
 from webapp.api.schema import limits_markdown  # noqa: E402
 
 

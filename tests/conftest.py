@@ -7,12 +7,25 @@ need no Django at all (they also run with `-p no:django`).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 from django.contrib.auth import get_user_model
 
 
 def _django_active(config) -> bool:
     return config.pluginmanager.hasplugin("django")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a test's teardown: stop the shared server/Chromium the next test does not use."""
+    try:
+        return (yield)
+    finally:
+        from tests.processes import release_unneeded
+
+        release_unneeded(nextitem)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -82,9 +95,9 @@ def _drop_this_tests_artifacts(request):
 
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(request):
-    """Hashing passwords properly costs ~0.3 s a user; tests make many users. Browser tests keep the
-    real hasher because the server process they start must verify the passwords."""
-    if _django_active(request.config) and "browser" not in request.keywords:
+    """Hashing passwords properly costs ~0.3 s a user; tests make many users. The web servers the tests
+    start verify with the same hasher (tests/server_settings.py)."""
+    if _django_active(request.config):
         settings = request.getfixturevalue("settings")
         settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     yield
@@ -106,15 +119,15 @@ RUBRIC_SPEC = {
 }
 
 
-@pytest.fixture
-def users(db):
+# The story's objects are made by plain functions too, for fixtures of a wider scope (a module's world
+# built once: tests/webapp/projects/test_access_apis.py).
+def make_users() -> dict:
     User = get_user_model()
     made = {name: User.objects.create_user(name, f"{name}@example.com", PASSWORD) for name in [*ROLES, "eve"]}
     return made
 
 
-@pytest.fixture
-def project(users):
+def make_project(users):
     from webapp.projects.models import Membership
     from webapp.projects.services import project_create
 
@@ -125,8 +138,7 @@ def project(users):
     return project
 
 
-@pytest.fixture
-def environment(project, users):
+def make_environment(project, users):
     from webapp.experiments.services import environment_create
 
     return environment_create(
@@ -138,15 +150,13 @@ def environment(project, users):
     )
 
 
-@pytest.fixture
-def rubric(project, users):
+def make_rubric(project, users):
     from webapp.experiments.services import rubric_create
 
     return rubric_create(project=project, name="correctness", spec=RUBRIC_SPEC, user=users["alice"])
 
 
-@pytest.fixture
-def run(project, environment, rubric, users):
+def make_run(project, environment, rubric, users):
     from webapp.experiments.services import run_create
 
     run, _token = run_create(
@@ -160,6 +170,54 @@ def run(project, environment, rubric, users):
         dispatch=False,
     )
     return run
+
+
+@contextmanager
+def story_once(django_db_blocker):
+    """The story's people and objects, made once for a module's many tests (yields a dict: users, project,
+    environment, rubric, run), inside a transaction that is rolled back when the `with` ends. Each test
+    that asks for `db` then runs in a savepoint of it and is rolled back to it — Django's setUpTestData
+    pattern; give each test copies (copy.deepcopy) so that none sees another's changes in memory."""
+    from django.db import transaction
+    from django.test.utils import override_settings
+
+    with (
+        django_db_blocker.unblock(),
+        override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]),
+        transaction.atomic(),
+    ):
+        users = make_users()
+        project = make_project(users)
+        environment = make_environment(project, users)
+        rubric = make_rubric(project, users)
+        run = make_run(project, environment, rubric, users)
+        yield {"users": users, "project": project, "environment": environment, "rubric": rubric, "run": run}
+        transaction.set_rollback(True)
+
+
+@pytest.fixture
+def users(db):
+    return make_users()
+
+
+@pytest.fixture
+def project(users):
+    return make_project(users)
+
+
+@pytest.fixture
+def environment(project, users):
+    return make_environment(project, users)
+
+
+@pytest.fixture
+def rubric(project, users):
+    return make_rubric(project, users)
+
+
+@pytest.fixture
+def run(project, environment, rubric, users):
+    return make_run(project, environment, rubric, users)
 
 
 @pytest.fixture

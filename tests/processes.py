@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -50,7 +50,9 @@ def child_env(**extra: str) -> dict[str, str]:
 
 @contextmanager
 def asgi_server(**extra_env: str):
-    """daphne serving webapp.asgi on a free port; yields its base URL."""
+    """daphne serving webapp.asgi on a free port; yields its base URL. Its settings are the product's
+    with the tests' fast password hasher (tests/server_settings.py)."""
+    extra_env = {"DJANGO_SETTINGS_MODULE": "tests.server_settings", **extra_env}
     port = free_port()
     log = open(log_dir() / f"test-daphne-{port}.log", "w")
     proc = subprocess.Popen(
@@ -135,3 +137,53 @@ def celery_worker(queues: str = "cpu", *, name: str = "test", purge: bool = True
             except subprocess.TimeoutExpired:
                 proc.kill()
         log.close()
+
+
+class Shared:
+    """One expensive thing (a daphne server, Chromium) shared by consecutive tests that use it.
+
+    The first test whose fixtures name `fixture` starts it; it stays for the tests after it that name
+    the fixture too, and stops as soon as the next test does not (`release_unneeded`, called from the
+    root conftest after each test's teardown) or when its session fixture ends — so nothing outlives
+    the tests that need it, and a Postgres test database is never dropped while the server holds it.
+    What a test changes in it must be undone by that test (its browser contexts are closed for it).
+    """
+
+    live: list[Shared] = []
+
+    def __init__(self, fixture: str, start) -> None:
+        self.fixture, self.start = fixture, start
+        self.stack: ExitStack | None = None
+        self.value = None
+
+    def get(self):
+        if self.stack is None:
+            # One of a kind at a time: a module that imports the browser fixtures has its own fixture
+            # definitions (and Shared), and two Playwright instances cannot share the test's thread.
+            for other in list(Shared.live):
+                if other.fixture == self.fixture:
+                    other.close()
+            stack = ExitStack()
+            try:
+                self.value = stack.enter_context(self.start())
+            except BaseException:
+                stack.close()
+                raise
+            self.stack = stack
+            Shared.live.append(self)
+        return self.value
+
+    def close(self) -> None:
+        stack, self.stack, self.value = self.stack, None, None
+        if self in Shared.live:
+            Shared.live.remove(self)
+        if stack is not None:
+            stack.close()
+
+
+def release_unneeded(nextitem) -> None:
+    """Stop each shared thing the next test (None at the end) does not use."""
+    needed = set(getattr(nextitem, "fixturenames", ()))
+    for shared in list(Shared.live):
+        if shared.fixture not in needed:
+            shared.close()

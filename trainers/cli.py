@@ -7,7 +7,7 @@
     python -m trainers schema            # RUN_CONFIG_SCHEMA as JSON
 
 Events always go to `<out>/events.jsonl` (cancel a run by creating `<out>/events.jsonl.cancel`);
-`--report-to` also streams them to a Rollout Studio dashboard through `trainers.reporting.HttpSink`.
+`--report-to` also streams them to a Rollout Studio dashboard through `trainers.sdk.reporting.HttpSink`.
 Progress shows as a bar on a terminal and as one plain line per step otherwise.
 """
 
@@ -26,7 +26,7 @@ from typing import Any, TextIO
 import yaml
 
 from trainers.config import PRESETS, RUN_CONFIG_SCHEMA, resolve_run_config, validate_run_config
-from trainers.events import JsonlSink, MultiSink
+from trainers.sdk.events import JsonlSink, MultiSink
 
 
 class CliError(Exception):
@@ -129,10 +129,10 @@ def _summary(values: dict[str, Any], keys: tuple[str, ...]) -> str:
 
 def _http_sink(url: str, token: str | None, run_id: int | None) -> Any:
     try:
-        from trainers.reporting import HttpSink
+        from trainers.sdk.reporting import HttpSink
     except ImportError as exc:
         raise CliError(
-            f"--report-to needs trainers.reporting.HttpSink, which is not importable: {exc}"
+            f"--report-to needs trainers.sdk.reporting.HttpSink, which is not importable: {exc}"
         ) from exc
     if not token:
         token = os.environ.get("ROLLOUT_STUDIO_TOKEN")
@@ -153,7 +153,7 @@ def _default_out(config_path: str) -> Path:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from trainers.trainer import Trainer
+    from trainers.learn.trainer import Trainer
 
     config = load_config(args.config, args.set)
     out = Path(args.out) if args.out else _default_out(args.config)
@@ -180,7 +180,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from trainers.trainer import Trainer
+    from trainers.learn.trainer import Trainer
 
     config = load_config(args.config, args.set)
     if not config["eval_tasks"]:

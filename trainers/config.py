@@ -16,7 +16,7 @@ import copy
 from typing import Any
 
 from trainers.registry import UnknownKind, environment_kind, validate_config
-from trainers.toolformats import TOOL_FORMAT_CHOICES
+from trainers.rollout.toolformats import TOOL_FORMAT_CHOICES
 
 DEFAULT_MODEL = "smollm2-135m"
 
@@ -364,6 +364,17 @@ _PROPERTIES: dict[str, Any] = {
         minimum=1,
         maximum=4096,
     ),
+    "micro_batch_tokens": _knob(
+        "integer",
+        "Learner tokens per pass",
+        "The learner takes a forward and backward pass per part of a prompt's samples holding at most "
+        "this many completion tokens (the prompt itself is encoded once for all of them): bounds the "
+        "learner's activation memory, same result. 0: one pass per prompt.",
+        512,
+        "optimization",
+        minimum=0,
+        maximum=1_000_000,
+    ),
     "seed": _knob(
         "integer",
         "Seed",
@@ -400,7 +411,8 @@ _PROPERTIES: dict[str, Any] = {
     "max_turns": _knob(
         "integer",
         "Max turns",
-        "Model turns per episode (0 = the environment's own limit).",
+        "Model turns per episode, at most: the smaller of this and the environment's own Max turns "
+        "applies (0 = the environment's own).",
         4,
         "multi_turn",
         minimum=0,
@@ -410,9 +422,10 @@ _PROPERTIES: dict[str, Any] = {
         "string",
         "Tool-call format",
         "How tools are shown and calls are written. auto: the model's native format when its chat "
-        "template renders tools (Qwen/Hermes <tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS]), "
-        "else studio; native: the same, but fail when the template has no tool support; "
-        "hermes / llama3 / mistral: force that family's parser; studio: tools described in the "
+        "template renders tools (Qwen/Hermes <tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS], Qwen3 "
+        "with <think>, Qwen3-Coder XML, gpt-oss harmony), else studio (the run's log says which and why); "
+        "native: the same, but fail when the template has no tool support; hermes / llama3 / mistral / "
+        "qwen3 / qwen3_coder / harmony: force that family's parser; studio: tools described in the "
         "system prompt, calls as <tool_call>{json}</tool_call> (any model, e.g. the bundled "
         "SmolLM2).",
         "auto",
@@ -432,6 +445,16 @@ _PROPERTIES: dict[str, Any] = {
         },
         "x-group": "multi_turn",
     },
+    "token_stats": _knob(
+        "string",
+        "Token statistics",
+        "Send each model turn's per-token statistics (sampling log-prob, entropy, advantage × loss "
+        "mask, learner − sampler log-prob gap) for the trajectory page's token view: about 12 bytes a "
+        "token, packed. auto: on for models up to 2B parameters.",
+        "auto",
+        "evaluation",
+        enum=["auto", "on", "off"],
+    ),
     # --- evaluation & checkpoints ------------------------------------------------------------
     "eval_every": _knob(
         "integer",
@@ -815,6 +838,19 @@ _RECOMMENDATIONS: tuple[tuple[float, str, dict[str, Any], str], ...] = (
         "the time of each evaluation pass.",
     ),
 )
+
+
+# `token_stats: auto` sends token statistics for models up to this size: their cost (a per-token entropy
+# from logits the learner computes anyway, ~12 bytes a token on the wire) is small next to a step there.
+TOKEN_STATS_AUTO_MAX_PARAMS = 2e9
+
+
+def token_stats_enabled(config: dict[str, Any], parameters: float | None) -> bool:
+    """Whether a run reports per-token statistics (`token_stats`); `parameters`: the policy's size."""
+    choice = config.get("token_stats", "auto")
+    if choice == "auto":
+        return parameters is not None and parameters <= TOKEN_STATS_AUTO_MAX_PARAMS
+    return choice == "on"
 
 
 def model_parameter_count(model_name: str) -> float | None:

@@ -3,11 +3,13 @@ and the schema validation every kind's config goes through.
 
 A leaf module: the built-in environment and criterion kinds (`trainers.envs`, `trainers.rubrics.kinds`)
 declare their specs with it, and `trainers.registry` collects them. Importing it stays cheap (no torch,
-no environment code).
+no environment code). The JSON-schema fragments those declarations are written with (`integer_field`,
+`number_field`, `boolean_field`, `text_field`, `choice_field`, `object_schema`) live here too, once.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +18,65 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 Errors = dict[str, list[str]]
+
+
+# ---- schema fragments the kinds are declared with ---------------------------------------------------
+
+
+def integer_field(title: str, description: str, default: int, minimum: int, maximum: int) -> dict[str, Any]:
+    return {
+        "type": "integer",
+        "title": title,
+        "description": description,
+        "default": default,
+        "minimum": minimum,
+        "maximum": maximum,
+    }
+
+
+def number_field(
+    title: str, description: str, default: float, minimum: float | None = None, maximum: float | None = None
+) -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "type": "number",
+        "title": title,
+        "description": description,
+        "default": default,
+    }
+    if minimum is not None:
+        schema["minimum"] = minimum
+    if maximum is not None:
+        schema["maximum"] = maximum
+    return schema
+
+
+def boolean_field(title: str, description: str, default: bool) -> dict[str, Any]:
+    return {"type": "boolean", "title": title, "description": description, "default": default}
+
+
+def text_field(
+    title: str, description: str, default: str = "", max_length: int = 2000, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "type": "string",
+        "title": title,
+        "description": description,
+        "default": default,
+        "maxLength": max_length,
+        **extra,
+    }
+
+
+def choice_field(title: str, description: str, options: list[str], default: str) -> dict[str, Any]:
+    return {"type": "string", "title": title, "description": description, "enum": options, "default": default}
+
+
+def object_schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    """A form's object: exactly these properties (unknown keys are an error), `required` among them."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = required
+    return schema
 
 
 @dataclass(frozen=True)
@@ -169,8 +230,15 @@ def plain_message(schema: dict[str, Any], error: Any) -> str:
         return f"{title} must be {words}{got}."
     if kind in ("enum", "const"):
         options = bound if kind == "enum" else [bound]
-        listed = ", ".join(_shown(o) for o in options[:20]) + (", …" if len(options) > 20 else "")
-        return f"{title} must be one of: {listed}{got}."
+        close = (
+            difflib.get_close_matches(value, [o for o in options if isinstance(o, str)], n=3, cutoff=0.6)
+            if isinstance(value, str)
+            else []
+        )
+        hint = f" Did you mean {' or '.join(_shown(c) for c in close)}?" if close else ""
+        # Every valid name, so a typo can be fixed from the message alone.
+        listed = ", ".join(_shown(o) for o in options)
+        return f"{title} must be one of: {listed}{got}.{hint}"
     if kind == "pattern":
         return f"{title} is not in the expected form{got}; it must match {bound}."
     if kind == "minLength":

@@ -12,6 +12,7 @@ Cache root: `$ROLLOUT_STUDIO_CACHE` (default `~/.cache/rollout-studio`); convert
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import logging
@@ -200,8 +201,49 @@ def inference_dtype(dtype: str, device: str) -> Any:
     """The dtype of a model that samples or scores and is never trained (a sampling copy, a vLLM engine,
     a Ray rollout worker's copy): the trained policy's compute dtype, so both run their matrix products
     alike ("auto": bfloat16 on CUDA, float32 elsewhere). The copy holds its weights in that dtype: it
-    takes the learner's weights after every update and never accumulates updates of its own."""
-    return policy_precision(dtype, device).compute
+    takes the learner's weights after every update and never accumulates updates of its own.
+
+    A half-precision copy on a CPU without matrix units for it samples in float32 instead: there every
+    bf16 matrix product falls back to a scalar kernel, ~5 GFLOPS against fp32's ~50–120 on one core
+    (bench/demo_step.py; the demo's bf16 sampling copy generated 5.5 tokens/s on such a CPU). The copy
+    only samples: the learner scores every token in the training precision either way."""
+    compute = policy_precision(dtype, device).compute
+    if device.split(":")[0] == "cpu" and not cpu_runs_fast(compute):
+        import torch
+
+        log.info("%s is slow on this CPU (no AVX512-BF16/AMX): sampling in float32", compute)
+        return torch.float32
+    return compute
+
+
+def cpu_runs_fast(dtype: Any) -> bool:
+    """Whether this CPU has matrix instructions for `dtype` (float32 always; bfloat16 with AVX512-BF16 or
+    AMX; float16 with AMX-FP16), as PyTorch dispatches them (ATEN_CPU_CAPABILITY lowers it)."""
+    import torch
+
+    if dtype == torch.float32:
+        return True
+    if not torch.backends.cpu.get_cpu_capability().startswith("AVX512"):
+        return False
+    if dtype == torch.bfloat16:
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    if dtype == torch.float16:
+        return bool(torch.cpu._is_amx_fp16_supported())
+    return False
+
+
+def cache_argument(model: Any, cache: Any) -> dict[str, Any]:
+    """The keyword a model's forward takes its KV cache by: `cache` since transformers 5.2x, before that
+    `past_key_values` (deprecated since, warns on every call, and removed in 5.40)."""
+    model_class: Any = type(model)
+    return {_cache_keyword(model_class): cache}
+
+
+@functools.cache
+def _cache_keyword(model_class: Any) -> str:
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
 def load_tokenizer(name: str = DEFAULT_MODEL) -> Any:

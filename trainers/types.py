@@ -76,12 +76,22 @@ class Trajectory:
 
     @property
     def final_answer(self) -> str:
-        """The text of the last assistant turn (empty if the model never spoke)."""
+        """The text of the last assistant turn (empty if the model never spoke), without its reasoning
+        (a `<think>` block, harmony's analysis channel): the turn itself keeps it."""
+        from trainers.rollout.toolcalls import visible_answer
+
         for turn in reversed(self.turns):
             if turn.role == "assistant":
-                return turn.text
+                return visible_answer(turn.text)
         return ""
 
     @property
     def tool_calls(self) -> int:
         return sum(1 for t in self.turns if t.role == "assistant" and t.tool_name)
+
+
+def applied_max_turns(run_turns: int, env_turns: int) -> int:
+    """The model turns an episode may take, the one rule for the two `max_turns`: the smaller of the run's
+    knob and the environment's own (0 on either side: no limit from that side); 1 when neither sets one."""
+    limits = [t for t in (run_turns, env_turns) if t and t > 0]
+    return min(limits) if limits else 1

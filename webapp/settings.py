@@ -14,7 +14,7 @@ import os
 import secrets
 from pathlib import Path
 
-from trainers.wire import MAX_EVENTS_PER_BATCH
+from trainers.sdk.wire import MAX_EVENTS_PER_BATCH
 from webapp.core.env import (
     MIN_SECRET_KEY_CHARS,
     database_from_url,
@@ -58,6 +58,9 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+# Project secrets (judge endpoints' API keys) are encrypted under a key derived from this, else SECRET_KEY
+# (webapp/core/crypto.py): pin it to rotate SECRET_KEY without losing them.
+SECRETS_KEY = env_str("SECRETS_KEY", "")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -164,6 +167,9 @@ RAY_ADDRESS = env_str("RAY_ADDRESS", "")
 DASHBOARD_URL = env_str("DASHBOARD_URL", "http://127.0.0.1:8000")
 RUN_ARTIFACTS_DIR = Path(env_str("RUN_ARTIFACTS_DIR", str(VAR_DIR / "runs")))
 RUN_HEARTBEAT_TIMEOUT_S = env_int("RUN_HEARTBEAT_TIMEOUT_S", 45)
+# A run that still heartbeats but has reported no progress (metrics, trajectories, checkpoints, phases)
+# for this long is flagged as stalled on its page and in the runs list (Run.is_stalled).
+RUN_STALL_AFTER_S = env_int("RUN_STALL_AFTER_S", 600)
 # Learned reward models trained on workers; rubrics name them by absolute path, so every worker that
 # scores with one must see this directory at the same path (shared storage when workers are many).
 REWARD_MODELS_DIR = Path(env_str("REWARD_MODELS_DIR", str(VAR_DIR / "reward_models")))

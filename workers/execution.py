@@ -1,6 +1,6 @@
 """What a worker does with a run: claim it, hand the resolved config to the trainer, report.
 
-The trainer never touches the database: it reports through `trainers.reporting.HttpSink` to the
+The trainer never touches the database: it reports through `trainers.sdk.reporting.HttpSink` to the
 dashboard's ingestion API, exactly as an external trainer would. This module only claims the run
 (QUEUED → STARTING, a conditional update so a redelivered task cannot run it twice), gives the
 trainer a fresh ingestion token, and turns an exception the trainer could not report into FAILED.
@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,12 @@ from django.conf import settings
 from django.utils import timezone
 
 from webapp.experiments.models import Run, RunStatus
-from webapp.experiments.services import run_issue_ingest_token, run_transition
+from webapp.experiments.selectors import run_cancel_requested
+from webapp.experiments.services.runs import run_issue_ingest_token
+from webapp.experiments.services.transitions import run_transition
+from webapp.projects.services import secret_values
 from workers import node
+from workers.cancel import watching
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +50,15 @@ def trainer_config(run: Run) -> dict[str, Any]:
     return config
 
 
+def judge_secrets(run: Run, rubric: dict[str, Any]) -> dict[str, str]:
+    """The project secrets the run's LLM judges name (their endpoints' keys), decrypted for the trainer in
+    this process only: never written to the run's config, its events or its log."""
+    from trainers.rubrics.judge_models import secret_names
+
+    names = secret_names(rubric)
+    return secret_values(project=run.project, names=names) if names else {}
+
+
 def resume_path(run: Run) -> str | None:
     """Resume and fork start from the parent's checkpoint: weights, optimizer, RNG, data position."""
     if run.parent_checkpoint_id and run.lineage in ("resume", "fork"):
@@ -65,8 +79,12 @@ def execute_run(run_id: int, *, task_id: str = "", hostname: str = "") -> str:
     # The run's own token, the one its creator was given: both may report, with one sequence.
     token = run.ingest_token() if run.ingest_token_nonce else run_issue_ingest_token(run)
     node.set_current_run(run_id)
+    from trainers.sdk.resources import reset_peaks
+
+    reset_peaks()  # the run reports its own peak memory, not the worker's earlier runs'
     try:
-        return _train(run, token)
+        with watching(lambda: run_cancel_requested(run_id), name=f"run-{run_id}") as cancel:
+            return _train(run, token, cancel.requested)
     except BaseException as exc:  # noqa: BLE001 — also soft time limits and KeyboardInterrupt
         run_transition(
             run_id,
@@ -80,36 +98,48 @@ def execute_run(run_id: int, *, task_id: str = "", hostname: str = "") -> str:
     finally:
         node.set_current_run(None)
         # The worker lives on after the run: hand its freed heap back to the OS (GBs for a 135M model).
-        from trainers.memory import release_memory
+        from trainers.learn.memory import release_memory
 
         log.info("run %s: released %.1f GB after the run", run_id, release_memory() / 2**30)
 
 
-def _train(run: Run, token: str) -> str:
+def _train(run: Run, token: str, cancel: Callable[[], bool]) -> str:
+    """`cancel`: the worker's answer to "was this run asked to stop?" (workers.cancel), the trainer's one
+    cancellation check (trainers.sdk.cancel) together with the ingestion replies."""
     if run.is_dpo:
-        return _train_dpo(run, token)
-    from trainers.events import JsonlSink, MultiSink
-    from trainers.reporting import HttpSink
-    from trainers.trainer import train
+        return _train_dpo(run, token, cancel)
+    from trainers.learn.trainer import train
+    from trainers.sdk.events import JsonlSink, MultiSink
+    from trainers.sdk.reporting import HttpSink
 
     out_dir = run_artifacts_dir(run)
     http = HttpSink(settings.DASHBOARD_URL, run.pk, token, start_seq=run.last_seq + 1)
     sink = MultiSink(http, JsonlSink(out_dir / "events.jsonl"))
+    config = trainer_config(run)
     try:
-        result = train(trainer_config(run), sink=sink, out_dir=str(out_dir), resume_from=resume_path(run))
+        result = train(
+            config,
+            sink=sink,
+            out_dir=str(out_dir),
+            resume_from=resume_path(run),
+            secrets=judge_secrets(run, config["rubric"]),
+            cancel=cancel,
+        )
     finally:
+        http.emit(http.heartbeat())  # the run's final peak memory
         if not http.close(timeout_s=120):
             log.error("run %s: some events could not be delivered: %s", run.pk, http.stats)
     return getattr(result, "status", "done")
 
 
-def _train_dpo(run: Run, token: str) -> str:
+def _train_dpo(run: Run, token: str, cancel: Callable[[], bool]) -> str:
     """A DPO run: TRL's DPOTrainer on the run's preference snapshot, reported by the TRL callback
     through the same ingestion API (metrics, checkpoints, cancel, final status)."""
-    from trainers.dpo import train_dpo
     from trainers.integrations.trl import RolloutStudioCallback
-    from trainers.reporting import HttpSink
-    from trainers.sdk import Run as StudioRun
+    from trainers.learn.dpo import train_dpo
+    from trainers.sdk.cancel import cancellable
+    from trainers.sdk.client import Run as StudioRun
+    from trainers.sdk.reporting import HttpSink
     from webapp.review.exports import dpo_records
 
     out_dir = run_artifacts_dir(run)
@@ -124,10 +154,12 @@ def _train_dpo(run: Run, token: str) -> str:
     )
     callback = RolloutStudioCallback(reporter, algorithm="dpo", finish_on_end=True)
     try:
-        result = train_dpo(
-            records, config, out_dir=out_dir, callbacks=[callback], resume_from=resume_path(run)
-        )
+        with cancellable(cancel):  # the callback stops TRL at the end of the step under way
+            result = train_dpo(
+                records, config, out_dir=out_dir, callbacks=[callback], resume_from=resume_path(run)
+            )
     finally:
+        http.emit(http.heartbeat())  # the run's final peak memory
         if not http.close(timeout_s=120):
             log.error("run %s: some events could not be delivered: %s", run.pk, http.stats)
     return "cancelled" if callback.cancelled else f"done ({result.steps} steps)"

@@ -23,7 +23,9 @@ from trainers.rubrics.judge import (
     pairwise_prompt,
     parse_pairwise,
 )
+from trainers.sdk.cancel import Cancelled, cancellable, check_cancel
 from trainers.texts import trajectory_text
+from webapp.core.jobs import job_cancel_requested, job_cancelled
 from webapp.review.models import JudgeVerdict, PreferencePair, QueueJudge
 from webapp.review.services import choice_from_side
 from webapp.review.services.judges import (
@@ -33,6 +35,7 @@ from webapp.review.services.judges import (
     queue_judge_record,
 )
 from webapp.rollouts.models import Turn
+from workers.cancel import watching
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +60,7 @@ def judge_model_name(judge: QueueJudge) -> str:
 
 
 def load_generate(judge: QueueJudge) -> GenerateFn:
-    from trainers.backends import make_backend
+    from trainers.rollout.backends import make_backend
 
     name = judge_model_name(judge)
     try:
@@ -76,8 +79,18 @@ def execute_queue_judge(judge_id: int, *, task_id: str = "", hostname: str = "")
         log.info("queue judge %s not run: it is %s", judge_id, status)
         return f"skipped ({status})"
     try:
-        judge = QueueJudge.objects.select_related("queue").get(pk=judge_id)
-        _judge(judge, load_generate(judge))
+        # Cancel within seconds: the watcher reads the request every second; the loop below checks it
+        # between batches and the model's decode loop every step (trainers.sdk.cancel).
+        with (
+            watching(lambda: job_cancel_requested(QueueJudge, judge_id), name=f"judge-{judge_id}") as w,
+            cancellable(w.requested),
+        ):
+            judge = QueueJudge.objects.select_related("queue").get(pk=judge_id)
+            _judge(judge, load_generate(judge))
+    except Cancelled:
+        job_cancelled(QueueJudge, judge_id)
+        log.info("queue judge %s cancelled", judge_id)
+        return "cancelled"
     except BaseException as exc:  # noqa: BLE001 — also soft time limits and KeyboardInterrupt
         log.exception("queue judge %s failed", judge_id)
         queue_judge_fail(judge_id, error=f"{exc}\n\n{traceback.format_exc()}")
@@ -85,7 +98,7 @@ def execute_queue_judge(judge_id: int, *, task_id: str = "", hostname: str = "")
             raise
         return "failed"
     finally:
-        from trainers.memory import release_memory
+        from trainers.learn.memory import release_memory
 
         release_memory()  # the worker lives on: give back the judge model's freed heap
     queue_judge_finish(judge_id)
@@ -110,6 +123,7 @@ def _judge(judge: QueueJudge, generate: GenerateFn) -> None:
     ]
     texts: dict[int, tuple[str, str, str]] = {}
     for start in range(0, len(todo), 2 * PAIRS_PER_BATCH):
+        check_cancel()  # between batches; the model's decode loop checks too (trainers.sdk.cancel)
         batch = todo[start : start + 2 * PAIRS_PER_BATCH]
         prompts = []
         for pair, left_is_a in batch:

@@ -134,7 +134,20 @@ def report(stopped: bool = False) -> None:
         current_run_id=_state["current_run_id"],
         stopped=stopped,
         usage=measure_usage(),
+        models=_state.setdefault("models", _servable_models()),
     )
+
+
+def _servable_models() -> list[str]:
+    """The judge models this worker can load (read once: the bundled package and the cache rarely change
+    under a running worker)."""
+    from trainers.rubrics.judge_models import servable_models
+
+    try:
+        return servable_models()
+    except Exception:  # informational: never stop the heartbeat over it
+        log.exception("could not list the models this worker serves")
+        return []
 
 
 def set_current_run(run_id: int | None) -> None:
@@ -145,6 +158,15 @@ def set_current_run(run_id: int | None) -> None:
         log.exception("could not report worker state")
 
 
+def touch_heartbeat_file() -> None:
+    """Mark the file named by WORKER_HEARTBEAT_FILE (when set) as of now, after each report the database
+    took: compose's health check of a worker is that file's age (docker-compose.yml), no Celery call."""
+    path = os.environ.get("WORKER_HEARTBEAT_FILE", "")
+    if path:
+        with open(path, "a"):
+            os.utime(path)
+
+
 def start(hostname: str, queues: list[str]) -> None:
     _state.update(hostname=hostname, queues=queues)
     _stop.clear()
@@ -153,6 +175,7 @@ def start(hostname: str, queues: list[str]) -> None:
         while not _stop.is_set():
             try:
                 report()
+                touch_heartbeat_file()
             except Exception:
                 log.exception("could not report worker state")
             _stop.wait(INTERVAL_S)

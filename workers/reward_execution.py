@@ -1,6 +1,6 @@
 """What a worker does with a queued reward model: claim it, read its snapshot, train, record the result.
 
-Runs on a Celery worker (`workers.reward_tasks`), never in the web process: `trainers.reward_training`
+Runs on a Celery worker (`workers.reward_tasks`), never in the web process: `trainers.learn.reward_training`
 and with it torch are imported inside `execute_reward_training` only. Unlike a policy run, the whole
 job is one short function on the worker, so it writes its few status rows straight to the database
 instead of streaming events over the ingestion API.
@@ -18,9 +18,12 @@ from typing import Any
 
 from django.conf import settings
 
+from trainers.sdk.cancel import Cancelled, cancellable
+from webapp.core.jobs import job_cancel_requested, job_cancelled
 from webapp.review.services import snapshot_pairs
 from webapp.rewards import services
 from webapp.rewards.models import RewardModel
+from workers.cancel import watching
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +55,23 @@ def execute_reward_training(reward_model_id: int, *, task_id: str = "", hostname
         log.info("reward model %s not trained: it is %s", reward_model_id, status)
         return f"skipped ({status})"
     try:
-        return _train(
-            RewardModel.objects.select_related("snapshot", "snapshot__queue", "project", "created_by").get(
-                pk=reward_model_id
+        # Cancel within seconds: the watcher reads the request every second, the training loop checks it
+        # between batches (trainers.sdk.cancel).
+        with (
+            watching(
+                lambda: job_cancel_requested(RewardModel, reward_model_id), name=f"rm-{reward_model_id}"
+            ) as w,
+            cancellable(w.requested),
+        ):
+            return _train(
+                RewardModel.objects.select_related(
+                    "snapshot", "snapshot__queue", "project", "created_by"
+                ).get(pk=reward_model_id)
             )
-        )
+    except Cancelled:
+        job_cancelled(RewardModel, reward_model_id)
+        log.info("reward model %s cancelled", reward_model_id)
+        return "cancelled"
     except BaseException as exc:  # noqa: BLE001 — also soft time limits and KeyboardInterrupt
         log.exception("reward model %s failed", reward_model_id)
         services.reward_model_fail(
@@ -66,13 +81,13 @@ def execute_reward_training(reward_model_id: int, *, task_id: str = "", hostname
             raise
         return "failed"
     finally:
-        from trainers.memory import release_memory
+        from trainers.learn.memory import release_memory
 
         release_memory()  # the worker lives on: give back the encoder's freed heap
 
 
 def _train(reward_model: RewardModel) -> str:
-    from trainers.reward_training import train_reward_model
+    from trainers.learn.reward_training import train_reward_model
 
     snapshot = reward_model.snapshot
     pairs = training_pairs(snapshot_pairs(snapshot))

@@ -17,11 +17,22 @@ def execute_run(self, run_id: int) -> str:
 
 @app.task(name=Task.REAP_LOST_RUNS, ignore_result=True)
 def reap_lost_runs() -> list[int]:
-    """Runs, reward-model trainings and queue judges whose worker stopped heartbeating: LOST / failed."""
+    """Runs, reward-model trainings and queue judges whose worker stopped heartbeating: LOST / failed; the
+    queued runs of a worker that went silent are told."""
+    from webapp.fleet.services import announce_silent_workers
     from webapp.fleet.services import reap_lost_runs as reap
     from webapp.review.services.judges import queue_judges_reap_lost
     from webapp.rewards.services import reward_models_reap_lost
 
     reward_models_reap_lost()
     queue_judges_reap_lost()
+    announce_silent_workers()  # the runs waiting on a dead worker's queues learn it (same 15 s period)
     return reap()
+
+
+@app.task(name=Task.DISPATCH_PENDING_RUNS, ignore_result=True)
+def dispatch_pending_runs() -> list[int]:
+    """Runs launched while the broker was unreachable: their tasks sent now that it answers."""
+    from webapp.experiments.services import run_dispatch_pending
+
+    return run_dispatch_pending()

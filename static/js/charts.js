@@ -77,5 +77,43 @@
   }
   document.addEventListener("themechange", rethemeAll);
 
-  window.RolloutCharts = { themed: themed, heatScale: heatScale };
+  // --- what every chart of steps draws: the one rule for step axes, markers and bounded ranges ---------
+
+  // A step axis over [lo, hi]: whole-step ticks only, never two alike (Plotly's own choice may put
+  // ticks at half steps, which tickformat "d" then prints twice), at most about `most` of them. A
+  // single step gets a range of its own around it (Plotly's default would reach to step −1).
+  function stepAxis(lo, hi, most) {
+    const axis = { title: { text: "step" }, tickformat: "d", tick0: 0 };
+    if (!(hi >= lo)) { axis.dtick = 1; return axis; }
+    const span = hi - lo;
+    const target = Math.max(1, span / (most || 8));
+    const magnitude = Math.pow(10, Math.floor(Math.log10(target)));
+    const nice = [1, 2, 5, 10].map(function (m) { return m * magnitude; }).find(function (d) { return d >= target; });
+    axis.dtick = Math.max(1, Math.round(nice));
+    if (span < 1) axis.range = [lo - 0.5, hi + 0.5];
+    return axis;
+  }
+
+  // The x span of some {x: [...]} series (sorted): [lo, hi], or [NaN, NaN] when they are all empty.
+  function span(seriesList) {
+    let lo = Infinity, hi = -Infinity;
+    seriesList.forEach(function (s) {
+      if (s && s.x && s.x.length) { lo = Math.min(lo, s.x[0]); hi = Math.max(hi, s.x[s.x.length - 1]); }
+    });
+    return hi >= lo ? [lo, hi] : [NaN, NaN];
+  }
+
+  // Short series are drawn with markers: a series of one point is a dot, not nothing.
+  const MARKERS_BELOW = 30;
+  function lineMode(points) { return points < MARKERS_BELOW ? "lines+markers" : "lines"; }
+
+  // Metrics that are fractions (accuracy, a fraction of groups): a fixed 0–1 range, so a flat 0 reads
+  // as 0 and not as ticks around it.
+  function isFraction(key) { return /(^|\/)accuracy$|_fraction$|(^|\/)pass@\d+$/.test(String(key)); }
+  function fractionRange() { return [-0.03, 1.03]; }
+
+  window.RolloutCharts = {
+    themed: themed, heatScale: heatScale, stepAxis: stepAxis, span: span, lineMode: lineMode,
+    isFraction: isFraction, fractionRange: fractionRange,
+  };
 })();

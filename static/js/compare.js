@@ -17,6 +17,7 @@
     smoothing: document.querySelector("[data-compare-smoothing]"),
     smoothingValue: document.querySelector("[data-compare-smoothing-value]"),
     note: document.querySelector("[data-compare-note]"),
+    identical: document.querySelector("[data-compare-identical]"),
   };
   const state = { metric: ui.metric.value, xAxis: "step", alpha: 0, loading: true, generation: 0 };
   // Per run: its curve for the chosen metric, the origin of its time axis, the EMA's last value, its socket.
@@ -43,16 +44,58 @@
     return event.step;
   }
 
+  // Each run its own dash and marker symbol: runs whose curves coincide (same seed, same config) stay
+  // apart, and the note names them.
+  const DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"];
+  const SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "cross"];
+  const charts = window.RolloutCharts;
+
+  function sameCurve(a, b) {
+    if (!a.x.length || a.x.length !== b.x.length) return false;
+    for (let i = 0; i < a.x.length; i++) {
+      if (a.x[i] !== b.x[i] || Math.abs(a.y[i] - b.y[i]) > 1e-12) return false;
+    }
+    return true;
+  }
+
+  function label(run) { return run.name + " (#" + run.id + ")"; }
+
+  // "a (#1) is identical to b (#2)" for every run whose curve equals an earlier one's.
+  function identicalNote() {
+    const notes = [];
+    runs.forEach(function (run, i) {
+      for (let j = 0; j < i; j++) {
+        if (sameCurve(runs[j].series, run.series)) { notes.push(label(run) + " is identical to " + label(runs[j])); break; }
+      }
+    });
+    return notes.join("; ");
+  }
+
+  function xAxis() {
+    const xTitle = { step: "step", time: "minutes since the run's first point", tokens: "tokens seen" }[state.xAxis];
+    if (state.xAxis !== "step") return { title: { text: xTitle } };
+    const bounds = charts.span(runs.map(function (run) { return run.series; }));
+    return charts.stepAxis(bounds[0], bounds[1], 10);
+  }
+
   function draw() {
-    const traces = runs.map(function (run) {
+    const traces = runs.map(function (run, index) {
       const smoothed = ema(run.series.y);
       run.emaLast = smoothed.length ? smoothed[smoothed.length - 1] : null;
-      return { x: run.series.x.slice(), y: smoothed, name: live.plotText(run.name + " (#" + run.id + ")"), mode: "lines" };
+      return { x: run.series.x.slice(), y: smoothed, name: live.plotText(label(run)), mode: charts.lineMode(run.series.x.length),
+        line: { dash: DASHES[index % DASHES.length], width: 2 },
+        marker: { symbol: SYMBOLS[index % SYMBOLS.length], size: 7 } };
     });
-    const xTitle = { step: "step", time: "minutes since the run's first point", tokens: "tokens seen" }[state.xAxis];
-    Plotly.react(chart, traces, window.RolloutCharts.themed({
+    const xaxis = xAxis();
+    state.dtick = xaxis.dtick;
+    state.range = xaxis.range;
+    const yaxis = charts.isFraction(state.metric) ? { range: charts.fractionRange() } : {};
+    const identical = identicalNote();
+    ui.identical.textContent = identical;
+    ui.identical.hidden = !identical;
+    Plotly.react(chart, traces, charts.themed({
       title: { text: live.plotText(state.metric), font: { size: 14 } }, margin: { l: 56, r: 16, t: 40, b: 48 },
-      xaxis: state.xAxis === "step" ? { title: { text: xTitle }, tickformat: "d" } : { title: { text: xTitle } },
+      xaxis: xaxis, yaxis: yaxis,
       hovermode: "x unified",
       // One entry per run, to the right of the plot: any number of runs fits without covering the
       // title or the x-axis title (plotly widens the margin for it).
@@ -121,6 +164,12 @@
     s.x.push(x);
     s.y.push(y);
     run.emaLast = live.emaStep(run.emaLast, y, state.alpha);
+    const axis = xAxis();
+    if (axis.dtick !== state.dtick || String(axis.range) !== String(state.range) || s.x.length === 1 ||
+        charts.lineMode(s.x.length) !== charts.lineMode(s.x.length - 1) || identicalNote() !== ui.identical.textContent) {
+      draw();  // another axis, markers off, or a change in which curves coincide
+      return;
+    }
     Plotly.extendTraces(chart, { x: [[x]], y: [[run.emaLast]] }, [runs.indexOf(run)]);
   }
 

@@ -17,8 +17,9 @@
   const chartTheme = window.RolloutCharts;  // static/js/charts.js: every layout's colours, light or dark
   // The fixed charts, in page order; a metric key belongs to the first chart that claims it. Keys no chart
   // claims (and that are not eval/…) are offered by the metric picker.
+  const isDpo = root.dataset.kind === "dpo";  // DPO's own figures; no rollout reward to wait for
   const CHARTS = [
-    { id: "reward", title: "Reward (mean ± std)", keys: ["reward/mean"], band: "reward/std", always: true },
+    { id: "reward", title: "Reward (mean ± std)", keys: ["reward/mean"], band: "reward/std", always: !isDpo },
     { id: "accuracy", title: "Accuracy", keys: ["accuracy"] },
     { id: "criteria", title: "Rubric criteria", prefix: "criterion/" },
     { id: "kl", title: "KL to the reference", keys: ["kl"] },
@@ -30,14 +31,14 @@
     { id: "step_time", title: "Step time by phase (s)", keys: ["step_time"], prefix: "time/", stack: true },
     { id: "throughput", title: "Tokens / s", keys: ["tokens_per_s"] },
     { id: "loss", title: "Loss", keys: ["loss"] },
-    // DPO runs (trainers/dpo.py, TRL's names mapped in trainers/importers/trl.py).
-    { id: "dpo_rewards", title: "DPO implicit reward: chosen vs rejected", keys: ["dpo/reward_chosen", "dpo/reward_rejected"] },
-    { id: "dpo_margin", title: "DPO reward margin", keys: ["dpo/margin"] },
-    { id: "dpo_accuracy", title: "DPO preference accuracy", keys: ["dpo/accuracy"] },
+    // DPO runs (trainers/learn/dpo.py, TRL's names mapped in trainers/importers/trl.py).
+    { id: "dpo_rewards", title: "DPO implicit reward: chosen vs rejected", keys: ["dpo/reward_chosen", "dpo/reward_rejected"], always: isDpo },
+    { id: "dpo_margin", title: "DPO reward margin", keys: ["dpo/margin"], always: isDpo },
+    { id: "dpo_accuracy", title: "DPO preference accuracy", keys: ["dpo/accuracy"], always: isDpo },
     { id: "staleness", title: "Staleness (policy versions behind)", keys: ["staleness/mean", "staleness/max"] },
     { id: "mismatch", title: "Log-prob mismatch (sampler vs learner)", prefix: "logprob_mismatch/" },
   ];
-  // The step-time chart's stack: how the time/* metrics group into phases (trainers.wire.STEP_TIME_PARTS,
+  // The step-time chart's stack: how the time/* metrics group into phases (trainers.sdk.wire.STEP_TIME_PARTS,
   // rendered into the page); "other" is the rest of step_time.
   const partsNode = document.getElementById("step-time-parts");
   const parts = partsNode ? JSON.parse(partsNode.textContent) : {};
@@ -45,7 +46,7 @@
     return { name: name, keys: parts[name].map(function (part) { return "time/" + part; }) };
   });
   const EVAL_PREFIX = "eval/";
-  const EVAL_FIRST = ["eval/accuracy", "eval/reward/mean"];
+  const EVAL_FIRST = ["eval/accuracy", "eval/dpo/accuracy", "eval/reward/mean"];
   const LOG_LINES = 200;
   const FEED_GROUPS = 24;
   const HISTOGRAM_DELAY_MS = 1500;  // new trajectories redraw the histogram at most this often
@@ -69,6 +70,8 @@
     feedFiltered: el("[data-live-feed-filtered]"), feedFilter: el("[data-live-feed-filter]"),
     feedFilterText: el("[data-live-feed-filter-text]"), feedFilterExplorer: el("[data-live-feed-filter-explorer]"),
     feedFilterClear: el("[data-live-feed-filter-clear]"),
+    evalLatest: el("[data-live-eval-latest]"), evalLatestStep: el("[data-live-eval-latest-step]"),
+    evalLatestFigures: el("[data-live-eval-latest-figures]"),
     pause: el("[data-live-pause]"), pausedCount: el("[data-live-paused-count]"), log: el("[data-live-log]"),
   };
 
@@ -93,6 +96,7 @@
     pausedGroups: [],
     feedTab: "train",
     binFilter: null,
+    latestEval: null,  // {step, values: {key: value}}: the newest evaluation's figures
   };
   let flushScheduled = false;
   window.websocketConnected = false;
@@ -111,6 +115,7 @@
       badge.textContent = STATUS_NAMES[status] || status;
     });
     if (isFinal()) setActions({ cancel: false });
+    if (status !== "QUEUED") setQueue(null);  // a worker took it: the queue panel has said its piece
     showCancelRequested();
     showPhase();
   }
@@ -237,8 +242,74 @@
     drawCheckpoints();
   }
 
+  // Where a queued run stands (webapp.fleet.selectors.queue_states; templates/experiments/_run_queue.html
+  // renders the same): from the snapshot and the server's seq-less `queue` messages sent when a run
+  // ahead starts or ends or a worker of the queue comes or goes. Names travel as text, never as HTML.
+  function setQueue(queue) {
+    const panel = document.querySelector("[data-run-queue]");
+    if (!panel) return;
+    panel.hidden = !queue;
+    if (!queue) return;
+    panel.querySelector("[data-run-queue-position]").textContent =
+      "Position " + queue.position + " on the " + queue.queue + " queue";
+    const warning = panel.querySelector("[data-run-queue-warning]");
+    warning.textContent = queue.warning || "";
+    warning.hidden = !queue.warning;
+    const ahead = panel.querySelector("[data-run-queue-ahead]");
+    ahead.textContent = "";
+    if (!queue.ahead_count) {
+      ahead.textContent = "Nothing ahead: it starts as soon as a worker of the queue takes it.";
+    } else {
+      ahead.appendChild(document.createTextNode("Ahead: "));
+      queue.ahead.forEach(function (row, index) {
+        if (index) ahead.appendChild(document.createTextNode(", "));
+        const link = text("a", row.name);
+        link.href = row.url;
+        ahead.appendChild(link);
+        ahead.appendChild(document.createTextNode(" "));
+        ahead.appendChild(text("span", "(" + String(row.status).toLowerCase() + ")", "muted"));
+      });
+      if (queue.ahead_unnamed) {
+        ahead.appendChild(document.createTextNode((queue.ahead.length ? " and " : "") + queue.ahead_unnamed +
+          " more run" + (queue.ahead_unnamed === 1 ? "" : "s") + " (other projects' runs are not named)"));
+      }
+      ahead.appendChild(document.createTextNode("."));
+    }
+    const workers = panel.querySelector("[data-run-queue-workers]");
+    workers.textContent = "";
+    if (!queue.workers.length) {
+      workers.textContent = "No worker online serves this queue.";
+    } else {
+      workers.appendChild(document.createTextNode("Served by "));
+      queue.workers.forEach(function (worker, index) {
+        if (index) workers.appendChild(document.createTextNode(", "));
+        workers.appendChild(document.createTextNode(worker.hostname + " "));
+        workers.appendChild(text("span", worker.busy ? "(busy)" : "(idle)", "muted"));
+      });
+      workers.appendChild(document.createTextNode("."));
+    }
+  }
+
+  // Run.peak_memory as templates/experiments/_peak_memory.html writes it.
+  function peakMemoryText(peak) {
+    if (!peak) return "—";
+    const parts = [];
+    if (typeof peak.rss_mb === "number") parts.push(peak.rss_mb + " MB resident");
+    if (typeof peak.gpu_mb === "number") parts.push(peak.gpu_mb + " MB GPU");
+    return parts.join(" · ") || "—";
+  }
+
+  function setPeakMemory(peak) {
+    if (!peak) return;
+    document.querySelectorAll("[data-run-peak-memory]").forEach(function (cell) {
+      cell.textContent = peakMemoryText(peak);
+    });
+  }
+
   // Everything Run.page_state() carries: sent with every status change and in the snapshot.
   function applyPageState(source) {
+    if ("queue" in source) setQueue(source.queue);
+    if ("peak_memory" in source) setPeakMemory(source.peak_memory);
     if ("cancel_requested" in source) state.cancelRequested = Boolean(source.cancel_requested);
     setStatus(source.status);
     setTimes(source);
@@ -453,23 +524,24 @@
     return { x: xs, upper: upper, lower: lower };
   }
 
-  // How many steps a chart spans: below 10, ticks are forced onto whole steps (Plotly would put them at
-  // half steps).
-  function stepSpan(keys) {
-    let lo = Infinity, hi = -Infinity;
-    keys.forEach(function (key) {
-      const s = state.series[key];
-      if (s && s.x.length) { lo = Math.min(lo, s.x[0]); hi = Math.max(hi, s.x[s.x.length - 1]); }
-    });
-    return hi >= lo ? hi - lo : 0;
-  }
-
+  // The chart's x-axis; steps through RolloutCharts.stepAxis (static/js/charts.js): whole, unique ticks.
   function xAxisLayout(keys) {
     if (state.xAxis === "time") return { type: "date", title: { text: "time" } };
     if (state.xAxis === "tokens") return { title: { text: "tokens seen" }, tickformat: "~s" };
-    const axis = { title: { text: "step" }, tickformat: "d" };
-    if (stepSpan(keys) < 10) { axis.tick0 = 0; axis.dtick = 1; }
-    return axis;
+    const bounds = chartTheme.span(keys.map(function (key) { return state.series[key]; }));
+    return chartTheme.stepAxis(bounds[0], bounds[1]);
+  }
+
+  // Whether the chart drawn with `axis` needs another axis (or markers) for its points now.
+  function axisStale(chart) {
+    if (state.xAxis !== "step") return false;
+    const keys = chartKeys(chart).concat(chart.spec.stack ? ["step_time"] : []);
+    const axis = xAxisLayout(keys);
+    if (axis.dtick !== chart.dtick || String(axis.range) !== String(chart.range)) return true;
+    return keys.some(function (key) {
+      const s = state.series[key];
+      return s && chartTheme.lineMode(s.x.length) !== chartTheme.lineMode(s.x.length - 1) && chart.marked;
+    });
   }
 
   // How many rows a horizontal legend of these names takes in `width` pixels (about 6.5 px a
@@ -539,8 +611,8 @@
             hoverinfo: "skip", line: { width: 1 }, opacity: 0.25, legendgroup: key });
         }
         traces.push({ key: key, kind: "line" });
-        data.push({ x: s.x.slice(), y: ema(s.y, state.alpha), name: label, mode: "lines", legendgroup: key,
-          line: { width: 2 } });
+        data.push({ x: s.x.slice(), y: ema(s.y, state.alpha), name: label, mode: chartTheme.lineMode(s.x.length),
+          legendgroup: key, line: { width: 2 }, marker: { size: 6 } });
       });
       if (spec.band && state.series[spec.band] && state.series[keys[0]]) {
         const band = bandPoints(state.series[keys[0]], state.series[spec.band]);
@@ -564,14 +636,19 @@
     const names = data.filter(function (t) { return t.showlegend !== false; }).map(function (t) { return t.name; });
     const rows = showlegend ? legendRows(names, (chart.div.clientWidth || 560) - 64) : 0;
     const xaxis = xAxisLayout(keys.concat(spec.stack ? ["step_time"] : []));
-    chart.smallSpan = xaxis.dtick === 1;
+    chart.dtick = xaxis.dtick;
+    chart.range = xaxis.range;
+    chart.marked = data.some(function (t) { return t.mode === "lines+markers"; });
+    const yaxis = { type: state.logScale && !spec.stack ? "log" : "linear" };
+    // Fractions (accuracy) on a fixed 0–1 scale, unless the scale is logarithmic.
+    if (!state.logScale && keys.length && keys.every(chartTheme.isFraction)) yaxis.range = chartTheme.fractionRange();
     const layout = {
       // The title keeps to the top of the figure and the legend sits between it and the plot, with
       // room made for as many legend rows as the names need (below the plot it hit the x-axis title).
       title: { text: plotText(spec.title), font: { size: 13 }, yref: "container", y: 1, yanchor: "top", pad: { t: 8 } },
       margin: { l: 50, r: 14, t: 34 + 20 * rows, b: spec.small ? 34 : 40 },
       xaxis: xaxis, hovermode: "x unified", showlegend: showlegend,
-      yaxis: { type: state.logScale && !spec.stack ? "log" : "linear" },
+      yaxis: yaxis,
       legend: { orientation: "h", x: 0, y: 1, xanchor: "left", yanchor: "bottom", font: { size: 11 } },
       uirevision: state.xAxis + state.logScale,
     };
@@ -603,7 +680,7 @@
       const structureChanged = spec.stack || !chart.drawn || chart.div.hidden ||
         chartKeys(chart).some(function (k) { return !chart.traces.some(function (t) { return t.key === k; }); }) ||
         (spec.band && points[spec.band] && !chart.traces.some(function (t) { return t.kind === "upper"; })) ||
-        (chart.smallSpan && state.xAxis === "step" && stepSpan(chartKeys(chart)) >= 10);
+        axisStale(chart);
       if (structureChanged) { drawChart(chart); return; }
       const update = { x: [], y: [] }, indices = [];
       chart.traces.forEach(function (trace, index) {
@@ -685,6 +762,19 @@
         if (!connection) state.lastSeq = Math.max(state.lastSeq, body.last_seq);
         ui.note.textContent = downsampled ? "long curves are shown downsampled (each bucket's min and max)" : "";
         state.loading = false;
+        if (state.xAxis === "step") {
+          let lastStep = null;
+          EVAL_FIRST.forEach(function (key) {
+            const c = state.series[key];
+            if (c && c.x.length && (lastStep === null || c.x[c.x.length - 1] > lastStep)) lastStep = c.x[c.x.length - 1];
+          });
+          const values = {};
+          EVAL_FIRST.forEach(function (key) {
+            const c = state.series[key];
+            if (c && c.x.length && c.x[c.x.length - 1] === lastStep) values[key] = c.y[c.y.length - 1];
+          });
+          if (lastStep !== null) noteEvaluation(lastStep, values);
+        }
         drawAll();
         const held = state.held;
         state.held = [];
@@ -741,8 +831,8 @@
       zmin: 0, colorbar: { title: { text: "trajectories" }, thickness: 12 },
       hovertemplate: "step %{x}<br>" + label + " ≈ %{y:.3g}<br>%{z} trajectories<extra></extra>",
     };
-    const xaxis = { title: { text: "step" }, tickformat: "d" };
-    if (body.steps[body.steps.length - 1] - body.steps[0] < 10) { xaxis.tick0 = 0; xaxis.dtick = 1; }
+    const xaxis = chartTheme.stepAxis(body.steps[0], body.steps[body.steps.length - 1]);
+    delete xaxis.range;  // a heatmap's cells already span their steps
     Plotly.react(div, [trace], chartTheme.themed({
       title: { text: plotText(label[0].toUpperCase() + label.slice(1) + " per step (" +
         (body.split === "eval" ? "evaluation" : "training") + ")"), font: { size: 13 } },
@@ -801,7 +891,7 @@
       link.textContent = "#" + row.id;
       item.appendChild(link);
       item.appendChild(text("span", " step " + row.step + " · group " + row.group + " sample " + row.sample + " · "));
-      item.appendChild(text("code", row.task_id));
+      taskNodes(row).forEach(function (node) { item.appendChild(node); });
       item.appendChild(text("span", " · reward " + fmt(row.reward) + " · " + row.completion_tokens + " tokens" +
         (row.status !== "ok" ? " · " + row.status : "")));
       ui.feedFiltered.appendChild(item);
@@ -869,6 +959,24 @@
     return typeof value === "number" ? value.toFixed(3) : "—";
   }
 
+  // A task as every page shows it (templates/rollouts/_task.html): its prompt's first line, the whole
+  // prompt on hover, and the expected answer; its id where the trainer sent no prompt.
+  function taskNodes(source) {
+    const nodes = [];
+    const headline = source.task || source.task_id;
+    const name = text(source.task && source.task !== source.task_id ? "span" : "code", headline, "task-text");
+    name.title = source.task_hover || ("task " + source.task_id);
+    name.dataset.task = "";
+    nodes.push(name);
+    if (source.answer) {
+      const answer = text("span", " expected ", "task-answer muted small");
+      answer.appendChild(text("strong", source.answer.length > 80 ? source.answer.slice(0, 79) + "…" : source.answer));
+      answer.dataset.taskAnswer = "";
+      nodes.push(answer);
+    }
+    return nodes;
+  }
+
   function sampleNode(sample, label, className) {
     const box = document.createElement("div");
     box.className = "sample " + className;
@@ -884,7 +992,7 @@
     const detail = document.createElement("div");
     detail.appendChild(text("strong", "reward " + fmt(sample.reward)));
     const parts = (sample.components || []).map(function (c) { return c.name + " " + fmt(c.weighted); });
-    if (parts.length) detail.appendChild(text("span", " · " + parts.join(" · "), "muted small"));
+    if (parts.length) detail.appendChild(text("span", " · weighted: " + parts.join(" · "), "muted small"));
     box.appendChild(detail);
     if (sample.hacking) box.appendChild(text("div", sample.hacking, "badge hacking"));
     box.appendChild(text("pre", sample.final || "(no final answer)"));
@@ -896,7 +1004,7 @@
     const head = document.createElement("div");
     head.className = "head";
     head.appendChild(text("span", "step " + step + " · " + group.split + " group " + group.group + " · "));
-    head.appendChild(text("code", group.task_id));
+    taskNodes(group).forEach(function (node) { head.appendChild(node); });
     head.appendChild(text("span", " · mean " + fmt(group.mean) + " ± " + fmt(group.std) + " · " + group.size + " samples "));
     if (group.zero_variance) {
       const flag = text("span", "zero variance: no learning signal", "badge zero");
@@ -967,6 +1075,37 @@
     }
   });
 
+  // --- the newest evaluation's figures, as numbers in the live bar ---------------------------------------
+
+  function noteEvaluation(step, values) {
+    if (typeof step !== "number") return;
+    const latest = state.latestEval;
+    if (latest && step < latest.step) return;
+    const merged = latest && latest.step === step ? latest.values : {};
+    Object.keys(values).forEach(function (key) {
+      if (key.indexOf(EVAL_PREFIX) === 0 && typeof values[key] === "number") merged[key] = values[key];
+    });
+    if (!Object.keys(merged).length) return;
+    state.latestEval = { step: step, values: merged };
+    showEvaluation();
+  }
+
+  // "accuracy 0.250 · reward/mean 0.300": accuracy first, then the mean reward (what EVAL_FIRST names).
+  function showEvaluation() {
+    const latest = state.latestEval;
+    if (!latest || !ui.evalLatest) return;
+    ui.evalLatest.hidden = false;
+    ui.evalLatestStep.textContent = String(latest.step);
+    ui.evalLatestFigures.textContent = "";
+    EVAL_FIRST.filter(function (key) { return key in latest.values; }).forEach(function (key, index) {
+      if (index) ui.evalLatestFigures.appendChild(document.createTextNode(" · "));
+      const figure = text("span", key.slice(EVAL_PREFIX.length) + " ");
+      figure.dataset.evalFigure = key;
+      figure.appendChild(text("strong", latest.values[key].toFixed(3)));
+      ui.evalLatestFigures.appendChild(figure);
+    });
+  }
+
   // --- events ------------------------------------------------------------------------------------------
 
   function applyEvent(event) {
@@ -975,6 +1114,7 @@
       case "metrics":
         applyMetrics(event);
         setProgress(event.step);
+        if (event.values) noteEvaluation(event.step, event.values);
         if (event.values) setBest(event.values["reward/mean"]);
         break;
       case "trajectories":
@@ -990,9 +1130,16 @@
         break;
       case "cancel_requested":
         setCancelRequested(true);
+        if (event.actions) setActions(event.actions);
         break;
       case "hacking_alarm":
         setHackingAlarm(event.alarm);
+        break;
+      case "queue":
+        setQueue(event.queue);
+        break;
+      case "peak_memory":
+        setPeakMemory(event.peak_memory);
         break;
       case "heartbeat":
         setTimes(event);  // the server's seq-less heartbeat_at; the trainer's own heartbeats carry none
@@ -1076,7 +1223,14 @@
     dialog.querySelector("[data-cancel-dialog-keep]").addEventListener("click", function () { dialog.close(); });
     dialog.querySelector("[data-cancel-dialog-confirm]").addEventListener("click", function () {
       dialog.close();
-      if (cancelForm) cancelForm.submit();  // submit() skips the submit handler: no second question
+      if (!cancelForm) return;
+      // The request shows at once: the badge, and the button stops offering itself while the post goes.
+      setCancelRequested(true);
+      cancelForm.querySelectorAll("button").forEach(function (button) {
+        button.disabled = true;
+        button.textContent = "Cancelling…";
+      });
+      cancelForm.submit();  // submit() skips the submit handler: no second question
     });
   }
 
@@ -1097,7 +1251,8 @@
   showFeed();
   loadHistogram();
   loadCurves().then(function () {
-    return Promise.all([loadRecent("log", LOG_LINES), loadRecent("trajectories", 8)]);
+    // A training step sends one trajectories event per group: FEED_GROUPS events fill the feed.
+    return Promise.all([loadRecent("log", LOG_LINES), loadRecent("trajectories", FEED_GROUPS)]);
   }).then(function (recent) {
     recent[0].forEach(logEvent);
     recent[1].forEach(feedEvent);

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import pytest
 
-from tests.processes import asgi_server
+from tests.processes import Shared, asgi_server
 
 # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are still
 # synchronous and safe, so tell Django not to refuse them.
@@ -39,20 +40,53 @@ def chromium_path():
     return path
 
 
-@pytest.fixture
-def server(transactional_db):
-    with asgi_server() as url:
-        yield url
+# One daphne server and one Chromium serve a stretch of consecutive tests (tests.processes.Shared): each
+# start cost seconds in every browser test. The server holds no state of its own between tests (the data
+# is in the test database, which transactional_db empties after each test; sessions and the channel
+# layer are in the database and Redis, as with a fresh server); each test gets a fresh browser context.
+
+
+@pytest.fixture(scope="session")
+def _shared_server(django_db_setup, django_db_blocker):
+    """Stopped before the test database is dropped (it depends on django_db_setup)."""
+    shared = Shared("server", asgi_server)
+    yield shared
+    shared.close()
 
 
 @pytest.fixture
-def browser(chromium_path):
+def server(transactional_db, _shared_server):
+    return _shared_server.get()
+
+
+@contextmanager
+def _chromium(chromium_path: str):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="session")
+def _shared_chromium(chromium_path):
+    shared = Shared("browser", lambda: _chromium(chromium_path))
+    yield shared
+    shared.close()
+
+
+@pytest.fixture
+def browser(_shared_chromium):
+    """The shared Chromium; the contexts a test opens in it are closed when the test ends."""
+    browser = _shared_chromium.get()
+    before = set(browser.contexts)
+    yield browser
+    for context in browser.contexts:
+        if context not in before:
+            context.close()
 
 
 @pytest.fixture

@@ -85,6 +85,8 @@ def test_a_team_trains_the_policy_on_its_judgements_with_dpo_and_goes_on_with_gr
         expect(page.locator(".messages")).to_contain_text(f"Dataset v1: {PAIRS} pairs")
         row = page.locator("#datasets ~ table tbody tr").first
         row.locator("[data-dpo-run] input[name=max_steps]").fill(str(DPO_STEPS))
+        # It may start from a checkpoint of the judged runs (the GRPO policy); this one has none: the base model.
+        expect(row.locator("[data-dpo-start] option")).to_have_text(["the base model"])
         row.locator("[data-dpo-run] button:has-text('Train the policy with DPO')").click()
         page.wait_for_url(re.compile(r"/runs/\d+/$"))
         expect(page.locator(".messages")).to_contain_text("queued on the cpu queue")
@@ -100,6 +102,11 @@ def test_a_team_trains_the_policy_on_its_judgements_with_dpo_and_goes_on_with_gr
     checkpoint = Checkpoint.objects.get(run=dpo, step=DPO_STEPS)
     expect(page.locator(f"[data-checkpoint-step='{DPO_STEPS}']")).to_be_visible()
     expect(page.locator("#chart-dpo_margin")).to_be_visible()  # DPO's own metrics, charted
+    # …and none of GRPO's panels (no rollouts: no reward chart, distributions or feed), no Resume once done.
+    expect(page.locator("#chart-reward")).to_be_hidden()
+    expect(page.locator("[data-live-rollout-panels]")).to_be_hidden()
+    expect(page.locator("[data-live-feed]")).to_be_hidden()
+    expect(page.locator("[data-run-action=resume]")).to_be_hidden()
     start = page.locator("[data-start-from-checkpoint]")
     expect(start).to_be_visible()
 

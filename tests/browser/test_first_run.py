@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import elsewhere, sign_in
 from webapp.experiments.models import Environment, Rubric, Run
 from webapp.projects.services import project_create
 
@@ -71,3 +71,38 @@ def test_a_researcher_defines_and_launches_a_first_run(researcher, server, page)
     page.goto(f"{server}/p/{project.slug}/runs/")
     assert "DAPO, first try" in page.inner_text("table")
     assert "Queued" in page.inner_text("table")
+
+    # A trajectory the run stored previews, with the rubric that scored it, to its stored total: the
+    # preview reads the trajectory's own answer and environment reward, not the answer typed in the form.
+    from webapp.rollouts.ingest import ingest_batch
+    from webapp.rollouts.models import Trajectory
+
+    item = {
+        "group": 0,
+        "sample": 0,
+        "task_id": "add-2-2",
+        "prompt": "What is 2 + 2?",
+        "answer": "4",
+        "env_reward": 0.0,
+        "reward": 1.0,
+        "components": [
+            {"name": "correct", "kind": "numeric_match", "raw": 1.0, "weight": 1.0, "weighted": 1.0}
+        ],
+        "turns": [
+            {"role": "user", "text": "What is 2 + 2?"},
+            {"role": "assistant", "text": "<answer>4</answer>"},
+        ],
+    }
+    elsewhere(
+        lambda: ingest_batch(
+            run=run, payload={"events": [{"seq": 1, "type": "trajectories", "step": 1, "items": [item]}]}
+        )
+    )
+    stored = Trajectory.objects.get(run=run)
+    page.goto(f"{server}/p/{project.slug}/rubrics/{Rubric.objects.get().pk}/edit/")
+    page.select_option("select[name=preview-trajectory]", str(stored.pk))
+    page.fill("input[name=preview-answer]", "5")  # not this trajectory's answer: the preview ignores it
+    page.click("text=Preview score")
+    page.wait_for_selector("[data-preview-total]")
+    assert page.inner_text("[data-preview-total]") == f"{stored.reward:.4f}"
+    assert page.inner_text("[data-preview-answer]") == "4"

@@ -127,6 +127,14 @@ def test_no_main_page_overflows_a_phone_and_the_nav_folds(world, project, server
                 too_wide[name] = (overflow(page), widest(page))
         assert too_wide == {}, f"pages wider than a 390 px screen (by px): {too_wide}"
 
+        # The trajectory's reward breakdown scrolls sideways on a phone instead of being cut off.
+        page.goto(f"{server}/p/{project.slug}/trajectories/{world['trajectory'].pk}/")
+        box = page.evaluate("""() => {
+          const table = document.querySelector('table.components'), box = table.closest('.table-scroll');
+          return box && {overflow: getComputedStyle(box).overflowX, right: box.getBoundingClientRect().right};
+        }""")
+        assert box and box["overflow"] == "auto" and box["right"] <= PHONE["width"], box
+
         # The nav is a menu on a phone: folded until the button opens it.
         page.goto(f"{server}/p/{project.slug}/")
         runs_link = page.locator("nav.project-nav a:text-is('Runs')")
@@ -171,6 +179,30 @@ def test_dark_mode_follows_the_system_and_the_toggle_is_remembered(world, projec
     page.keyboard.press("Shift+D")
     assert background() == dark
     assert page.get_attribute("[data-theme-toggle]", "aria-pressed") == "true"
+
+    # The "evaluation" badge stays readable in dark mode (it was light text on lavender).
+    page.goto(f"{server}/p/{project.slug}/runs/{world['run'].pk}/groups/")
+    ink, paper = page.evaluate("""() => {
+      const badge = document.createElement('span');
+      badge.className = 'badge split-eval';
+      badge.textContent = 'eval';
+      document.querySelector('main').appendChild(badge);
+      const style = getComputedStyle(badge);
+      return [style.color, style.backgroundColor];
+    }""")
+    assert contrast(ink, paper) >= 4.5, (ink, paper)
+
+
+def contrast(first: str, second: str) -> float:
+    """WCAG contrast ratio of two colours written "rgb(r, g, b)"."""
+
+    def luminance(colour: str) -> float:
+        channels = [int(v) / 255 for v in colour[colour.index("(") + 1 : colour.index(")")].split(",")[:3]]
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    high, low = sorted((luminance(first), luminance(second)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
 
 
 def test_question_mark_shows_the_shortcuts_on_every_page_and_the_favicon_is_served(

@@ -31,9 +31,9 @@ def reported_runs(transactional_db, project, environment, rubric, users):
     return project, [(run, run.ingest_token()) for run in made]
 
 
-def report(server, run, token, events):
+def report(server, run, token, events, *, start: int = 1):
     numbered = [
-        {"seq": seq, "time": 1_700_000_000 + seq, **event} for seq, event in enumerate(events, start=1)
+        {"seq": seq, "time": 1_700_000_000 + seq, **event} for seq, event in enumerate(events, start=start)
     ]
     response = requests.post(
         f"{server}/api/runs/{run.pk}/events",
@@ -88,6 +88,8 @@ def group(step: int, split: str, rewards: list[float], task: str) -> dict:
                 "group": 0,
                 "sample": sample,
                 "task_id": task,
+                "prompt": f"Question {task}?\nAnswer with a number.",
+                "answer": "42",
                 "split": split,
                 "reward": reward,
                 "completion_tokens": 10 + 5 * sample,
@@ -106,17 +108,44 @@ def chart(page, selector: str, expression: str):
 
 def test_the_run_page_charts_read_like_a_researchers_notebook(reported_runs, server, page):
     project, [(run, token), _] = reported_runs
+    first = [
+        {"type": "status", "status": "STARTING"},
+        {"type": "status", "status": "RUNNING"},
+        eval_metrics(0),
+        train_metrics(1),
+    ]
+    report(server, run, token, first)
+    sign_in(page, server, "alice", PASSWORD)
+    page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
+    page.wait_for_function("window.websocketConnected === true")
+
+    # After the step-0 evaluation and one step, every series of one point is drawn (a marker), each
+    # step axis reads whole, unique steps, accuracy keeps its 0–1 range, and the evaluation's figures
+    # are numbers in the live bar.
+    for selector in ("#chart-reward", "[data-key='eval/accuracy']", "[data-key='eval/reward/mean']"):
+        assert chart(page, selector, "div.querySelectorAll('.scatterlayer .point').length") >= 1, selector
+        ticks = chart(
+            page, selector, "Array.from(div.querySelectorAll('.xtick text')).map(t => t.textContent)"
+        )
+        assert ticks and all(t.isdigit() for t in ticks) and len(set(ticks)) == len(ticks), (selector, ticks)
+    assert chart(page, "[data-key='eval/accuracy']", "div.layout.yaxis.range") == [-0.03, 1.03]
+    # "Best reward" says what it is: which split, which scale.
+    assert "highest mean training reward of one step" in page.locator("[data-live-best-label]").get_attribute(
+        "title"
+    )
+    assert page.locator("[data-live-eval-latest]").inner_text() == (
+        "Evaluation at step 0 (held-out tasks): accuracy 0.000 · reward/mean 0.300"
+    )
+
     report(
         server,
         run,
         token,
         [
-            {"type": "status", "status": "STARTING"},
-            {"type": "status", "status": "RUNNING"},
-            eval_metrics(0),
+            group(1, "train", [0.0, 0.0, 1.0], "t1"),
             *[
                 event
-                for step in (1, 2, 3)
+                for step in (2, 3)
                 for event in (
                     train_metrics(step),
                     group(step, "train", [0.0, 0.5 * (step - 1), 1.0], f"t{step}"),
@@ -126,10 +155,13 @@ def test_the_run_page_charts_read_like_a_researchers_notebook(reported_runs, ser
             group(3, "eval", [1.0], "held-out-1"),
             {"type": "log", "level": "warning", "message": "tokenizer: truncating a prompt"},
         ],
+        start=len(first) + 1,
     )
-    sign_in(page, server, "alice", PASSWORD)
-    page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
-    page.wait_for_function("window.websocketConnected === true")
+    page.wait_for_function(
+        "(document.querySelector(\"[data-key='eval/accuracy']\").data[0].y || []).length === 2"
+    )
+    assert "Evaluation at step 3" in page.locator("[data-live-eval-latest]").inner_text()
+    assert page.locator("[data-eval-figure='eval/accuracy']").inner_text() == "accuracy 0.300"
 
     # Evaluation as small multiples, accuracy first.
     keys = page.evaluate(
@@ -177,6 +209,15 @@ def test_the_run_page_charts_read_like_a_researchers_notebook(reported_runs, ser
     assert chart(page, hostile, "div.querySelector('.gtitle').textContent") == HOSTILE_KEY
     assert chart(page, hostile, "div.querySelectorAll('svg a').length") == 0
     assert page.locator("a[href='https://example.com/x']").count() == 0
+
+    # Tasks by their text: the prompt's first line (the whole prompt on hover) and the expected answer.
+    newest = page.locator("[data-live-feed] > li").first
+    assert newest.locator("[data-task]").inner_text() == "Question t3?"
+    assert (
+        newest.locator("[data-task]").get_attribute("title")
+        == "Question t3?\nAnswer with a number.\n\ntask t3"
+    )
+    assert newest.locator("[data-task-answer]").inner_text().strip() == "expected 42"
 
     # Training and evaluation groups are listed apart.
     assert page.locator("[data-live-feed] > li").count() == 3
@@ -247,10 +288,33 @@ def test_the_run_page_charts_read_like_a_researchers_notebook(reported_runs, ser
 def test_the_compare_page_charts_names_and_keys_as_text(reported_runs, server, page):
     project, [(first, first_token), (second, second_token)] = reported_runs
     for run, token in ((first, first_token), (second, second_token)):
-        report(server, run, token, [train_metrics(1), train_metrics(2)])
+        report(server, run, token, [eval_metrics(0), train_metrics(1), train_metrics(2)])
     sign_in(page, server, "alice", PASSWORD)
     page.goto(f"{server}/p/{project.slug}/compare/?runs={first.pk},{second.pk}")
     page.wait_for_function("(document.getElementById('compare-chart').data || []).length === 2")
+
+    # Two runs with the same curve stay two: their own dash and marker, and a note that says so.
+    assert chart(page, "#compare-chart", "div.data.map(t => t.line.dash)") == ["solid", "dash"]
+    assert page.locator("[data-compare-identical]").inner_text() == (
+        f"{HOSTILE_NAME} (#{second.pk}) is identical to charts (#{first.pk})"
+    )
+    ticks = chart(
+        page, "#compare-chart", "Array.from(div.querySelectorAll('.xtick text')).map(t => t.textContent)"
+    )
+    assert ticks == ["1", "2"], ticks
+
+    # A one-point evaluation accuracy is a visible marker on a 0–1 scale, one whole step on the axis.
+    page.select_option("[data-compare-metric]", "eval/accuracy")
+    page.wait_for_function("document.getElementById('compare-chart').layout.title.text === 'eval/accuracy'")
+    time.sleep(0.2)
+    assert chart(page, "#compare-chart", "div.querySelectorAll('.scatterlayer .point').length") == 2
+    assert chart(
+        page, "#compare-chart", "Array.from(div.querySelectorAll('.xtick text')).map(t => t.textContent)"
+    ) == ["0"]
+    yticks = chart(
+        page, "#compare-chart", "Array.from(div.querySelectorAll('.ytick text')).map(t => t.textContent)"
+    )
+    assert len(set(yticks)) == len(yticks) and yticks[0] == "0" and yticks[-1] == "1", yticks
     page.select_option("[data-compare-metric]", HOSTILE_KEY)
     page.wait_for_function("document.getElementById('compare-chart').data[0].y.length === 2")
     time.sleep(0.2)  # let the redraw land
@@ -261,3 +325,49 @@ def test_the_compare_page_charts_names_and_keys_as_text(reported_runs, server, p
     assert legend == [f"charts (#{first.pk})", f"{HOSTILE_NAME} (#{second.pk})"]
     assert chart(page, "#compare-chart", "div.querySelectorAll('svg a').length") == 0
     assert page.locator("a[href^='https://example.com']").count() == 0
+
+
+PHONE = {"width": 390, "height": 844}
+
+# Every drawn chart, and the card it sits in: wider than its box, or sticking out of the screen?
+CHARTS_TOO_WIDE = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).filter(div => {
+  const box = div.getBoundingClientRect();
+  if (box.width === 0) return false;  // a hidden tab
+  const svg = div.querySelector('.main-svg');
+  const drawn = svg ? svg.getBoundingClientRect().width : 0;
+  return div.scrollWidth > div.clientWidth + 1 || box.right > window.innerWidth + 1
+    || box.left < -1 || drawn > box.width + 1;
+}).map(div => (div.id || div.className) + ' ' + Math.round(div.getBoundingClientRect().width) + '/'
+  + Math.round(div.scrollWidth))"""
+
+
+def test_every_chart_fits_a_390px_phone(reported_runs, server, browser):
+    """On a phone each chart of the run page and the compare page is as wide as the screen allows: none
+    wider than its container, none past the screen's edge."""
+    project, [(first, first_token), (second, second_token)] = reported_runs
+    for run, token in ((first, first_token), (second, second_token)):
+        report(
+            server,
+            run,
+            token,
+            [train_metrics(step) for step in (1, 2, 3)]
+            + [eval_metrics(step) for step in (0, 2)]
+            + [group(1, "train", [0.0, 1.0], "t1"), group(2, "train", [1.0, 0.5], "t2")],
+        )
+    context = browser.new_context(viewport=PHONE, bypass_csp=True)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        sign_in(page, server, "alice", PASSWORD)
+        page.goto(f"{server}/p/{project.slug}/runs/{first.pk}/")
+        page.wait_for_function("(document.getElementById('chart-reward').data || []).length > 0")
+        page.wait_for_timeout(500)  # the other charts draw after the first
+        drawn = page.evaluate("document.querySelectorAll('.js-plotly-plot').length")
+        assert drawn >= 4, drawn
+        assert page.evaluate(CHARTS_TOO_WIDE) == []
+        page.goto(f"{server}/p/{project.slug}/compare/?runs={first.pk},{second.pk}")
+        page.wait_for_function("(document.getElementById('compare-chart').data || []).length === 2")
+        page.wait_for_timeout(300)
+        assert page.evaluate(CHARTS_TOO_WIDE) == []
+    finally:
+        context.close()

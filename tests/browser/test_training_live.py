@@ -1,5 +1,6 @@
 """End to end in real Chromium: a run trains on a real Celery worker, the run page's reward chart
-gains points as it learns, and pressing Cancel stops it — the status changes on the page."""
+gains points as it learns, a step's rollouts are in the feed before its update starts, and pressing
+Cancel stops it — the status changes on the page."""
 
 from __future__ import annotations
 
@@ -70,10 +71,23 @@ def test_watch_a_run_learn_and_cancel_it(training_setup, server, page):
         sign_in(page, server, "rosa", PASSWORD)
         page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
         page.wait_for_function("window.websocketConnected === true")
+        # Each time the phase line turns to "Updating · step N": is step N's group already in the feed?
+        page.evaluate("""() => {
+          window.feedBeforeUpdate = [];
+          const phase = document.querySelector('[data-live-phase-text]');
+          new MutationObserver(() => {
+            const m = /^Updating · step (\\d+)/.exec(phase.textContent);
+            if (!m) return;
+            const feed = document.querySelector('[data-live-feed]').textContent;
+            window.feedBeforeUpdate.push([Number(m[1]), feed.indexOf('step ' + m[1] + ' · train group') !== -1]);
+          }).observe(phase, {childList: true, characterData: true, subtree: true});
+        }""")
 
         page.wait_for_function(
             "(document.getElementById('chart-reward').data[0] || {x: []}).x.length >= 2", timeout=240_000
         )
+        seen_updates = page.evaluate("window.feedBeforeUpdate")
+        assert seen_updates and all(in_feed for _, in_feed in seen_updates), seen_updates
         seen = chart_points(page)
         page.wait_for_function(
             f"document.getElementById('chart-reward').data[0].x.length > {seen}", timeout=120_000
@@ -83,7 +97,21 @@ def test_watch_a_run_learn_and_cancel_it(training_setup, server, page):
         page.click("[data-run-action=cancel] button")
         page.click("[data-cancel-dialog-confirm]")  # the page asks first
         page.wait_for_function(
-            "document.querySelector('[data-live-status]').textContent === 'Cancelled'", timeout=120_000
+            "(document.querySelector('[data-live-status]') || {}).textContent === 'Cancelled'",
+            timeout=120_000,
         )
     run.refresh_from_db()
     assert run.status == "CANCELLED" and run.current_step < 200
+    # In the stored event log too: step 1's trajectories came before its update began.
+    from webapp.rollouts.models import RunEvent
+
+    events = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", "summary"))
+    first_rollouts = next(
+        i for i, (kind, summary) in enumerate(events) if kind == "trajectories" and summary["step"] == 1
+    )
+    first_update = next(
+        i
+        for i, (kind, summary) in enumerate(events)
+        if kind == "phase" and summary.get("phase") == "updating"
+    )
+    assert first_rollouts < first_update

@@ -32,7 +32,10 @@ def test_the_gpu_worker_reserves_nvidia_devices_and_installs_the_gpu_extra():
     devices = gpu["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
     assert gpu["build"]["args"]["INSTALL_EXTRAS"] == "gpu"
-    assert gpu["command"][gpu["command"].index("-Q") + 1] == "gpu"
+    command = gpu["command"][-1]
+    assert "-Q gpu" in command
+    # The GPU worker's machine joins Ray as a node (with its GPUs) before the worker starts.
+    assert command.startswith("ray start --address=ray-head:6379 && exec celery")
 
 
 def test_web_runs_an_asgi_server_on_postgres_and_redis():
@@ -138,3 +141,44 @@ def test_check_deploy_is_clean_in_the_compose_configuration(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_workers_are_healthy_by_the_age_of_their_heartbeat_file():
+    config = load()
+    assert config["x-app"]["environment"]["WORKER_HEARTBEAT_FILE"] == "/tmp/worker-heartbeat"
+    for name in ("worker-cpu", "scheduler", "worker-gpu"):
+        check = " ".join(config["services"][name]["healthcheck"]["test"])
+        assert "/tmp/worker-heartbeat" in check and "-lt 60" in check, name
+
+
+def test_the_images_users_pull_are_the_defaults_and_each_can_be_replaced():
+    """Where Docker Hub is not reachable, scripts/docker-local-bases.sh makes stand-ins; the file is the same."""
+    compose = load()
+    assert compose["services"]["postgres"]["image"] == "${POSTGRES_IMAGE:-postgres:16}"
+    assert compose["services"]["redis"]["image"] == "${REDIS_IMAGE:-redis:7}"
+    assert compose["x-app"]["build"]["args"]["BASE_IMAGE"] == "${BASE_IMAGE:-python:3.11-slim}"
+    dockerfile = (COMPOSE.parent / "Dockerfile").read_text()
+    assert "ARG BASE_IMAGE=python:3.11-slim\nFROM ${BASE_IMAGE}" in dockerfile
+    # The CA bundle is a build secret and the wheelhouse a mount: neither is copied into a layer.
+    assert "--mount=type=secret,id=pip_cert" in dockerfile and "COPY wheelhouse" not in dockerfile
+
+
+def test_rollout_actors_have_a_ray_node_of_their_own():
+    services = load()["services"]
+    # The head and the run's driver node offer no CPUs, so Ray places rollout actors on ray-worker.
+    assert "--num-cpus=0" in services["ray-head"]["command"]
+    assert services["worker-cpu"]["command"][-1].startswith("ray start --address=ray-head:6379 --num-cpus=0 ")
+    assert services["ray-worker"]["command"][-1].startswith(
+        "exec ray start --address=ray-head:6379 --num-cpus="
+    )
+    for name in ("web", "worker-cpu", "ray-worker", "ray-head", "postgres", "redis"):
+        assert "mem_limit" in services[name], name
+
+
+def test_workers_in_compose_keep_the_real_stdout_that_ray_needs():
+    # ray.init(address=...) inside a Celery task asks sys.stdout for fileno(); Celery's LoggingProxy has none.
+    assert load()["x-app"]["environment"]["CELERY_REDIRECT_STDOUTS"] == "0"
+    assert (
+        'os.environ.get("CELERY_REDIRECT_STDOUTS", "1") != "0"'
+        in (COMPOSE.parent / "workers" / "celery.py").read_text()
+    )

@@ -35,6 +35,45 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "bos": "<|begin_of_text|>",
         "eos": "<|eot_id|>",
     },
+    "qwen3": {
+        "template": "Qwen-Qwen3-0.6B.jinja",
+        "special": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        # added, not special, in Qwen3: they survive decoding
+        "added": [
+            "<tool_call>",
+            "</tool_call>",
+            "<think>",
+            "</think>",
+            "<tool_response>",
+            "</tool_response>",
+        ],
+        "bos": None,
+        "eos": "<|im_end|>",
+    },
+    "qwen3_coder": {
+        "template": "Qwen-Qwen3-Coder.jinja",
+        "special": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        "added": ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"],
+        "bos": None,
+        "eos": "<|im_end|>",
+    },
+    "harmony": {
+        "template": "openai-gpt-oss-120b.jinja",
+        "special": [
+            "<|startoftext|>",
+            "<|endoftext|>",
+            "<|start|>",
+            "<|end|>",
+            "<|message|>",
+            "<|channel|>",
+            "<|constrain|>",
+            "<|return|>",
+            "<|call|>",
+        ],
+        "added": [],
+        "bos": "<|startoftext|>",
+        "eos": "<|return|>",
+    },
     "mistral": {
         "template": "mistralai-Mistral-Nemo-Instruct-2407.jinja",
         "special": [

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from trainers.cli import ProgressSink, load_config
-from trainers.events import read_jsonl
+from trainers.sdk.events import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "trainers" / "examples" / "arithmetic_grpo.yaml"

@@ -183,7 +183,7 @@ def test_the_overlong_knobs_configure_the_rubrics_criterion_instead_of_adding_a_
 
 
 def test_the_overlong_criterion_and_the_knob_compute_the_same_penalty_at_every_buffer():
-    from trainers.algorithms import overlong_penalty
+    from trainers.learn.algorithms import overlong_penalty
     from trainers.rubrics.criteria import OverlongPenalty
 
     for buffer in (0, 1, 16, 64):

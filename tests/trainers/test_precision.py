@@ -4,13 +4,14 @@ every device, bf16 autocast for its passes on CUDA, and what an explicit `bfloat
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import torch
 
 from trainers import models
-from trainers.models import PolicyPrecision, inference_dtype, policy_precision
-from trainers.trainer import Trainer
+from trainers.learn.trainer import Trainer
+from trainers.models import PolicyPrecision, cpu_runs_fast, inference_dtype, policy_precision
 
 
 def test_auto_on_cuda_keeps_fp32_weights_and_runs_the_passes_under_bf16_autocast():
@@ -39,6 +40,27 @@ def test_a_model_that_only_samples_runs_in_the_learners_compute_dtype():
     assert inference_dtype("auto", "cuda") is torch.bfloat16  # what vLLM and the rollout workers' copies use
     assert inference_dtype("auto", "cpu") is torch.float32
     assert inference_dtype("float16", "cuda") is torch.float16
+
+
+def test_a_bf16_sampling_copy_samples_in_fp32_on_a_cpu_without_bf16_units():
+    """On an AVX2 CPU a bf16 matrix product runs in a scalar fallback ~10× slower than fp32 (the demo's
+    bf16 sampler made 5.5 tokens/s there): the copy samples in fp32. ATEN_CPU_CAPABILITY lowers what
+    PyTorch dispatches to, as on such a CPU."""
+    import subprocess
+    import sys
+
+    probe = "from trainers.models import inference_dtype; print(inference_dtype('bfloat16', 'cpu'))"
+    on_avx2 = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "ATEN_CPU_CAPABILITY": "avx2"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert on_avx2.stdout.strip() == "torch.float32"
+    expected = torch.bfloat16 if cpu_runs_fast(torch.bfloat16) else torch.float32
+    assert inference_dtype("bfloat16", "cpu") is expected
+    assert inference_dtype("bfloat16", "cuda") is torch.bfloat16
 
 
 def test_autocast_runs_the_matrix_products_in_its_dtype_and_keeps_the_weights():
@@ -92,7 +114,7 @@ def test_the_trainer_scores_and_samples_under_the_policys_autocast(tiny, toy_env
     )
     seen: list[tuple[bool, torch.dtype]] = []
     trainer.setup()
-    assert trainer.precision is mixed
+    assert trainer.learner.precision is mixed
     trainer.model.lm_head.register_forward_hook(
         lambda module, args, out: seen.append((torch.is_grad_enabled(), out.dtype))
     )
@@ -105,7 +127,9 @@ def test_the_trainer_scores_and_samples_under_the_policys_autocast(tiny, toy_env
     scored = [dtype for grad, dtype in seen if grad]
     assert sampled and scored and set(sampled) == set(scored) == {torch.bfloat16}
     assert metrics["trained_sequences"] > 0
-    assert all(p.dtype is torch.float32 and p.grad.dtype is torch.float32 for p in trainer.params)
-    assert all(v.dtype is torch.float32 for state in trainer.optimizer.state.values() for v in state.values())
+    assert all(p.dtype is torch.float32 and p.grad.dtype is torch.float32 for p in trainer.learner.params)
+    assert all(
+        v.dtype is torch.float32 for state in trainer.learner.optimizer.state.values() for v in state.values()
+    )
     changed = [k for k, v in trainer.model.state_dict().items() if not torch.equal(v, before[k])]
     assert changed

@@ -36,7 +36,7 @@ def policy() -> tuple[Any, Any]:
 @pytest.fixture(scope="module")
 def engine(policy: tuple[Any, Any]) -> Any:
     """One vLLM backend on the bundled model for a test module; closed at its end."""
-    from trainers.backends import make_backend
+    from trainers.rollout.backends import make_backend
 
     backend = make_backend("vllm", model_name="smollm2-135m", tokenizer=policy[1], seed=0)
     yield backend

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tests.vllm.learner import CHAT, LOGPROB_TOLERANCE, learner_logprobs, max_gap
-from trainers.backends import make_backend
+from trainers.rollout.backends import make_backend
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

@@ -6,8 +6,8 @@ import pytest
 
 from tests.trainers.conftest import ToyEnv
 from tests.vllm.learner import CHAT, LOGPROB_TOLERANCE, learner_logprobs, max_gap
-from trainers.events import MemorySink
-from trainers.trainer import Trainer, train
+from trainers.learn.trainer import Trainer, train
+from trainers.sdk.events import MemorySink
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -38,7 +38,7 @@ def test_two_steps_on_the_arithmetic_environment_succeed():
 
 
 def test_after_a_step_the_engine_samples_from_the_updated_policy(policy):
-    from trainers.backends.vllm_backend import VLLMBackend
+    from trainers.rollout.backends.vllm_backend import VLLMBackend
 
     base, _ = policy
     trainer = Trainer({**TINY, "group_size": 4, "learning_rate": 1e-3}, env_factory=ToyEnv)

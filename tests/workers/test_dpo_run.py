@@ -64,6 +64,11 @@ def test_snapshot_to_dpo_run_to_checkpoint_to_resume_and_a_grpo_run_from_it(proj
         steps = list(Checkpoint.objects.filter(run=dpo).values_list("step", flat=True))
         assert steps == [1, 2]
         first = Checkpoint.objects.get(run=dpo, step=1)
+        # A DPO run that finished its steps is not resumed (a new run starts from its checkpoint); one stopped
+        # on the way is, from any of its checkpoints.
+        assert not dpo.can_resume() and "finished its steps" in dpo.resume_refusal()[1]
+        Run.objects.filter(pk=dpo.pk).update(status="CANCELLED")
+        dpo.refresh_from_db()
 
         resumed, _ = run_resume(run=dpo, user=users["bob"], checkpoint=first)
         resumed = finished(resumed)

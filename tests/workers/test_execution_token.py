@@ -22,7 +22,7 @@ def test_the_worker_gives_the_trainer_the_token_the_run_was_created_with(
         dispatch=False,
     )
     given = []
-    monkeypatch.setattr(execution, "_train", lambda claimed, token: given.append(token) or "done")
+    monkeypatch.setattr(execution, "_train", lambda claimed, token, cancel: given.append(token) or "done")
     assert execution.execute_run(run.pk, hostname="test@host") == "done"
     run.refresh_from_db()
     assert given == [created] and run.status == "STARTING"

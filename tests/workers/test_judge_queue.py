@@ -8,21 +8,25 @@ from __future__ import annotations
 import time
 
 import pytest
+from django.utils import timezone
 
 from tests.processes import celery_worker
 from tests.webapp.review_factories import make_group
 from webapp.experiments.services import rubric_create
+from webapp.fleet.models import WorkerNode
 from webapp.review import selectors, services
 from webapp.review.models import JudgeStatus, JudgeVerdict, QueueJudge
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-SPEC = {
-    "aggregation": "weighted_sum",
-    "criteria": [
-        {"name": "tone", "kind": "llm_judge", "weight": 1.0, "params": {"model": "policy"}},
-        {"name": "gone", "kind": "llm_judge", "weight": 1.0, "params": {"model": "/nonexistent/judge-model"}},
-    ],
+CRITERIA = {
+    "tone": {"name": "tone", "kind": "llm_judge", "weight": 1.0, "params": {"model": "policy"}},
+    "gone": {
+        "name": "gone",
+        "kind": "llm_judge",
+        "weight": 1.0,
+        "params": {"model": "/nonexistent/judge-model"},
+    },
 }
 
 
@@ -41,7 +45,8 @@ def queue(project, run, users):
 
 
 def ask(queue, users, criterion: str, *, dispatch: bool) -> QueueJudge:
-    version = rubric_create(project=queue.project, name=f"judges {criterion}", spec=SPEC, user=users["alice"])
+    spec = {"aggregation": "weighted_sum", "criteria": [CRITERIA[criterion]]}
+    version = rubric_create(project=queue.project, name=f"judges {criterion}", spec=spec, user=users["alice"])
     return services.queue_judge_start(
         queue=queue,
         user=users["bob"],
@@ -89,6 +94,15 @@ def test_the_bundled_model_judges_every_pair_in_both_orders(queue, users):
 def test_a_judge_whose_model_cannot_load_fails_with_the_reason(queue, users):
     from workers.judge_tasks import judge_queue
 
+    # A worker online that reports the model (so the rubric may name it) but cannot load it after all.
+    now = timezone.now()
+    WorkerNode.objects.create(
+        hostname="judge@elsewhere",
+        queues=["cpu"],
+        judge_models=["/nonexistent/judge-model"],
+        started_at=now,
+        last_seen=now,
+    )
     judge = ask(queue, users, "gone", dispatch=False)
     judge_queue.apply(args=[judge.pk])
     judge.refresh_from_db()

@@ -16,3 +16,20 @@ def test_a_worker_measures_its_cpu_and_memory_and_its_gpus_where_nvml_is_present
         assert usage["gpus"] == []  # no NVML here: nothing made up
     for gpu in usage["gpus"]:
         assert 0 <= gpu["utilization_percent"] <= 100 and gpu["memory_used_mb"] <= gpu["memory_total_mb"]
+
+
+def test_the_heartbeat_file_is_touched_where_one_is_named(tmp_path, monkeypatch):
+    import os
+    import time
+
+    from workers.node import touch_heartbeat_file
+
+    beat = tmp_path / "worker-heartbeat"
+    monkeypatch.delenv("WORKER_HEARTBEAT_FILE", raising=False)
+    touch_heartbeat_file()
+    assert not beat.exists()
+    monkeypatch.setenv("WORKER_HEARTBEAT_FILE", str(beat))
+    touch_heartbeat_file()
+    os.utime(beat, (0, 0))
+    touch_heartbeat_file()
+    assert time.time() - beat.stat().st_mtime < 5

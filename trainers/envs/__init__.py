@@ -10,51 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 from trainers.kinds import KindSpec
+from trainers.kinds import boolean_field as _bool
+from trainers.kinds import choice_field as _enum
+from trainers.kinds import integer_field as _int
+from trainers.kinds import number_field as _number
+from trainers.kinds import object_schema as _object
+from trainers.kinds import text_field as _text
 
-# ---- schema fragments shared by several kinds --------------------------------------------------
-
-
-def _int(title: str, description: str, default: int, minimum: int, maximum: int) -> dict[str, Any]:
-    return {
-        "type": "integer",
-        "title": title,
-        "description": description,
-        "default": default,
-        "minimum": minimum,
-        "maximum": maximum,
-    }
-
-
-def _number(title: str, description: str, default: float, minimum: float, maximum: float) -> dict[str, Any]:
-    return {
-        "type": "number",
-        "title": title,
-        "description": description,
-        "default": default,
-        "minimum": minimum,
-        "maximum": maximum,
-    }
-
-
-def _bool(title: str, description: str, default: bool) -> dict[str, Any]:
-    return {"type": "boolean", "title": title, "description": description, "default": default}
-
-
-def _object(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": properties,
-        "additionalProperties": False,
-    }
-    if required:
-        schema["required"] = required
-    return schema
+# ---- schema fragments shared by several kinds (the generic ones, short-named, are trainers.kinds') ----
 
 
 def _max_turns(default: int, maximum: int = 32) -> dict[str, Any]:
     return _int(
         "Max turns",
-        "Assistant messages allowed per episode; an episode still running after this many is truncated.",
+        "Assistant messages allowed per episode; an episode still running after this many is truncated. "
+        "A run's own Max turns knob can only lower it: the smaller of the two applies.",
         default,
         1,
         maximum,
@@ -167,6 +137,15 @@ MCP_SERVERS_SCHEMA: dict[str, Any] = {
                 "maximum": 600,
                 "default": 10,
                 "description": "Time limit of one call, in seconds.",
+            },
+            "protocol": {
+                "type": "string",
+                "enum": ["auto", "2026-07-28", "session"],
+                "default": "auto",
+                "description": "For a url: 2026-07-28 speaks MCP's stateless revision (each request one "
+                "self-contained POST, no handshake, no session: servers on mcp 2.x); session, the "
+                "initialize handshake and an Mcp-Session-Id (earlier revisions); auto tries the stateless "
+                "revision first.",
             },
         },
     },
@@ -474,23 +453,6 @@ MCP_TOOLS = KindSpec(
 # ---- ecosystem kinds: environments people bring (the `envs` extra installs their packages) -------
 
 
-def _text(
-    title: str, description: str, default: str = "", max_length: int = 2000, **extra: Any
-) -> dict[str, Any]:
-    return {
-        "type": "string",
-        "title": title,
-        "description": description,
-        "default": default,
-        "maxLength": max_length,
-        **extra,
-    }
-
-
-def _enum(title: str, description: str, options: list[str], default: str) -> dict[str, Any]:
-    return {"type": "string", "title": title, "description": description, "enum": options, "default": default}
-
-
 OPENENV = KindSpec(
     name="openenv",
     title="OpenEnv server",
@@ -525,6 +487,22 @@ OPENENV = KindSpec(
                 "Directory the started server runs in (and imports from); empty: the worker's own.",
                 max_length=1000,
             ),
+            "image": _text(
+                "Docker image to start",
+                "An OpenEnv environment's image (as openenv build makes one): each rollout worker runs one "
+                "container of it, its port published on a free 127.0.0.1 port, and removes it at exit.",
+                max_length=500,
+            ),
+            "container_port": _int(
+                "Container port", "The port the server listens on inside the image.", 8000, 1, 65535
+            ),
+            "container_env": {
+                "type": "object",
+                "title": "Container environment",
+                "description": "Environment variables of the container (JSON object of strings).",
+                "additionalProperties": {"type": "string", "maxLength": 4000},
+                "default": {},
+            },
             "transport": _enum(
                 "Transport",
                 "auto: a /ws session per episode when the server offers one, else "
@@ -630,16 +608,163 @@ VERIFIERS = KindSpec(
             ),
             "step_timeout_s": _number(
                 "Step timeout (s)",
-                "Longest wait for the environment's answer (tool call, env response or scoring) in one step.",
+                "Longest wait for the environment's answer (tool call, env response or scoring) in one step; "
+                "with verifiers 0.4, for a whole episode.",
                 60.0,
                 1.0,
                 3600.0,
             ),
+            "api": _enum(
+                "verifiers API",
+                "classic: verifiers 0.1.9-0.3.x in the worker's own venv (load_environment). v1: verifiers 0.4 "
+                "(Taskset, Harness, Toolset) served from its own venv (see python).",
+                ["classic", "v1"],
+                "classic",
+            ),
+            "python": _text(
+                "verifiers 0.4 Python",
+                "The interpreter of a venv with verifiers 0.4 and the environment installed (e.g. "
+                ".venv-vf04/bin/python); empty with api v1: $ROLLOUT_STUDIO_VF04_PYTHON.",
+                "",
+                max_length=500,
+            ),
+            "harness": _text(
+                "Harness (verifiers 0.4)",
+                "The harness that plays each episode: null (the tool-less chat loop; with the taskset's "
+                "toolsets, its MCP tools), bash, or any harness id verifiers or the package provides.",
+                "null",
+                max_length=100,
+                pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$",
+            ),
+            "max_tasks": _int(
+                "Max tasks (verifiers 0.4)",
+                "How many tasks of an endless taskset (generated games…) are used.",
+                1000,
+                1,
+                100000,
+            ),
+            "harness_args": {
+                "type": "object",
+                "title": "Harness arguments (verifiers 0.4)",
+                "description": "More fields of the harness's config (JSON object).",
+                "default": {},
+            },
         },
         required=["environment"],
     ),
     target="trainers.envs.verifiers_env:VerifiersEnvironment",
 )
+
+# reasoning-gym's task generators (reasoning_gym.factory.DATASETS of the pinned version; a test keeps the two
+# equal): the environment form offers them as a list, and a typo is answered with the valid names.
+REASONING_GYM_DATASETS = [
+    "ab",
+    "acre",
+    "advanced_geometry",
+    "aiw",
+    "arc_1d",
+    "arc_agi",
+    "base_conversion",
+    "basic_arithmetic",
+    "bf",
+    "binary_alternation",
+    "binary_matrix",
+    "bitwise_arithmetic",
+    "boxnet",
+    "caesar_cipher",
+    "calendar_arithmetic",
+    "chain_sum",
+    "circuit_logic",
+    "codeio",
+    "coin_flip",
+    "color_cube_rotation",
+    "complex_arithmetic",
+    "composite",
+    "count_bits",
+    "count_primes",
+    "countdown",
+    "course_schedule",
+    "cryptarithm",
+    "decimal_arithmetic",
+    "decimal_chain_sum",
+    "dice",
+    "emoji_mystery",
+    "family_relationships",
+    "figlet_font",
+    "fraction_simplification",
+    "futoshiki",
+    "game_of_life",
+    "game_of_life_halting",
+    "gcd",
+    "graph_color",
+    "group_anagrams",
+    "gsm_symbolic",
+    "intermediate_integration",
+    "isomorphic_strings",
+    "jugs",
+    "kakurasu",
+    "knight_swap",
+    "knights_knaves",
+    "largest_island",
+    "lcm",
+    "leg_counting",
+    "letter_counting",
+    "letter_jumble",
+    "list_functions",
+    "mahjong_puzzle",
+    "manipulate_matrix",
+    "maze",
+    "mini_sudoku",
+    "modulo_grid",
+    "n_queens",
+    "needle_haystack",
+    "number_filtering",
+    "number_format",
+    "number_sequence",
+    "number_sorting",
+    "palindrome_generation",
+    "palindrome_partitioning",
+    "path_star",
+    "polynomial_equations",
+    "polynomial_multiplication",
+    "pool_matrix",
+    "power_function",
+    "prime_factorization",
+    "products",
+    "propositional_logic",
+    "puzzle24",
+    "quantum_lock",
+    "ransom_note",
+    "rearc",
+    "rectangle_count",
+    "rotate_matrix",
+    "rotten_oranges",
+    "rubiks_cube",
+    "rush_hour",
+    "self_reference",
+    "sentence_reordering",
+    "shortest_path",
+    "simple_equations",
+    "simple_geometry",
+    "simple_integration",
+    "sokoban",
+    "spell_backward",
+    "spiral_matrix",
+    "string_insertion",
+    "string_manipulation",
+    "string_splitting",
+    "string_synthesis",
+    "sudoku",
+    "survo",
+    "syllogism",
+    "time_intervals",
+    "tower_of_hanoi",
+    "tsumego",
+    "word_ladder",
+    "word_sequence_reversal",
+    "word_sorting",
+    "zebra_puzzles",
+]
 
 REASONING_GYM = KindSpec(
     name="reasoning_gym",
@@ -651,13 +776,11 @@ REASONING_GYM = KindSpec(
     ),
     config_schema=_object(
         {
-            "dataset": _text(
+            "dataset": _enum(
                 "Task generator",
                 "reasoning-gym dataset name, e.g. basic_arithmetic, leg_counting, chain_sum.",
+                REASONING_GYM_DATASETS,
                 "basic_arithmetic",
-                max_length=100,
-                minLength=1,
-                pattern=r"^[a-z0-9_]+$",
             ),
             "dataset_config": {
                 "type": "object",
@@ -851,6 +974,35 @@ AGENT = KindSpec(
     target="trainers.envs.agent:AgentEnv",
 )
 
+HARBOR = KindSpec(
+    name="harbor",
+    title="Harbor task",
+    description=(
+        "Harbor task folders (task.toml, instruction.md, environment/Dockerfile, tests/test.sh): the agent "
+        "works in the task's Docker container through a bash tool, and the task's own tests/test.sh gives "
+        "the reward (/logs/verifier/reward.txt or reward.json), as Harbor's verifier reads it."
+    ),
+    config_schema=_object(
+        {
+            "path": _text(
+                "Task folder",
+                "A Harbor task folder (with task.toml) or a folder of them, on the worker.",
+                max_length=1000,
+                minLength=1,
+            ),
+            "max_turns": _max_turns(8, 64),
+            "max_tool_calls": _max_tool_calls(8),
+            "command_timeout_s": _number(
+                "Command timeout (s)", "Longest one bash command may run in the container.", 60.0, 1.0, 3600.0
+            ),
+            "network": _bool("Network", "Give the task's container a network (off: --network none).", False),
+            "eval_fraction": _EVAL_FRACTION,
+        },
+        required=["path"],
+    ),
+    target="trainers.envs.harbor_task:HarborTaskEnvironment",
+)
+
 BUILTIN_ENVIRONMENTS: list[KindSpec] = [
     ARITHMETIC_CALCULATOR,
     COUNTDOWN,
@@ -863,6 +1015,7 @@ BUILTIN_ENVIRONMENTS: list[KindSpec] = [
     REASONING_GYM,
     TEXTARENA,
     AGENT,
+    HARBOR,
 ]
 
 __all__ = ["BUILTIN_ENVIRONMENTS", "MCP_SERVERS_SCHEMA"]

@@ -208,7 +208,7 @@ class AgentEnv(Environment):
         """Run the agent once per (task, seed) against a gateway on `backend`; rollouts per group
         (the signature of `trainers.rollout.generate_rollouts`)."""
         from trainers.gateway import Gateway
-        from trainers.rollout import episode_turns
+        from trainers.rollout.episodes import episode_turns
 
         gateway = Gateway(
             backend,
@@ -461,7 +461,7 @@ def environment_agent(
 
     def run(task: dict[str, Any], client: Any) -> dict[str, Any]:
         from trainers.gateway.protocol import tool_call_json
-        from trainers.rollout import adopt_tool_format
+        from trainers.rollout.episodes import adopt_tool_format
 
         env = make_env()
         if tool_format is not None:

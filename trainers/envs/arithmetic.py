@@ -15,8 +15,8 @@ from typing import Any
 from trainers.envs.base import Split, ToolEnvironment, answer_text, draw_tasks, task_id
 from trainers.envs.safe_math import ExpressionError, evaluate
 from trainers.envs.tools import calculator_spec, run_calculator
+from trainers.rollout.toolcalls import ToolExample, extract_answer
 from trainers.rubrics.criteria import find_numbers, parse_number
-from trainers.toolcalls import ToolExample, extract_answer
 from trainers.types import Task, ToolCall
 
 ANSWER_INSTRUCTION = "Use the calculator, then answer in <answer></answer>."

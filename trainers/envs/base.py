@@ -16,7 +16,7 @@ Tool permissions (which tools, how many calls per episode, argument limits such 
 length) are enforced inside step(): a refused call becomes an error observation, never an exception.
 
 How tools are shown and calls are written (the studio `<tool_call>` format or the model's native
-one) is the business of `env.tool_format` (`trainers.toolformats`); the rollout driver sets it with
+one) is the business of `env.tool_format` (`trainers.rollout.toolformats`); the rollout driver sets it with
 `env.use_tool_format(fmt)` and a ToolEnvironment never looks at the syntax itself.
 """
 
@@ -25,12 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from trainers.toolcalls import TOOL_ERROR_PREFIX, ParseError, ToolExample, extract_answer
-from trainers.toolformats import STUDIO, ToolFormat
+from trainers.rollout.toolcalls import TOOL_ERROR_PREFIX, ParseError, ToolExample, extract_answer
+from trainers.rollout.toolformats import STUDIO, ToolFormat
 from trainers.types import Task, ToolCall, ToolSpec, Trajectory, Turn
 
 Split = Literal["train", "eval"]
@@ -77,8 +77,7 @@ def draw_tasks(
     task. Within the list, repeats are avoided while the task space allows; a small space (one-digit
     sums) repeats rather than failing.
     """
-    if split not in ("train", "eval"):
-        raise ValueError(f"split must be 'train' or 'eval', not {split!r}")
+    check_split(split)
     rng = random.Random(f"{kind}:{split}:{seed}")
     tasks: list[Task] = []
     seen: set[str] = set()
@@ -103,13 +102,53 @@ def draw_tasks(
     return tasks
 
 
+def check_split(split: str) -> None:
+    if split not in ("train", "eval"):
+        raise ValueError(f"split must be 'train' or 'eval', not {split!r}")
+
+
+def pool_tasks(pool: Sequence[Task], *, kind: str, split: Split, n: int, seed: int) -> list[Task]:
+    """`n` tasks from a fixed pool of one split, in an order shuffled by `seed`: an eval list is at most
+    the pool (a fixed set); a train list longer than the pool cycles through it again, reshuffled each
+    pass. The pool is the caller's: a dataset's rows of that split, a generator's tasks hashed into it."""
+    rng = random.Random(f"{kind}:{split}:{seed}")
+    if split == "eval":
+        order = list(pool)
+        rng.shuffle(order)
+        return order[:n]
+    chosen: list[Task] = []
+    while len(chosen) < n:
+        order = list(pool)
+        rng.shuffle(order)
+        chosen.extend(order[: n - len(chosen)])
+    return chosen
+
+
+def seed_tasks(
+    make: Callable[[int], tuple[str, Task]], *, split: Split, n: int, seed: int, eval_fraction: float
+) -> list[Task]:
+    """`n` tasks that are episode seeds of a remote or generated world (`make(seed) -> (content key,
+    task)`), each seed in the split its key hashes into. Eval seeds start at 0 whatever the run's seed
+    (a fixed eval set across runs); train seeds start where the run's seed says, so runs with different
+    seeds see different episodes."""
+    check_split(split)
+    chosen: list[Task] = []
+    candidate = 0 if split == "eval" else seed * 1_000_003 % 2**31
+    while len(chosen) < n:
+        key, task = make(candidate)
+        if split_of(key, eval_fraction) == split:
+            chosen.append(task)
+        candidate = (candidate + 1) % 2**31
+    return chosen
+
+
 class Environment:
     """Base class of environments. Subclasses set `kind`, `tools`, `max_turns` and implement the methods."""
 
     kind: ClassVar[str] = ""
     tools: list[ToolSpec]
     max_turns: int
-    tool_format: ToolFormat = STUDIO  # how tools are shown and calls parsed (trainers.toolformats)
+    tool_format: ToolFormat = STUDIO  # how tools are shown and calls parsed (trainers.rollout.toolformats)
 
     def use_tool_format(self, tool_format: ToolFormat) -> bool:
         """Adopt the run's tool-call format; False when this environment reads calls its own way
@@ -282,7 +321,8 @@ class ToolEnvironment(Environment):
                     f"\n(Only the first tool call in a message runs; {len(parsed) - 1} more ignored.)"
                 )
         else:
-            grade_reward, grade_info = self.grade(assistant_text)
+            # Graded without its reasoning (a <think> block, harmony's analysis): the turn keeps it.
+            grade_reward, grade_info = self.grade(self.tool_format.answer_text(assistant_text))
             self.done = True
             return StepResult(None, reward + grade_reward, True, grade_info)
         if self.turn >= self.max_turns:

@@ -17,7 +17,7 @@ from typing import Any
 from trainers.envs.base import Split, ToolEnvironment, draw_tasks, task_id
 from trainers.envs.safe_math import ExpressionError, evaluate, literals, parse_expression
 from trainers.envs.tools import calculator_spec, run_calculator
-from trainers.toolcalls import ToolExample, extract_answer
+from trainers.rollout.toolcalls import ToolExample, extract_answer
 from trainers.types import Task, ToolCall
 
 

@@ -11,14 +11,22 @@ cycles through it again (reshuffled each pass); an eval list is at most the spli
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 from typing import Any
 
-from trainers.envs.base import Split, ToolEnvironment, ToolError, answer_text, split_of, task_id
+from trainers.envs.base import (
+    Split,
+    ToolEnvironment,
+    ToolError,
+    answer_text,
+    check_split,
+    pool_tasks,
+    split_of,
+    task_id,
+)
 from trainers.envs.tools import run_calculator, run_python_tool, tool_by_name
+from trainers.rollout.toolcalls import ToolExample, extract_answer
 from trainers.rubrics.criteria import find_numbers, parse_number
-from trainers.toolcalls import ToolExample, extract_answer
 from trainers.types import Task, ToolCall
 
 KNOWN_TOOLS = ("calculator", "python")
@@ -113,24 +121,13 @@ def split_tasks(
     """`n` tasks of one split of a fixed task list (the split chosen by a hash of each prompt),
     shuffled by `seed`; a train list longer than the split cycles through it again (reshuffled each
     pass); an eval list is at most the split's size. `source` names the list in errors."""
-    if split not in ("train", "eval"):
-        raise ValueError(f"split must be 'train' or 'eval', not {split!r}")
+    check_split(split)
     pool = [t for t in all_tasks if split_of(t.prompt, eval_fraction) == split]
     if not pool:
         raise DatasetError(
             f"{source}: the {split} split is empty ({len(all_tasks)} tasks, eval fraction {eval_fraction})."
         )
-    rng = random.Random(f"{kind}:{split}:{seed}")
-    if split == "eval":
-        order = list(pool)
-        rng.shuffle(order)
-        return order[:n]
-    chosen: list[Task] = []
-    while len(chosen) < n:
-        order = list(pool)
-        rng.shuffle(order)
-        chosen.extend(order[: n - len(chosen)])
-    return chosen
+    return pool_tasks(pool, kind=kind, split=split, n=n, seed=seed)
 
 
 EXAMPLES = {

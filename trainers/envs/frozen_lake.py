@@ -19,8 +19,8 @@ from collections import deque
 from typing import Any
 
 from trainers.envs.base import Environment, Split, StepResult, draw_tasks, task_id
-from trainers.toolcalls import TOOL_ERROR_PREFIX, ParseError, extract_answer
-from trainers.toolformats import ToolFormat
+from trainers.rollout.toolcalls import TOOL_ERROR_PREFIX, ParseError, extract_answer
+from trainers.rollout.toolformats import ToolFormat
 from trainers.types import Task, ToolCall, ToolSpec
 
 MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}

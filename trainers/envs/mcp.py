@@ -66,6 +66,7 @@ class McpServer:
     timeout_s: float = 10.0
     cwd: str = ""
     env: tuple[tuple[str, str], ...] = ()
+    protocol: str = "auto"  # a url's MCP revision: "2026-07-28" (stateless), "session", or auto
 
     @classmethod
     def from_config(cls, data: dict[str, Any]) -> McpServer:
@@ -81,12 +82,13 @@ class McpServer:
             timeout_s=float(data.get("timeout_s", 10.0)),
             cwd=str(data.get("cwd") or ""),
             env=tuple(sorted((str(k), str(v)) for k, v in (data.get("env") or {}).items())),
+            protocol=str(data.get("protocol") or "auto"),
         )
 
     @property
     def connection_key(self) -> str:
         """Environments whose servers start the same way share one session."""
-        return json.dumps([self.command, self.url, self.cwd, self.env])
+        return json.dumps([self.command, self.url, self.cwd, self.env, self.protocol])
 
     def allows(self, tool: str) -> bool:
         return ALL_TOOLS in self.allow_tools or tool in self.allow_tools
@@ -107,10 +109,14 @@ class _Connection:
         self.refs = 0
         self.dead: str | None = None  # why the session stopped working
         self.closer: asyncio.TimerHandle | None = None
+        self.process: Any = None  # a stdio server's process (psutil), when it could be told apart
 
     async def open(self) -> None:
         self.stack = AsyncExitStack()
+        before = _child_pids()
         self.client = await _open_client(self.server, self.stderr, self.stack)
+        if not self.server.url:
+            self.process = _only_new_child(before)
         tools, cursor = [], None
         for _ in range(100):  # pages; a server that paginates forever cannot hang the build
             page = await self.client.list_tools(cursor=cursor)
@@ -128,6 +134,21 @@ class _Connection:
             except BaseException as exc:  # noqa: BLE001 — a dead server's transport fails to close; nothing to save
                 log.debug("closing MCP session %s: %r", self.server.name, exc)
         self.stderr.close()
+
+    def process_gone(self) -> str | None:
+        """Why a stdio server cannot answer any more (its process exited), or None. The SDK notices a
+        killed server only when it reads the end of its output; a call sent before that waits for its
+        time-out, so the process itself is asked."""
+        if self.process is None:
+            return None
+        import psutil
+
+        try:
+            if self.process.status() != psutil.STATUS_ZOMBIE:
+                return None
+        except psutil.Error:
+            pass
+        return f"its process ({self.process.pid}) has exited"
 
     def stderr_tail(self, lines: int = 5) -> str:
         try:
@@ -275,8 +296,116 @@ class _Session1:
         )
 
 
+# --- MCP's stateless revision (2026-07-28) over HTTP ----------------------------------------------------
+# Each request is one self-contained POST: no initialize handshake, no Mcp-Session-Id; the protocol
+# version, client info and capabilities ride in every request's `_meta` and in routing headers
+# (MCP-Protocol-Version, Mcp-Method, Mcp-Name) that the server checks against the body. Spoken here with
+# the standard library, whichever SDK is installed (mcp 1.x clients only know the handshake).
+
+STATELESS_REVISION = "2026-07-28"
+_CLIENT_INFO = {"name": "rollout-studio", "version": "1"}
+
+
+class StatelessRefused(RuntimeError):
+    """The server does not speak the stateless revision (auto then falls back to a session)."""
+
+
+class _StatelessClient:
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.url, self.timeout_s, self._id = url, timeout_s, 0
+
+    def _post(self, method: str, params: dict[str, Any], timeout_s: float, name: str | None = None) -> Any:
+        import urllib.error
+        import urllib.request
+
+        self._id += 1
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": STATELESS_REVISION,
+            "io.modelcontextprotocol/clientInfo": _CLIENT_INFO,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        body = {"jsonrpc": "2.0", "id": self._id, "method": method, "params": {**params, "_meta": meta}}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": STATELESS_REVISION,
+            "Mcp-Method": method,
+        }
+        if name is not None:
+            headers["Mcp-Name"] = name
+        request = urllib.request.Request(
+            self.url, data=json.dumps(body).encode(), headers=headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 — http(s) only
+                raw, kind = response.read(), response.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as refused:
+            raw, kind = refused.read(), refused.headers.get("Content-Type", "")
+        except TimeoutError:
+            raise TimeoutError(f"timed out after {timeout_s:g} s") from None
+        text = raw.decode("utf-8", "replace")
+        if "text/event-stream" in kind:  # the answer is the stream's last JSON-RPC message
+            data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+            text = next((d for d in reversed(data) if d.startswith("{")), "")
+        try:
+            reply = json.loads(text)
+        except ValueError:
+            raise StatelessRefused(f"not a JSON-RPC answer: {' '.join(text.split())[:200]}") from None
+        if not isinstance(reply, dict) or ("result" not in reply and "error" not in reply):
+            raise StatelessRefused("not a JSON-RPC answer")
+        if "error" in reply:
+            error = reply["error"] or {}
+            raise StatelessRefused(f"{error.get('message', 'error')} (code {error.get('code')})")
+        return reply["result"]
+
+    async def list_tools(self, cursor: str | None = None) -> Any:
+        from types import SimpleNamespace
+
+        params = {"cursor": cursor} if cursor else {}
+        result = await asyncio.to_thread(
+            self._post, "tools/list", params, max(self.timeout_s, CONNECT_TIMEOUT_S)
+        )
+        tools = [
+            SimpleNamespace(
+                name=t.get("name"), description=t.get("description"), inputSchema=t.get("inputSchema")
+            )
+            for t in result.get("tools") or []
+            if isinstance(t, dict) and t.get("name")
+        ]
+        return SimpleNamespace(tools=tools, nextCursor=result.get("nextCursor"))
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], read_timeout_seconds: float) -> Any:
+        from types import SimpleNamespace
+
+        try:
+            result = await asyncio.to_thread(
+                self._post, "tools/call", {"name": name, "arguments": arguments}, read_timeout_seconds, name
+            )
+        except StatelessRefused as exc:
+            raise RuntimeError(str(exc)) from None  # a protocol error for this call: the model sees it
+        content = [
+            SimpleNamespace(type=c.get("type", ""), text=c.get("text"), resource=None)
+            for c in result.get("content") or []
+            if isinstance(c, dict)
+        ]
+        return SimpleNamespace(
+            content=content,
+            isError=bool(result.get("isError")),
+            structuredContent=result.get("structuredContent"),
+        )
+
+
 async def _open_client(server: McpServer, stderr: Any, stack: AsyncExitStack) -> Any:
     """An initialised client session to `server` whose contexts close with `stack`."""
+    if server.url and server.protocol in ("auto", STATELESS_REVISION):
+        client = _StatelessClient(server.url, server.timeout_s)
+        try:
+            await client.list_tools()
+            return client
+        except StatelessRefused as exc:
+            if server.protocol == STATELESS_REVISION:
+                raise McpServerError(f"it does not speak MCP {STATELESS_REVISION}: {exc}") from None
+            log.info("MCP server %s: no stateless revision (%s); opening a session", server.name, exc)
     import mcp
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -310,6 +439,27 @@ async def _open_client(server: McpServer, stderr: Any, stack: AsyncExitStack) ->
     )
     await session.initialize()
     return _Session1(session)
+
+
+def _child_pids() -> set[int]:
+    try:
+        import psutil
+
+        return {child.pid for child in psutil.Process().children()}
+    except Exception:  # noqa: BLE001 — without psutil a dead server is noticed by the SDK alone
+        return set()
+
+
+def _only_new_child(before: set[int]) -> Any:
+    """The process a stdio transport just spawned: the one new child of this process, or None when there
+    is not exactly one (another thread started one at the same moment)."""
+    try:
+        import psutil
+
+        new = [child for child in psutil.Process().children() if child.pid not in before]
+    except Exception:  # noqa: BLE001
+        return None
+    return new[0] if len(new) == 1 else None
 
 
 def _reason(exc: BaseException) -> str:
@@ -405,6 +555,7 @@ class McpToolbox:
             raise ToolError(f"Tool server {server.name!r} allows {server.max_calls} calls per episode.")
         self._calls[server.name] = used + 1
         connection = self._connections[server.name]
+        connection.dead = connection.dead or connection.process_gone()
         if connection.dead:
             raise ToolError(f"Tool server {server.name!r} is not available: {connection.dead}")
         try:
@@ -413,11 +564,14 @@ class McpToolbox:
                 connection.client.call_tool(call.name, call.arguments, read_timeout_seconds=server.timeout_s),
                 server.timeout_s + 2.0,
             )
-        except TimeoutError:
-            raise ToolError(f"Tool {call.name!r} timed out after {server.timeout_s:g} s.") from None
         except Exception as exc:  # noqa: BLE001 — whatever the transport raised, the model sees an error
             reason = _reason(exc)
-            if "timed out" in reason.lower():
+            if isinstance(exc, TimeoutError) or "timed out" in reason.lower():
+                connection.dead = connection.process_gone()  # it died while the call waited
+                if connection.dead:
+                    raise ToolError(
+                        f"Tool server {server.name!r} is not available: {connection.dead}"
+                    ) from None
                 raise ToolError(f"Tool {call.name!r} timed out after {server.timeout_s:g} s.") from None
             if _is_transport_failure(exc):
                 connection.dead = reason

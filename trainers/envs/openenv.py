@@ -20,337 +20,40 @@ The observation (minus reward, done and metadata) becomes the next user or tool 
 `observation_field` when set, else its only string field, else compact JSON. The server's reward is
 the step's reward (the `env_reward` criterion sums them) and its `done` ends the episode.
 
-"Start this server for me": `server_app` (`module:app`, run with uvicorn) or `server_command` (a
-command line with `{port}`) is started once per process (per rollout worker) on a free 127.0.0.1
-port, health-checked, and stopped at exit. Every network call has a timeout; an unreachable server
+"Start this server for me": `server_app` (`module:app`, run with uvicorn), `server_command` (a
+command line with `{port}`) or `image` (a Docker image, OpenEnv's way of shipping environments: its
+port `container_port` published on 127.0.0.1; `trainers.envs.openenv_container`) is started once per
+process (per rollout worker) on a free 127.0.0.1 port, health-checked, and stopped at exit; a container
+that exits is reported as that, with its exit code and last log lines. Every network call has a timeout; an unreachable server
 raises `RemoteEnvironmentError` with the address and the reason, never hangs.
+
+This module is the adapter (turns ↔ actions, observations ↔ messages); the wire client is
+`trainers.envs.openenv_client` and the started servers `trainers.envs.openenv_server`.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
-import os
 import re
-import shlex
-import socket
-import subprocess
-import sys
-import threading
-import time
 import uuid
 import weakref
-from collections import deque
 from typing import Any
 
-import requests
 from jsonschema import Draft202012Validator
 
-from trainers.envs.base import Split, StepResult, ToolEnvironment, ToolError, split_of, task_id
-from trainers.toolcalls import TOOL_ERROR_PREFIX, format_tools_prompt
+from trainers.envs.base import Split, StepResult, ToolEnvironment, ToolError, seed_tasks, task_id
+from trainers.envs.openenv_client import OpenEnvClient, RemoteEnvironmentError, close_client
+from trainers.envs.openenv_container import ManagedContainer, managed_container
+from trainers.envs.openenv_server import managed_server, server_argv
+from trainers.rollout.toolcalls import TOOL_ERROR_PREFIX, format_tools_prompt
 from trainers.types import Task, ToolCall, ToolSpec
 
 ACTION_FORMATS = ("text", "json", "tools")
 TRANSPORTS = ("auto", "ws", "http")
 MAX_OBSERVATION_CHARS = 8000
 _JSON_FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
-
-
-class RemoteEnvironmentError(RuntimeError):
-    """The environment server could not be reached or answered with an error; the message says which and why."""
-
-
-# ---- the managed server ("start this server for me") ------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class ManagedServer:
-    """One server process on 127.0.0.1, started on a free port and stopped at exit."""
-
-    def __init__(self, argv: list[str], *, cwd: str | None, startup_timeout_s: float) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.argv = [part.replace("{port}", str(self.port)) for part in argv]
-        env = dict(os.environ)
-        if cwd:  # a `module:app` next to the working directory must be importable
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (cwd, env.get("PYTHONPATH", "")) if p)
-        self._log: deque[str] = deque(maxlen=40)
-        try:
-            self.process = subprocess.Popen(
-                self.argv,
-                cwd=cwd or None,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise RemoteEnvironmentError(
-                f"Could not start the environment server {shlex.join(self.argv)!r}: {exc}"
-            ) from exc
-        # Drain its output (keeping the tail for error messages) so a chatty server never blocks on a full pipe.
-        threading.Thread(target=self._drain, daemon=True).start()
-        self._wait_healthy(startup_timeout_s)
-
-    def _drain(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self._log.append(line.rstrip())
-
-    def output_tail(self) -> str:
-        return "\n".join(list(self._log)[-10:])
-
-    def _wait_healthy(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                time.sleep(0.1)  # let the drain thread read the last lines
-                raise RemoteEnvironmentError(
-                    f"The environment server {shlex.join(self.argv)!r} exited with code {self.process.returncode} "
-                    f"before it was healthy. Its last output:\n{self.output_tail()}"
-                )
-            try:
-                if requests.get(f"{self.url}/health", timeout=1.0).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RemoteEnvironmentError(
-            f"The environment server {shlex.join(self.argv)!r} was not healthy at {self.url}/health within "
-            f"{timeout_s:g} s. Its last output:\n{self.output_tail()}"
-        )
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
-
-
-_SERVERS: dict[tuple[str, ...], ManagedServer] = {}
+# The server's action schema, fetched once per server and process (environments live one episode).
 _ACTION_SCHEMAS: dict[str, dict[str, Any]] = {}
-_SERVERS_LOCK = threading.Lock()
-
-
-def server_argv(server_app: str, server_command: str) -> list[str]:
-    if server_app:
-        return [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            server_app,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "{port}",
-            "--log-level",
-            "warning",
-        ]
-    return shlex.split(server_command)
-
-
-def managed_server(argv: list[str], *, cwd: str, startup_timeout_s: float) -> ManagedServer:
-    """The process's server for this command, started on first use (one per rollout worker)."""
-    key = (*argv, cwd)
-    with _SERVERS_LOCK:
-        server = _SERVERS.get(key)
-        if server is None or server.process.poll() is not None:
-            server = ManagedServer(argv, cwd=cwd or None, startup_timeout_s=startup_timeout_s)
-            _SERVERS[key] = server
-        return server
-
-
-@atexit.register
-def stop_managed_servers() -> None:
-    """Stop every server this process started (also registered to run at exit)."""
-    with _SERVERS_LOCK:
-        servers = list(_SERVERS.values())
-        _SERVERS.clear()
-    for server in servers:
-        server.stop()
-
-
-# ---- the wire client ---------------------------------------------------------------------------
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text if len(text) < 300 else text[:300] + "…"
-
-
-class OpenEnvClient:
-    """A synchronous client for one episode: a /ws session, or stateless HTTP calls.
-
-    Every call has a timeout; failures raise RemoteEnvironmentError naming the server and the reason.
-    """
-
-    def __init__(self, url: str, *, transport: str, connect_timeout_s: float, step_timeout_s: float) -> None:
-        self.url = url.rstrip("/")
-        self.transport = transport
-        self.connect_timeout_s, self.step_timeout_s = connect_timeout_s, step_timeout_s
-        self.http = requests.Session()
-        self.ws: Any = None
-        self.mode = "http" if transport == "http" else "ws"
-
-    # -- plumbing
-
-    def _http(
-        self, method: str, path: str, payload: dict[str, Any] | None = None, timeout: float | None = None
-    ) -> Any:
-        try:
-            response = self.http.request(
-                method,
-                self.url + path,
-                json=payload,
-                timeout=(self.connect_timeout_s, timeout or self.step_timeout_s),
-            )
-        except requests.Timeout as exc:
-            raise RemoteEnvironmentError(
-                f"OpenEnv server {self.url} did not answer {method} {path} in time: {_describe(exc)}"
-            ) from exc
-        except requests.RequestException as exc:
-            raise RemoteEnvironmentError(
-                f"OpenEnv server {self.url} is unreachable ({method} {path}): {_describe(exc)}"
-            ) from exc
-        if response.status_code >= 400:
-            raise RemoteEnvironmentError(
-                f"OpenEnv server {self.url} answered {method} {path} with HTTP {response.status_code}: {response.text[:500]}"
-            )
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise RemoteEnvironmentError(
-                f"OpenEnv server {self.url} sent non-JSON for {method} {path}."
-            ) from exc
-
-    def _ws_url(self) -> str:
-        return re.sub(r"^http", "ws", self.url) + "/ws"
-
-    def _open_ws(self) -> bool:
-        """Open a /ws session; False (auto transport only) when the server has no /ws."""
-        from websockets.exceptions import InvalidStatus
-        from websockets.sync.client import connect
-
-        try:
-            self.ws = connect(
-                self._ws_url(),
-                open_timeout=self.connect_timeout_s,
-                close_timeout=1.0,
-                max_size=2**24,
-                proxy=None,
-            )
-            return True
-        except InvalidStatus as exc:  # an HTTP answer without the upgrade: no /ws here
-            if self.transport == "auto":
-                return False
-            raise RemoteEnvironmentError(
-                f"OpenEnv server {self.url} has no /ws session endpoint: {_describe(exc)}"
-            ) from exc
-        except (OSError, TimeoutError) as exc:
-            raise RemoteEnvironmentError(
-                f"OpenEnv server {self.url} is unreachable (/ws): {_describe(exc)}"
-            ) from exc
-
-    def _ws_call(self, message: dict[str, Any]) -> dict[str, Any]:
-        try:
-            self.ws.send(json.dumps(message))
-            raw = self.ws.recv(timeout=self.step_timeout_s)
-        except TimeoutError as exc:
-            self.close()
-            raise RemoteEnvironmentError(
-                f"OpenEnv server {self.url} did not answer a {message['type']} message within {self.step_timeout_s:g} s."
-            ) from exc
-        except Exception as exc:  # noqa: BLE001 — ConnectionClosed and socket errors alike: the session is gone
-            self.close()
-            raise RemoteEnvironmentError(
-                f"OpenEnv session with {self.url} broke during {message['type']}: {_describe(exc)}"
-            ) from exc
-        try:
-            reply = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise RemoteEnvironmentError(
-                f"OpenEnv server {self.url} sent non-JSON on /ws: {raw[:200]!r}"
-            ) from exc
-        if reply.get("type") == "error":
-            data = reply.get("data") or {}
-            hint = ""
-            if data.get("code") == "CAPACITY_REACHED":
-                hint = (
-                    f" The server allows {data.get('max_sessions')} concurrent sessions; a training step opens "
-                    "group_size × prompts_per_step of them: raise the server's max_concurrent_envs."
-                )
-            raise RemoteEnvironmentError(
-                f"OpenEnv server {self.url}: {data.get('message', 'error')} ({data.get('code')}).{hint}"
-            )
-        return reply.get("data") or {}
-
-    # -- the protocol
-
-    def reset(self, **kwargs: Any) -> dict[str, Any]:
-        if self.mode == "ws":
-            self.close()
-            if self._open_ws():
-                return self._ws_call({"type": "reset", "data": kwargs})
-            self.mode = "http"
-        return self._http("POST", "/reset", kwargs)
-
-    def step(self, action: dict[str, Any]) -> dict[str, Any]:
-        if self.mode == "ws":
-            if self.ws is None:
-                raise RemoteEnvironmentError(f"The OpenEnv session with {self.url} is closed.")
-            return self._ws_call({"type": "step", "data": action})
-        return self._http("POST", "/step", {"action": action, "timeout_s": self.step_timeout_s})
-
-    def state(self) -> dict[str, Any]:
-        if self.mode == "ws" and self.ws is not None:
-            return self._ws_call({"type": "state"})
-        return self._http("GET", "/state")
-
-    def list_tools(self) -> list[dict[str, Any]]:
-        request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-        if self.mode == "ws" and self.ws is not None:
-            reply = self._ws_call({"type": "mcp", "data": request})
-        else:
-            reply = self._http("POST", "/mcp", request)
-        if reply.get("error"):
-            raise RemoteEnvironmentError(
-                f"OpenEnv server {self.url} could not list its MCP tools: {reply['error']}"
-            )
-        return list((reply.get("result") or {}).get("tools") or [])
-
-    def schema(self) -> dict[str, Any]:
-        return self._http("GET", "/schema", timeout=self.connect_timeout_s)
-
-    def health(self) -> dict[str, Any]:
-        return self._http("GET", "/health", timeout=self.connect_timeout_s)
-
-    def close(self) -> None:
-        ws, self.ws = self.ws, None
-        if ws is not None:
-            try:
-                ws.send(json.dumps({"type": "close"}))
-            except Exception:  # noqa: BLE001,S110 — best effort: the server also ends the session when the socket closes
-                pass
-            try:
-                ws.close()
-            except Exception:  # noqa: BLE001,S110 — the socket may already be gone
-                pass
-
-
-def _close_client(client: OpenEnvClient) -> None:
-    client.close()
-    client.http.close()
 
 
 # ---- mapping helpers ---------------------------------------------------------------------------
@@ -438,6 +141,9 @@ class OpenEnvEnvironment(ToolEnvironment):
         server_app: str = "",
         server_command: str = "",
         server_cwd: str = "",
+        image: str = "",
+        container_port: int = 8000,
+        container_env: dict[str, str] | None = None,
         transport: str = "auto",
         action_format: str = "text",
         action_field: str = "",
@@ -458,6 +164,7 @@ class OpenEnvEnvironment(ToolEnvironment):
                 "url": url,
                 "server_app": server_app,
                 "server_command": server_command,
+                "image": image,
                 "transport": transport,
                 "action_format": action_format,
             }
@@ -470,6 +177,9 @@ class OpenEnvEnvironment(ToolEnvironment):
             server_command,
             server_cwd,
         )
+        self.image, self.container_port = image, container_port
+        self.container_env = {str(k): str(v) for k, v in (container_env or {}).items()}
+        self.container: ManagedContainer | None = None
         self.transport, self.action_format = transport, action_format
         self.action_field, self.observation_field = action_field, observation_field
         self.extra_prompt, self.task_prompt = system_prompt, task_prompt
@@ -489,6 +199,17 @@ class OpenEnvEnvironment(ToolEnvironment):
     def base_url(self) -> str:
         if self.url:
             return self.url
+        if self.image:
+            self.container = managed_container(
+                self.image,
+                container_port=self.container_port,
+                env=self.container_env,
+                startup_timeout_s=self.startup_timeout_s,
+            )
+            problem = self.container.exit_problem()
+            if problem:
+                raise RemoteEnvironmentError(problem)
+            return self.container.url
         argv = server_argv(self.server_app, self.server_command)
         return managed_server(argv, cwd=self.server_cwd, startup_timeout_s=self.startup_timeout_s).url
 
@@ -501,7 +222,7 @@ class OpenEnvEnvironment(ToolEnvironment):
                 step_timeout_s=self.step_timeout_s,
             )
             # The trainer never closes environments: end the session when this object goes away.
-            weakref.finalize(self, _close_client, self.client)
+            weakref.finalize(self, close_client, self.client)
         return self.client
 
     def action_schema(self) -> dict[str, Any]:
@@ -515,26 +236,20 @@ class OpenEnvEnvironment(ToolEnvironment):
 
     def close(self) -> None:
         if self.client is not None:
-            _close_client(self.client)
+            close_client(self.client)
             self.client = None
 
     # -- tasks
 
     def tasks(self, split: Split, n: int, seed: int) -> list[Task]:
         """Episode seeds: train and eval seeds split by a hash of the seed, so the eval set is fixed."""
-        if split not in ("train", "eval"):
-            raise ValueError(f"split must be 'train' or 'eval', not {split!r}")
-        chosen: list[Task] = []
-        # Eval seeds start at 0 whatever the run's seed (a fixed eval set across runs); train seeds
-        # start where the run's seed says, so runs with different seeds see different episodes.
-        candidate = 0 if split == "eval" else seed * 1_000_003 % 2**31
-        while len(chosen) < n:
+
+        def make(candidate: int) -> tuple[str, Task]:
             key = f"seed:{candidate}"
-            if split_of(key, self.eval_fraction) == split:
-                prompt = self.task_prompt or f"OpenEnv episode (seed {candidate})"
-                chosen.append(Task(id=task_id(self.kind, key), prompt=prompt, meta={"seed": candidate}))
-            candidate = (candidate + 1) % 2**31
-        return chosen
+            prompt = self.task_prompt or f"OpenEnv episode (seed {candidate})"
+            return key, Task(id=task_id(self.kind, key), prompt=prompt, meta={"seed": candidate})
+
+        return seed_tasks(make, split=split, n=n, seed=seed, eval_fraction=self.eval_fraction)
 
     # -- the episode
 
@@ -577,7 +292,13 @@ class OpenEnvEnvironment(ToolEnvironment):
 
     def _send(self, action: dict[str, Any]) -> dict[str, Any]:
         assert self.client is not None
-        reply = self.client.step(action)
+        try:
+            reply = self.client.step(action)
+        except RemoteEnvironmentError:
+            problem = self.container.exit_problem() if self.container is not None else None
+            if problem:  # the container died: say that, not "connection refused"
+                raise RemoteEnvironmentError(problem) from None
+            raise
         self._remote_reward += float(reply.get("reward") or 0.0)
         self._remote_done = bool(reply.get("done"))
         self._last_observation = reply.get("observation")
@@ -673,7 +394,7 @@ class OpenEnvEnvironment(ToolEnvironment):
     def preview_health(self) -> str:
         """One line for the form: is the server there, and what does it accept."""
         if not self.url:
-            what = self.server_app or self.server_command
+            what = f"image {self.image}" if self.image else self.server_app or self.server_command
             return f"The server ({what}) is started by each rollout worker; the preview does not start it."
         client = OpenEnvClient(
             self.url,
@@ -685,7 +406,7 @@ class OpenEnvEnvironment(ToolEnvironment):
             status = client.health().get("status", "unknown")
             action = client.schema().get("action") or {}
         finally:
-            _close_client(client)
+            close_client(client)
         fields = ", ".join(k for k in (action.get("properties") or {}) if k != "metadata") or "none"
         return f"{self.url} is {status}; action fields: {fields}."
 
@@ -693,11 +414,13 @@ class OpenEnvEnvironment(ToolEnvironment):
 def check_openenv_config(config: dict[str, Any]) -> dict[str, list[str]]:
     """What the JSON schema cannot say: exactly one way to reach the server, a usable app path."""
     errors: dict[str, list[str]] = {}
-    ways = [name for name in ("url", "server_app", "server_command") if config.get(name)]
+    ways = [name for name in ("url", "server_app", "server_command", "image") if config.get(name)]
     if not ways:
-        errors["url"] = ["Give the server's URL, or a server app or command to start."]
+        errors["url"] = ["Give the server's URL, or a server app, command or Docker image to start."]
     elif len(ways) > 1:
-        errors[ways[1]] = [f"Give only one of URL, server app and server command (got {', '.join(ways)})."]
+        errors[ways[1]] = [
+            f"Give only one of URL, server app, server command and image (got {', '.join(ways)})."
+        ]
     app = config.get("server_app") or ""
     if app and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", app):
         errors.setdefault("server_app", []).append(

@@ -16,8 +16,8 @@ from typing import Any
 from trainers.envs import PYTHON_TASK_TYPES
 from trainers.envs.base import Split, ToolEnvironment, answer_text, draw_tasks, task_id
 from trainers.envs.tools import python_spec, run_python_tool
+from trainers.rollout.toolcalls import ToolExample, extract_answer
 from trainers.rubrics.criteria import find_numbers, parse_number
-from trainers.toolcalls import ToolExample, extract_answer
 from trainers.types import Task, ToolCall
 
 

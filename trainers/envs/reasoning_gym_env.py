@@ -14,11 +14,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 from typing import Any
 
-from trainers.envs.base import Split, ToolEnvironment, ToolError, answer_text, split_of, task_id
-from trainers.toolcalls import extract_answer
+from trainers.envs.base import (
+    Split,
+    ToolEnvironment,
+    ToolError,
+    answer_text,
+    check_split,
+    pool_tasks,
+    split_of,
+    task_id,
+)
+from trainers.rollout.toolcalls import extract_answer
 from trainers.types import Task, ToolCall
 
 
@@ -85,8 +93,7 @@ class ReasoningGymEnvironment(ToolEnvironment):
         return self._pool
 
     def tasks(self, split: Split, n: int, seed: int) -> list[Task]:
-        if split not in ("train", "eval"):
-            raise ValueError(f"split must be 'train' or 'eval', not {split!r}")
+        check_split(split)
         pool = [
             t
             for t in self._all_tasks()
@@ -96,17 +103,7 @@ class ReasoningGymEnvironment(ToolEnvironment):
             raise ValueError(
                 f"reasoning-gym {self.dataset_name}: the {split} split is empty; raise pool_size."
             )
-        rng = random.Random(f"{self.kind}:{split}:{seed}")
-        if split == "eval":
-            order = list(pool)
-            rng.shuffle(order)
-            return order[:n]
-        chosen: list[Task] = []
-        while len(chosen) < n:  # a train list longer than the pool cycles through it, reshuffled
-            order = list(pool)
-            rng.shuffle(order)
-            chosen.extend(order[: n - len(chosen)])
-        return chosen
+        return pool_tasks(pool, kind=self.kind, split=split, n=n, seed=seed)
 
     def system_prompt(self) -> str:
         return self.prompt

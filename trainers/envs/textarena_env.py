@@ -20,7 +20,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from trainers.envs.base import Environment, Split, StepResult, split_of, task_id
+from trainers.envs.base import Environment, Split, StepResult, seed_tasks, task_id
 from trainers.types import Task
 
 _PLAYER_ACTION = "PLAYER_ACTION"
@@ -84,23 +84,14 @@ class TextArenaEnvironment(Environment):
             random.setstate(outer)
 
     def tasks(self, split: Split, n: int, seed: int) -> list[Task]:
-        if split not in ("train", "eval"):
-            raise ValueError(f"split must be 'train' or 'eval', not {split!r}")
-        chosen: list[Task] = []
-        # Eval seeds start at 0 whatever the run's seed (a fixed eval set across runs); train seeds
-        # start where the run's seed says, so runs with different seeds see different episodes.
-        candidate = 0 if split == "eval" else seed * 1_000_003 % 2**31
-        while len(chosen) < n:
+        def make(candidate: int) -> tuple[str, Task]:
             key = f"{self.game}:{candidate}"
-            if split_of(key, self.eval_fraction) == split:
-                prompt = f"{self.game} (seed {candidate})"
-                chosen.append(
-                    Task(
-                        id=task_id(self.kind, key), prompt=prompt, meta={"game": self.game, "seed": candidate}
-                    )
-                )
-            candidate = (candidate + 1) % 2**31
-        return chosen
+            prompt = f"{self.game} (seed {candidate})"
+            return key, Task(
+                id=task_id(self.kind, key), prompt=prompt, meta={"game": self.game, "seed": candidate}
+            )
+
+        return seed_tasks(make, split=split, n=n, seed=seed, eval_fraction=self.eval_fraction)
 
     def system_prompt(self) -> str:
         rules = "You are playing a text game. Each of your messages is your next move; follow the game's move format."

@@ -66,7 +66,7 @@ def clip_output(text: str) -> str:
 
 def run_python_tool(code: str, *, timeout_s: float, memory_mb: int) -> str:
     """Run model-written code in the sandbox; its stdout is the result, a failure a ToolError."""
-    from trainers.sandbox import run_python
+    from trainers.envs.sandbox import run_python
 
     result = run_python(code, timeout_s=timeout_s, cpu_s=max(1, int(timeout_s + 0.999)), memory_mb=memory_mb)
     if result.killed_reason and result.exit_code != 1 or result.timed_out:

@@ -33,15 +33,14 @@ import asyncio
 import contextlib
 import json
 import logging
-import random
 import signal
 import threading
 import uuid
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
-from trainers.envs.base import Split, StepResult, ToolEnvironment, split_of, task_id
-from trainers.toolcalls import format_tool_call, format_tools_prompt
+from trainers.envs.base import Split, StepResult, ToolEnvironment, check_split, pool_tasks, split_of, task_id
+from trainers.rollout.toolcalls import format_tool_call, format_tools_prompt
 from trainers.types import Task, ToolCall, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -88,6 +87,15 @@ def _signal_handlers_kept() -> Iterator[None]:
             signal.signal(name, handler)
 
 
+def unsupported_verifiers(version: str) -> str:
+    """Why an installed verifiers without the classic API cannot load in this process (0.4's `verifiers.v1`)."""
+    return (
+        f"verifiers {version} is installed here: its 0.4 stack (verifiers.v1: Taskset, Harness, Toolset) runs "
+        "from a venv of its own — give the environment's `python` (make venv-vf04 builds .venv-vf04); this "
+        "process drives the classic API of verifiers 0.1.9-0.3.x (the envs extra pins it)."
+    )
+
+
 def load_verifiers_environment(environment: str, env_args: dict[str, Any]) -> Any:
     """The process's instance of an installed environment (loaded on first use)."""
     key = (environment, json.dumps(env_args, sort_keys=True, default=str))
@@ -95,6 +103,8 @@ def load_verifiers_environment(environment: str, env_args: dict[str, Any]) -> An
         if key not in _LOADED:
             import verifiers as vf
 
+            if not hasattr(vf, "load_environment"):
+                raise ValueError(unsupported_verifiers(getattr(vf, "__version__", "?")))
             try:
                 with _signal_handlers_kept():
                     _LOADED[key] = vf.load_environment(environment, **env_args)
@@ -141,6 +151,16 @@ def _role(message: Any) -> str:
 class VerifiersEnvironment(ToolEnvironment):
     kind = "verifiers"
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        """A config that names a verifiers 0.4 venv (`python`, or $ROLLOUT_STUDIO_VF04_PYTHON with
+        `api: v1`) is a verifiers 0.4 environment, served from that venv (trainers.envs.verifiers_v1)."""
+        from trainers.envs.verifiers_v1 import VerifiersV1Environment, v1_python
+
+        api = kwargs.pop("api", "classic")
+        if cls is VerifiersEnvironment and (kwargs.get("python") or (api == "v1" and v1_python())):
+            return VerifiersV1Environment(*args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(
         self,
         environment: str,
@@ -149,7 +169,16 @@ class VerifiersEnvironment(ToolEnvironment):
         max_tool_calls: int = 8,
         eval_fraction: float = 0.1,
         step_timeout_s: float = 60.0,
+        api: str = "classic",
+        python: str = "",
+        harness: str = "null",
+        harness_args: dict[str, Any] | None = None,
+        max_tasks: int = 1000,
     ) -> None:
+        if api != "classic":
+            raise ValueError(
+                "api: v1 needs the Python of a venv with verifiers 0.4 (python, or $ROLLOUT_STUDIO_VF04_PYTHON)"
+            )
         self.vf_env = load_verifiers_environment(environment, dict(env_args or {}))
         own_turns = int(getattr(self.vf_env, "max_turns", 0) or 0)
         import verifiers as vf
@@ -202,8 +231,7 @@ class VerifiersEnvironment(ToolEnvironment):
         ]
 
     def tasks(self, split: Split, n: int, seed: int) -> list[Task]:
-        if split not in ("train", "eval"):
-            raise ValueError(f"split must be 'train' or 'eval', not {split!r}")
+        check_split(split)
         pool = []
         for row in self._rows(split):
             row = json.loads(json.dumps(row, default=str))
@@ -221,16 +249,7 @@ class VerifiersEnvironment(ToolEnvironment):
             )
         if not pool:
             raise ValueError(f"verifiers environment {self.environment!r} has no {split} tasks.")
-        rng = random.Random(f"{self.kind}:{split}:{seed}")
-        if split == "eval":
-            rng.shuffle(pool)
-            return pool[:n]
-        chosen: list[Task] = []
-        while len(chosen) < n:
-            order = list(pool)
-            rng.shuffle(order)
-            chosen.extend(order[: n - len(chosen)])
-        return chosen
+        return pool_tasks(pool, kind=self.kind, split=split, n=n, seed=seed)
 
     # -- the episode
 

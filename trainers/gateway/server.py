@@ -44,7 +44,7 @@ from trainers.gateway.protocol import (
     parse_chat_request,
 )
 from trainers.gateway.sessions import OUTCOMES, Session, session_finished, session_not_found
-from trainers.rollout import ChatFormat
+from trainers.rollout.episodes import ChatFormat
 from trainers.types import Task
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,9 @@ class Gateway:
     format's, so a call ends where an environment's turn would). `max_staleness`: a session opened
     more than this many policy versions ago gets 429 (`set_policy_version` moves the version);
     `max_open_sessions`: opening one more gets 429. `require_session`: refuse calls outside a session
-    (a training run records every call); off, such calls are served and not recorded.
+    (a training run records every call); off, such calls are served and not recorded. `api_key`: when set,
+    every route but /health needs `Authorization: Bearer <api_key>` (401 otherwise) — for a gateway served
+    as an endpoint beyond the trainer's own agents, e.g. a judge.
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class Gateway:
         batch_window_s: float = 0.02,
         seed: int | None = None,
         request_timeout_s: float = 600.0,
+        api_key: str | None = None,
     ) -> None:
         self.backend, self.chat, self.fmt = backend, chat, chat.tool_format
         self.host, self.port = host, port
@@ -107,6 +110,7 @@ class Gateway:
         self.max_staleness, self.max_open_sessions = max_staleness, max_open_sessions
         self.require_session = require_session
         self.request_timeout_s = request_timeout_s
+        self.api_key = api_key
         self.sessions: dict[str, Session] = {}
         self._released: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
@@ -352,6 +356,12 @@ class Gateway:
         if path == "/health":
             _allow(method, "GET")
             return Response(200, {"status": "ok", "policy_version": self.policy_version})
+        if self.api_key is not None and not secrets.compare_digest(
+            headers.get("authorization", ""), f"Bearer {self.api_key}"
+        ):
+            raise ApiError(
+                401, "Incorrect API key provided.", code="invalid_api_key", type_="invalid_request_error"
+            )
         if path == "/v1/models":
             _allow(method, "GET")
             return Response(200, {"object": "list", "data": [self._model_card()]})

@@ -17,7 +17,7 @@ A call that does not continue the conversation (the agent rewrote or summarised 
 changed its tools) starts a new segment. The episode trains on its last segment; the earlier ones stay
 in the trajectory as turns without tokens, for review (`info["segments"]` counts them).
 
-The tool-call format is the run's (`trainers.toolformats`): with the studio format the tools are
+The tool-call format is the run's (`trainers.rollout.toolformats`): with the studio format the tools are
 described in the system message (unless the agent's own system message already shows the call
 syntax), with a native format the chat template renders them; calls the model writes come back as
 OpenAI `tool_calls`, and the agent's tool messages go back to the model as the format's tool messages.
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainers.gateway.protocol import ApiError, ChatRequest, Message, Reply
-from trainers.rollout import ChatFormat, Rollout, tool_fields
-from trainers.toolcalls import TOOL_CALL_OPEN
-from trainers.toolformats import ToolFormat
+from trainers.rollout.episodes import ChatFormat, Rollout, tool_fields
+from trainers.rollout.toolcalls import TOOL_CALL_OPEN
+from trainers.rollout.toolformats import ToolFormat
 from trainers.types import Task, ToolCall, ToolSpec, Trajectory, Turn
 
 OUTCOMES = ("ok", "truncated", "error")

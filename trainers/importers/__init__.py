@@ -16,9 +16,10 @@ order. Command line: `python -m trainers.importers {trl,verl} PATH …` or `pyth
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from trainers.learn.metrics import groups_of_items, step_metrics
 
 
 @dataclass
@@ -62,31 +63,10 @@ def group_by_prompt(items: list[dict[str, Any]], key: str = "_group_key") -> lis
     return items
 
 
-def reward_metrics(items: list[dict[str, Any]], prefix: str = "") -> dict[str, float]:
-    """Step metrics computed from rollouts, named like our trainer's (`reward/mean`, `criterion/<name>`…)."""
-    rewards = [item["reward"] for item in items]
-    if not rewards:
-        return {}
-    mean = sum(rewards) / len(rewards)
-    metrics = {
-        f"{prefix}reward/mean": mean,
-        f"{prefix}reward/std": math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)),
-        f"{prefix}reward/max": max(rewards),
-        f"{prefix}truncated_fraction": sum(item.get("status") == "truncated" for item in items) / len(items),
-    }
-    by_group: dict[int, list[float]] = {}
-    for item in items:
-        by_group.setdefault(item.get("group", 0), []).append(item["reward"])
-    metrics[f"{prefix}zero_variance_fraction"] = sum(max(g) - min(g) < 1e-9 for g in by_group.values()) / len(
-        by_group
-    )
-    criteria: dict[str, list[float]] = {}
-    for item in items:
-        for component in item.get("components", []):
-            criteria.setdefault(component["name"], []).append(component["raw"])
-    for name, values in criteria.items():
-        metrics[f"{prefix}criterion/{name}"[:100]] = sum(values) / len(values)
-    return metrics
+def step_metrics_of(items: list[dict[str, Any]], split: str = "train") -> dict[str, float]:
+    """A step's metrics from its imported trajectories, computed as our trainer computes its own
+    (`trainers.learn.metrics.step_metrics`: `reward/std` the sample std, groups by their `group` number)."""
+    return step_metrics(groups_of_items(items), split=split, prefix="eval/" if split == "eval" else "")
 
 
-__all__ = ["ImportSummary", "group_by_prompt", "reward_metrics"]
+__all__ = ["ImportSummary", "group_by_prompt", "step_metrics_of"]

@@ -2,7 +2,7 @@
 
 What is read: `.json` files holding one ATIF trajectory (or a list of them) and `.jsonl` files with one
 per line, given directly or found under a folder (recursively; JSON files that are not ATIF, such as a
-Harbor job's `config.json`, are passed over). `trainers.atif.atif_to_wire` converts each one.
+Harbor job's `config.json`, are passed over). `trainers.sdk.atif.atif_to_wire` converts each one.
 
 The reward: our own exports carry it (`extra.rollout_studio`); a Harbor trial does not — Harbor writes
 `<trial>/agent/trajectory.json` and the verifier's rewards in `<trial>/result.json`
@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainers.atif import AtifError, atif_to_wire
-from trainers.importers import ImportSummary, group_by_prompt, reward_metrics
-from trainers.sdk import Run, prompt_task_id, trajectory_item
+from trainers.importers import ImportSummary, group_by_prompt, step_metrics_of
+from trainers.sdk.atif import AtifError, atif_to_wire
+from trainers.sdk.client import Run, prompt_task_id, trajectory_item
 
 
 def _looks_like_atif(value: Any) -> bool:
@@ -140,9 +140,8 @@ def import_atif(
     """Post ATIF files (or folders of them) into `run`, then finish it SUCCEEDED."""
     by_step, summary = read_atif(paths, split=split)
     summary.run_id, summary.page_url = run.id, run.page_url
-    prefix = "eval/" if split == "eval" else ""
     for step, items in by_step.items():
-        metrics = reward_metrics(items, prefix)
+        metrics = step_metrics_of(items, split)
         run.log_metrics(step, metrics)
         summary.metric_points += len(metrics)
         summary.trajectories += run.log_trajectories(step, items)

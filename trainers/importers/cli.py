@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainers.sdk import Run, Studio, StudioError, attach
+from trainers.sdk.client import Run, Studio, StudioError, attach
 
 
 def _reward_weights(text: str) -> dict[str, float]:

@@ -24,14 +24,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from trainers.importers import ImportSummary, group_by_prompt, reward_metrics
-from trainers.sdk import Run, jsonable, trajectory_item
+from trainers.importers import ImportSummary, group_by_prompt, step_metrics_of
+from trainers.sdk.client import Run, jsonable, trajectory_item
 
 COMPLETIONS_FILE = re.compile(r"completions_(\d+)\.parquet$")
 CHECKPOINT_DIR = re.compile(r"checkpoint-(\d+)$")
 KNOWN_COLUMNS = {"step", "prompt", "completion", "advantage", "image", "images", "__index_level_0__"}
 
-# TRL's on_log names → ours (trainers/trainer.py emits the right-hand names).
+# TRL's on_log names → ours (trainers/learn/trainer.py emits the right-hand names).
 _EXACT = {
     "reward": "reward/mean",
     "reward_std": "reward/std",
@@ -358,7 +358,7 @@ def import_trl(
             steps.add(entry["step"])
     for step, items in batches:
         if not history:  # no metric history: derive the step's curves from its rollouts
-            metrics = reward_metrics(items, "eval/" if split == "eval" else "")
+            metrics = step_metrics_of(items, split)
             run.log_metrics(step, metrics)
             summary.metric_points += len(metrics)
         summary.trajectories += run.log_trajectories(step, items)

@@ -21,8 +21,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trainers.importers import ImportSummary, group_by_prompt, reward_metrics
-from trainers.sdk import Run, jsonable, trajectory_item
+from trainers.importers import ImportSummary, group_by_prompt, step_metrics_of
+from trainers.sdk.client import Run, jsonable, trajectory_item
 
 STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
 BASE_KEYS = ("input", "output", "score", "step", "gts")
@@ -130,7 +130,7 @@ def import_verl(
             run.log(f"{file.name}: skipped {bad} unreadable line(s)", "warning")
         for row_step, items in sorted(by_step.items()):
             metrics = {
-                **reward_metrics(items, prefix),
+                **step_metrics_of(items, split),
                 **{(prefix + k)[:100]: v for k, v in extra_means.get(row_step, {}).items()},
             }
             run.log_metrics(row_step, metrics)

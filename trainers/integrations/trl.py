@@ -38,7 +38,8 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from trainers.importers.trl import CompletionLog, completion_files, map_trl_metrics
-from trainers.sdk import Run, Studio, jsonable
+from trainers.sdk.cancel import stop_requested
+from trainers.sdk.client import Run, Studio, jsonable
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,8 @@ class RolloutStudioCallback(TrainerCallback):
     ):
         if not self.stop_on_cancel:
             return
-        cancel = self.run is not None and self.run.should_cancel()
+        # The worker's watcher (trainers.sdk.cancel) answers at once; the dashboard's reply at the next report.
+        cancel = stop_requested() or (self.run is not None and self.run.should_cancel())
         cancel = _any_rank(cancel, args)
         if cancel and not control.should_training_stop:
             self.cancelled = True

@@ -10,7 +10,14 @@ import time
 from importlib.metadata import entry_points
 from typing import Any
 
-from trainers.algorithms import overlong_penalty
+from trainers.learn.algorithms import overlong_penalty
+from trainers.rollout.toolcalls import (
+    extract_answer,
+    has_tool_call,
+    is_error_observation,
+    syntax_error,
+    tool_call_blocks,
+)
 from trainers.rubrics.base import (
     REGEX_BUDGET_S,
     REGEX_TIMEOUT_S,
@@ -19,13 +26,6 @@ from trainers.rubrics.base import (
     CriterionUnavailable,
     compile_regex,
     regex_error,
-)
-from trainers.toolcalls import (
-    extract_answer,
-    has_tool_call,
-    is_error_observation,
-    syntax_error,
-    tool_call_blocks,
 )
 from trainers.types import Trajectory, Turn
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from trainers.rollout.toolcalls import extract_answer
 from trainers.rubrics.base import Criterion, CriterionResult, CriterionUnavailable
-from trainers.toolcalls import extract_answer
 from trainers.types import Trajectory
 
 _CLIP = 200
@@ -96,6 +96,11 @@ class VerifiersRubricCriterion(Criterion):
 
     def score(self, trajectory: Trajectory) -> CriterionResult:
         scores = (trajectory.info.get("last_step") or {}).get("verifiers") or trajectory.info.get("verifiers")
+        if not isinstance(scores, dict) and trajectory.status == "error":
+            # An episode that failed (its agent over its turn limit, a dead harness) was never scored by
+            # the environment: it earns nothing, and the run goes on.
+            reason = " ".join(str(trajectory.info.get("error") or "the episode failed").split())[:300]
+            return CriterionResult(0.0, f"The episode failed before the environment scored it: {reason}")
         if not isinstance(scores, dict):
             raise CriterionUnavailable(
                 "Only episodes of a `verifiers` environment carry its rubric's values "

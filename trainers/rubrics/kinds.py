@@ -5,54 +5,14 @@ Data only; the criterion classes are imported when a rubric is built.
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainers.kinds import KindSpec
+from trainers.kinds import boolean_field as _bool
+from trainers.kinds import choice_field as _enum
+from trainers.kinds import integer_field as _int
+from trainers.kinds import number_field as _number
+from trainers.kinds import object_schema as _object
 
 _CRITERIA_MODULE = "trainers.rubrics.criteria"
-
-
-def _object(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-    if required:
-        schema["required"] = required
-    return schema
-
-
-def _bool(title: str, description: str, default: bool) -> dict[str, Any]:
-    return {"type": "boolean", "title": title, "description": description, "default": default}
-
-
-def _enum(title: str, description: str, options: list[str], default: str) -> dict[str, Any]:
-    return {"type": "string", "title": title, "description": description, "enum": options, "default": default}
-
-
-def _number(
-    title: str, description: str, default: float, minimum: float | None = None, maximum: float | None = None
-) -> dict[str, Any]:
-    schema: dict[str, Any] = {
-        "type": "number",
-        "title": title,
-        "description": description,
-        "default": default,
-    }
-    if minimum is not None:
-        schema["minimum"] = minimum
-    if maximum is not None:
-        schema["maximum"] = maximum
-    return schema
-
-
-def _int(title: str, description: str, default: int, minimum: int, maximum: int) -> dict[str, Any]:
-    return {
-        "type": "integer",
-        "title": title,
-        "description": description,
-        "default": default,
-        "minimum": minimum,
-        "maximum": maximum,
-    }
-
 
 _TARGET = {
     "type": ["string", "null"],
@@ -325,40 +285,102 @@ DEFAULT_JUDGE_TEMPLATE = (
     "Answer to grade: {response}\n"
     "Explain briefly, then finish with a line 'Score: N' where N is from 0 to 10."
 )
+# Group mode (ART's RULER idea): the whole GRPO group in one prompt, scored relative to each other.
+DEFAULT_GROUP_TEMPLATE = (
+    "You are comparing several answers to the same question; grade each relative to the others.\n"
+    "Question: {prompt}\n"
+    "Reference answer: {answer}\n\n"
+    "{responses}\n\n"
+    "Explain briefly, then write one line per answer, 'Answer K: N', where N is its score from 0 to 10 "
+    "(the best answer highest)."
+)
+DEFAULT_SCORE_PATTERN = r"(?i)score\s*[:=]\s*(-?\d+(?:\.\d+)?)"
+DEFAULT_GROUP_SCORE_PATTERN = (
+    r"(?i)answer\s*#?\s*(\d+)\s*(?:score)?\s*[:=\-]\s*(?:score\s*[:=]?\s*)?(-?\d+(?:\.\d+)?)"
+)
+# Project secret names: what a criterion names to get an endpoint's key (never the key itself). Written like
+# environment variable names, so a CLI run can take the key from the variable of the same name.
+SECRET_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
 LLM_JUDGE = KindSpec(
     name="llm_judge",
     title="LLM judge",
     description=(
         "A chat model grades the response with a prompt template; the score is parsed from its reply and "
-        "its reasoning kept as the explanation. Runs on the workers (needs a model)."
+        "its reasoning kept as the explanation. The model runs where the criterion says: 'policy' (the "
+        "run's frozen starting weights), a model the workers serve (loaded once per run), or an "
+        "OpenAI-compatible endpoint (base URL, model, and a key from a project secret)."
     ),
     config_schema=_object(
         {
             "model": {
                 "type": "string",
                 "title": "Judge model",
-                "description": "Name of the judge model on the workers ('policy' = the model being trained). "
-                "Also part of the cache key.",
+                "description": "'policy' = a frozen copy of the model the run starts from; a model the "
+                "workers serve (the bundled smollm2-135m, a Hugging Face id in their cache, a path they "
+                "list); with a base URL, the endpoint's model name. Also part of the cache key.",
                 "minLength": 1,
                 "maxLength": 500,
                 "default": "policy",
             },
+            "base_url": {
+                "type": "string",
+                "title": "Endpoint base URL",
+                "description": "An OpenAI-compatible endpoint (e.g. https://api.example.com/v1): the judge "
+                "calls its /chat/completions. Empty: the model runs on the worker.",
+                "maxLength": 500,
+                "default": "",
+            },
+            "api_key_secret": {
+                "type": "string",
+                "title": "API key (project secret)",
+                "description": "Name of the project secret holding the endpoint's key (Project → Secrets). "
+                "The key itself is never stored in the rubric or the run.",
+                "maxLength": 64,
+                "default": "",
+            },
+            "mode": _enum(
+                "Mode",
+                "per_trajectory: one prompt per response, an absolute score. group: the whole GRPO group in "
+                "one prompt, each response scored relative to the others (like ART's RULER).",
+                ["per_trajectory", "group"],
+                "per_trajectory",
+            ),
             "template": {
                 "type": "string",
                 "title": "Prompt template",
-                "description": "Fields: {prompt}, {response}, {answer}. Write {{ and }} for literal braces.",
+                "description": "Per-trajectory mode. Fields: {prompt}, {response}, {answer}, {transcript}. "
+                "Write {{ and }} for literal braces.",
                 "minLength": 1,
                 "maxLength": 20000,
                 "default": DEFAULT_JUDGE_TEMPLATE,
             },
+            "group_template": {
+                "type": "string",
+                "title": "Group prompt template",
+                "description": "Group mode. Fields: {prompt}, {answer}, {responses} (the group's answers, "
+                "numbered 'Answer 1:', 'Answer 2:', …).",
+                "minLength": 1,
+                "maxLength": 20000,
+                "default": DEFAULT_GROUP_TEMPLATE,
+            },
             "score_pattern": {
                 "type": "string",
                 "title": "Score pattern",
-                "description": "Regular expression whose first group captures the score; the last match wins.",
+                "description": "Per-trajectory mode: a regular expression whose first group captures the "
+                "score; the last match wins.",
                 "minLength": 1,
                 "maxLength": 500,
-                "default": r"(?i)score\s*[:=]\s*(-?\d+(?:\.\d+)?)",
+                "default": DEFAULT_SCORE_PATTERN,
+            },
+            "group_score_pattern": {
+                "type": "string",
+                "title": "Group score pattern",
+                "description": "Group mode: a regular expression whose first group captures the answer's "
+                "number and the second its score; the last match for each answer wins.",
+                "minLength": 1,
+                "maxLength": 500,
+                "default": DEFAULT_GROUP_SCORE_PATTERN,
             },
             "min_score": _number("Lowest score", "Lowest score the template asks for.", 0.0),
             "max_score": _number("Highest score", "Highest score the template asks for.", 10.0),
@@ -366,6 +388,23 @@ LLM_JUDGE = KindSpec(
             "on_parse_failure": _number(
                 "Value when no score is found", "Raw value when the judge's reply has no parsable score.", 0.0
             ),
+            "max_new_tokens": _int(
+                "Reply length",
+                "Most tokens the judge writes per reply (the endpoint's max_tokens).",
+                256,
+                1,
+                8192,
+            ),
+            "reply_prefix": {
+                "type": "string",
+                "title": "Reply starts with",
+                "description": "Text written at the start of the judge's reply before it continues (models on "
+                "the workers only), e.g. 'Score:' so a small model answers with the number at once. It is "
+                "part of the reply that is parsed.",
+                "maxLength": 200,
+                "default": "",
+            },
+            "timeout_s": _number("Endpoint timeout (s)", "Limit of one endpoint call.", 60.0, 1.0, 600.0),
             "only_when_checks_pass": ONLY_WHEN_CHECKS_PASS,
         }
     ),

@@ -269,7 +269,7 @@ def save_reward_model(
     hidden_bias: Any | None = None,
     score_scale: Mapping[str, float] | None = None,
 ) -> Path:
-    """Write a reward model directory (trainers.reward_training calls this). Needs numpy, not torch.
+    """Write a reward model directory (trainers.learn.reward_training calls this). Needs numpy, not torch.
 
     `hidden_weight` ([units, hidden_size]) and `hidden_bias` ([units]) add the optional hidden layer."""
     import numpy as np

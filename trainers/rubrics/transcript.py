@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-from trainers.toolcalls import parse_tool_calls
+from trainers.rollout.toolcalls import parse_tool_calls
 from trainers.types import Role, Task, Trajectory, Turn
 
 _ROLE_ALIASES: dict[str, Role] = {

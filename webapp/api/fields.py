@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import Model
 from rest_framework import serializers
 
-from trainers.wire import INT32_MAX, INT64_MAX
+from trainers.sdk.wire import INT32_MAX, INT64_MAX
 from webapp.core.limits import DESCRIPTION_MAX_CHARS
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
 
-from trainers.wire import INT32_MAX
+from trainers.sdk.wire import INT32_MAX
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500

@@ -12,7 +12,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework.permissions import AllowAny
 
-from trainers.wire import INT64_MAX
+from trainers.sdk.wire import INT64_MAX
 from webapp.api import serializers as s
 
 

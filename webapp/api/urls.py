@@ -35,6 +35,8 @@ urlpatterns = [
     path("projects/<slug:slug>/members/", project_apis.MemberListView.as_view(), name="members"),
     path("projects/<slug:slug>/members/<int:pk>/", project_apis.MemberDetailView.as_view(), name="member"),
     path("projects/<slug:slug>/invitations/", project_apis.InvitationListView.as_view(), name="invitations"),
+    path("projects/<slug:slug>/secrets/", project_apis.SecretListView.as_view(), name="secrets"),
+    path("projects/<slug:slug>/secrets/<str:name>/", project_apis.SecretDetailView.as_view(), name="secret"),
     path(
         "projects/<slug:slug>/invitations/<int:pk>/",
         project_apis.InvitationDetailView.as_view(),
@@ -96,6 +98,12 @@ urlpatterns = [
         rollout_apis.RunTrajectoryDetailView.as_view(),
         name="run-trajectory",
     ),
+    path(
+        "runs/<int:pk>/trajectories/<int:trajectory_id>/atif/",
+        rollout_apis.RunTrajectoryAtifView.as_view(),
+        name="run-trajectory-atif",
+    ),
+    path("runs/<int:pk>/atif/", rollout_apis.RunAtifView.as_view(), name="run-atif"),
     path("runs/<int:pk>/groups/", rollout_apis.RunGroupListView.as_view(), name="run-groups"),
     path("runs/<int:pk>/metrics/", rollout_apis.RunMetricsView.as_view(), name="run-metrics"),
     # Review: comments and tags on trajectories, preference queues and their datasets.
@@ -131,6 +139,11 @@ urlpatterns = [
         name="preference-queue-snapshots",
     ),
     path(
+        "preference-queues/<int:pk>/judges/<int:judge_id>/cancel/",
+        review_apis.QueueJudgeCancelView.as_view(),
+        name="queue-judge-cancel",
+    ),
+    path(
         "preference-snapshots/<int:pk>/export/",
         review_apis.PreferenceSnapshotExportView.as_view(),
         name="preference-snapshot-export",
@@ -142,6 +155,11 @@ urlpatterns = [
     ),
     # Learned reward models.
     path("reward-models/<int:pk>/", reward_apis.RewardModelDetailView.as_view(), name="reward-model"),
+    path(
+        "reward-models/<int:pk>/cancel/",
+        reward_apis.RewardModelCancelView.as_view(),
+        name="reward-model-cancel",
+    ),
     path(
         "reward-models/<int:pk>/register/",
         reward_apis.RewardModelRegisterView.as_view(),

@@ -44,27 +44,55 @@ class Task:
     TRAIN_REWARD_MODEL = "workers.train_reward_model"
     JUDGE_QUEUE = "workers.judge_queue"
     REAP_LOST_RUNS = "workers.reap_lost_runs"
+    DISPATCH_PENDING_RUNS = "workers.dispatch_pending_runs"
 
 
 celery_app = Celery("rollout_studio")
 celery_app.config_from_object("django.conf:settings", namespace="CELERY")
 
 
+# Publishing gives up after about a second when the broker is unreachable (Celery's default policy
+# retries three times); the request that committed the work answers meanwhile.
+celery_app.conf.task_publish_retry_policy = {
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.5,
+}
+
+
+def send_task(task: str, *, args: list[Any], queue: str) -> str | None:
+    """Send `task(*args)` to `queue` now; its Celery task id, or None when the broker could not take it
+    (unreachable, refused). The failure is logged and never raised: the caller's write is already
+    committed, and what was not sent is sent again later (`run_dispatch_pending` for runs)."""
+    try:
+        return celery_app.send_task(task, args=args, queue=queue).id
+    except Exception:  # kombu OperationalError, redis ConnectionError, a DNS failure: all the same here
+        log.exception("could not send %s%s to the %r queue; it will be sent again later", task, args, queue)
+        return None
+
+
+# The task id a row keeps when the broker could not take its task (a Celery id is a UUID, never this).
+UNSENT = "unsent"
+
+
 def send_on_commit(
     task: str, *, args: list[Any], queue: str, on_sent: Callable[[str], Any] | None = None
 ) -> None:
     """Queue `task(*args)` on `queue` once the current transaction commits (at once outside one), so a
-    worker never picks up a row that was rolled back. `on_sent` receives the Celery task id."""
+    worker never picks up a row that was rolled back. `on_sent` receives the Celery task id, or `UNSENT`
+    when the broker could not take the task (see `send_task`): a failed dispatch never turns the
+    committed write into an error, and the row says it is still to be sent."""
 
     def send() -> None:
-        result = celery_app.send_task(task, args=args, queue=queue)
+        task_id = send_task(task, args=args, queue=queue)
         if on_sent is not None:
-            on_sent(result.id)
+            on_sent(task_id or UNSENT)
 
     transaction.on_commit(send)
 
 
 def revoke(task_id: str) -> None:
     """Drop a queued task that no worker has started (a cancelled, still-queued run)."""
-    if task_id:
+    if task_id and task_id != UNSENT:
         celery_app.control.revoke(task_id)

@@ -21,6 +21,21 @@ class BackgroundJob(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Someone pressed Cancel while a worker had the job: its watcher (workers/cancel.py) reads this within
+    # a second and the job stops at its next check (trainers.sdk.cancel), then turns CANCELLED.
+    cancel_requested = models.BooleanField(default=False)
+
+    # Each kind names its statuses (the values of its own `status` choices) for the shared rules below and
+    # `webapp.core.jobs`.
+    QUEUED_STATUS = "queued"
+    RUNNING_STATUS = "running"
+    CANCELLED_STATUS = "cancelled"
 
     class Meta:
         abstract = True
+
+    def can_cancel(self) -> bool:
+        """Queued jobs are dropped at once, running ones asked to stop; a job already asked to stop is not
+        offered Cancel again. The pages and the APIs ask here."""
+        status = getattr(self, "status", "")
+        return status in (self.QUEUED_STATUS, self.RUNNING_STATUS) and not self.cancel_requested

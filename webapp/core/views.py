@@ -4,19 +4,72 @@ bad Host header, a crash."""
 
 from __future__ import annotations
 
-from django.db import connection
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.templatetags.static import static
 from django.views import defaults
 
 from webapp.api.errors import error_body
 
+log = logging.getLogger(__name__)
+
+
+def redis_ping(timeout_s: float = 2.0) -> None:
+    """Raise unless Redis (the broker and the channel layer) answers a PING within `timeout_s`."""
+    import redis
+
+    client = redis.Redis.from_url(
+        settings.REDIS_URL, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+    )
+    try:
+        client.ping()
+    finally:
+        client.close()
+
 
 def healthz(request):
-    """Liveness for load balancers and compose health checks: the database answers."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    return JsonResponse({"ok": True})
+    """Health for load balancers and compose health checks: the database and Redis answer. 200 with
+    {"ok": true, "database": "ok", "redis": "ok"}, or 503 naming the part that did not answer."""
+    checks: dict[str, str] = {}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks["database"] = "ok"
+    except DatabaseError as exc:
+        checks["database"] = f"unreachable: {type(exc).__name__}"
+    try:
+        redis_ping()
+        checks["redis"] = "ok"
+    except Exception as exc:  # redis' ConnectionError, a DNS failure, a timeout: all "unreachable"
+        checks["redis"] = f"unreachable: {type(exc).__name__}"
+    ok = all(value == "ok" for value in checks.values())
+    return JsonResponse({"ok": ok, **checks}, status=200 if ok else 503)
+
+
+def flash_job_cancel(request: HttpRequest, job: Any, cancel: Callable[[], str]) -> None:
+    """Cancel a background job (`cancel`: its service, `webapp.core.jobs.job_request_cancel` underneath) and
+    say on the next page what happened: cancelled at once, asked to stop, or why it cannot be."""
+    from django.contrib import messages
+    from django.core.exceptions import ValidationError
+
+    from webapp.core.jobs import CANCEL_REQUESTED
+
+    try:
+        outcome = cancel()
+    except ValidationError as error:
+        for message in error.messages:
+            messages.error(request, message)
+        return
+    if outcome == CANCEL_REQUESTED:
+        messages.success(request, f"{job.label} asked to stop; its worker stops it within seconds.")
+    else:
+        messages.success(request, f"{job.label} cancelled.")
 
 
 def favicon(request: HttpRequest) -> HttpResponse:
@@ -46,7 +99,37 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     return defaults.page_not_found(request, exception)
 
 
+def part_unavailable(exc: BaseException | None) -> str | None:
+    """Which part of the deployment an unhandled exception says is down ("database", "redis"), or None
+    when it is a fault of the request or of our code."""
+    import kombu.exceptions
+    import redis.exceptions
+
+    if isinstance(exc, OperationalError | InterfaceError):  # no connection, connection lost, read-only
+        return "database"
+    if isinstance(
+        exc,
+        redis.exceptions.ConnectionError | redis.exceptions.TimeoutError | kombu.exceptions.OperationalError,
+    ):
+        return "redis"
+    return None
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
+    # Called by Django inside its handler of the unhandled exception: sys.exc_info() is that exception.
+    part = part_unavailable(sys.exc_info()[1])
+    if part is not None:
+        # Postgres or Redis is down (restarting, unreachable): a temporary 503 that clients retry, the
+        # same JSON body for pages' scripts and the API, no internals.
+        response = JsonResponse(
+            error_body(
+                "service_unavailable",
+                f"The {part} is not answering; try again in a moment.",
+            ),
+            status=503,
+        )
+        response["Retry-After"] = "5"
+        return response
     if is_api(request):
         # The traceback goes to the log (Django logs it before calling this); the client gets no internals.
         return JsonResponse(

@@ -321,7 +321,7 @@ class RunCancelView(APIView):
     @extend_schema(
         request=None,
         responses={200: s.RunCancelSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
-        summary="Cancel a run: a queued run at once, a running one at the trainer's next report",
+        summary="Cancel a run: a queued run at once, a running one within seconds (an external one at its next report)",
     )
     def post(self, request: Request, pk: int) -> Response:
         run = _run(request, pk, Capability.LAUNCH)

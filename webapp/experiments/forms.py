@@ -202,6 +202,11 @@ class ParamsJsonForm(forms.Form):
             self.add_error("params", [f"{path}: {m}" if path else m for m in messages])
 
 
+# The rubric page's <datalist> of the judge models the workers serve (webapp.experiments.judges): an
+# llm_judge row's model field offers them and still takes a name typed in (an endpoint's model).
+JUDGE_MODELS_DATALIST = "judge-models"
+
+
 def criterion_params_form(
     kind: str, prefix: str, data: Mapping[str, Any] | None = None, values: Mapping[str, Any] | None = None
 ) -> SchemaForm | ParamsJsonForm:
@@ -209,7 +214,10 @@ def criterion_params_form(
         spec = criterion_kind(kind)
     except UnknownKind:
         return ParamsJsonForm(data, initial={"params": dict(values or {})}, prefix=prefix)
-    return SchemaForm(spec.config_schema, data, values=values, prefix=prefix)
+    form = SchemaForm(spec.config_schema, data, values=values, prefix=prefix)
+    if kind == "llm_judge" and "model" in form.fields:
+        form.fields["model"].widget.attrs["list"] = JUDGE_MODELS_DATALIST
+    return form
 
 
 class CriterionRow:
@@ -397,7 +405,11 @@ class RubricPreviewForm(forms.Form):
         required=False,
         help_text="Lines like 'user: …' and 'assistant: …', or a JSON list of {role, text} turns.",
     )
-    answer = forms.CharField(required=False, label="Expected answer", help_text="The task's answer, if any.")
+    answer = forms.CharField(
+        required=False,
+        label="Expected answer",
+        help_text="The task's answer, for a pasted transcript (a picked trajectory is scored with its own).",
+    )
 
     prefix = "preview"
 

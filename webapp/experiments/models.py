@@ -3,12 +3,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
-from webapp.core.dispatch import Queue
+from webapp.core.dispatch import UNSENT, Queue
 from webapp.projects.models import Project
 
 
@@ -126,7 +128,7 @@ class RunStatus(models.TextChoices):
 
 ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.STARTING, RunStatus.RUNNING)
 FINAL_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.LOST)
-# Which status may follow which; webapp.experiments.services.run_transition enforces it atomically.
+# Which status may follow which; webapp.experiments.services.transitions.run_transition enforces it atomically.
 ALLOWED_TRANSITIONS: dict[str, tuple[str, ...]] = {
     RunStatus.QUEUED: (RunStatus.STARTING, RunStatus.CANCELLED, RunStatus.FAILED, RunStatus.LOST),
     RunStatus.STARTING: (RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.LOST),
@@ -148,7 +150,7 @@ class RunOrigin(models.TextChoices):
 
 class RunKind(models.TextChoices):
     """What a dashboard run trains with: a GRPO-family algorithm on an environment and rubric (the
-    `algorithm` knob picks which), or DPO on a preference snapshot (trainers/dpo.py, TRL's DPOTrainer)."""
+    `algorithm` knob picks which), or DPO on a preference snapshot (trainers/learn/dpo.py, TRL's DPOTrainer)."""
 
     RL = "rl", "RL (GRPO family)"
     DPO = "dpo", "DPO"
@@ -199,6 +201,9 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # When the trainer last reported progress (trainers.sdk.wire.PROGRESS_EVENTS): a run that heartbeats
+    # without it for RUN_STALL_AFTER_S is stalled.
+    progress_at = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
     error_message = models.TextField(blank=True)
     error_traceback = models.TextField(blank=True)
@@ -214,6 +219,10 @@ class Run(models.Model):
     max_steps = models.PositiveIntegerField(default=0)
     best_reward = models.FloatField(null=True, blank=True)
     last_reward = models.FloatField(null=True, blank=True)
+    # The highest memory the run's trainer process held (MB), as its heartbeats report it
+    # (trainers.sdk.wire: the heartbeat's peak_rss_mb / peak_gpu_mb); only ever rises.
+    peak_rss_mb = models.PositiveIntegerField(null=True, blank=True)
+    peak_gpu_mb = models.PositiveIntegerField(null=True, blank=True)
 
     # Ingestion: the run's one token (see ingest_token(); only its hash is kept for checking) and the
     # highest event sequence number stored.
@@ -231,6 +240,12 @@ class Run(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    # What "best reward" means wherever it is shown (run pages, lists, the project home): one definition.
+    BEST_REWARD_MEANING = (
+        "the highest mean training reward of one step (reward/mean), on the scale of the run's rubric: "
+        "comparable only between runs scored by the same rubric version"
+    )
+
     def progress_after(
         self, *, step: int, last_reward: float | None, best_reward: float | None
     ) -> dict[str, Any]:
@@ -245,6 +260,26 @@ class Run(models.Model):
                 best_reward if self.best_reward is None else max(self.best_reward, best_reward)
             )
         return fields
+
+    @property
+    def progress_since(self) -> datetime | None:
+        """Since when the run has made no progress: its last progress report, else its start."""
+        return self.progress_at or self.started_at
+
+    def is_stalled(self, now: datetime | None = None) -> bool:
+        """An active run whose trainer still heartbeats (it is not LOST) but has reported no progress for
+        RUN_STALL_AFTER_S: a hung generation, a deadlocked learner, a trainer waiting on nothing."""
+        since = self.progress_since
+        if (
+            self.status not in (RunStatus.STARTING, RunStatus.RUNNING)
+            or self.heartbeat_at is None
+            or since is None
+        ):
+            return False
+        now = now or timezone.now()
+        if now - self.heartbeat_at > timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT_S):
+            return False
+        return now - since >= timedelta(seconds=settings.RUN_STALL_AFTER_S)
 
     def iso_times(self) -> dict[str, str | None]:
         """When the run started, finished and last reported (ISO 8601, None if not yet), for live messages."""
@@ -266,8 +301,10 @@ class Run(models.Model):
 
     def page_state(self) -> dict[str, Any]:
         """Everything the run page shows that a status change can alter: the status, its timestamps, the
-        worker, the cancel request, the error, the available actions and the checkpoints. Sent in every
-        status event and in the websocket's snapshot, so a live page and a reloaded one agree."""
+        worker, the cancel request, the error, the available actions, the checkpoints and the trainer's peak
+        memory. Sent in every status event and in the websocket's snapshot, so a live page and a reloaded
+        one agree. (Where a queued run stands depends on the workers too: the snapshot adds it, and `queue`
+        messages keep it true: webapp.fleet.selectors.queue_states.)"""
         return {
             "status": self.status,
             **self.iso_times(),
@@ -276,7 +313,14 @@ class Run(models.Model):
             "error_message": self.error_message,
             "actions": self.actions(),
             "checkpoints": [c.summary() for c in self.checkpoints.order_by("step")],
+            "peak_memory": self.peak_memory(),
         }
+
+    def peak_memory(self) -> dict[str, int | None] | None:
+        """The trainer process's peak resident memory and GPU memory (MB) so far; None before any report."""
+        if self.peak_rss_mb is None and self.peak_gpu_mb is None:
+            return None
+        return {"rss_mb": self.peak_rss_mb, "gpu_mb": self.peak_gpu_mb}
 
     def status_event(self, message: str = "") -> dict[str, Any]:
         """The live event of this run's current status: every path that changes a status (the trainer's
@@ -304,8 +348,9 @@ class Run(models.Model):
         return self.status in ACTIVE_STATUSES
 
     def can_cancel(self) -> bool:
-        """Queued runs are dropped at once, running ones asked to stop (external trainers included)."""
-        return self.is_active
+        """Queued runs are dropped at once, running ones asked to stop (external trainers included); a run
+        already asked to stop is not offered the button again."""
+        return self.is_active and not self.cancel_requested
 
     def resume_refusal(self) -> tuple[str, str] | None:
         """Why this run cannot be resumed or forked, as (field, message); None when it can. The run page
@@ -314,12 +359,19 @@ class Run(models.Model):
             return "origin", "This run was trained outside the dashboard: resume it with its own trainer."
         if self.is_active:
             return "status", "This run is still active: cancel it (or wait for it) first."
+        if self.is_dpo and self.status == RunStatus.SUCCEEDED:
+            return "status", ("This DPO run finished its steps: start a new run from its checkpoint instead.")
         if not self.checkpoints.filter(deleted=False).exists():
             return "checkpoint", "This run has no checkpoint to start from."
         return None
 
     def can_resume(self) -> bool:
         return self.resume_refusal() is None
+
+    def dispatch_pending(self) -> bool:
+        """Queued here but not yet handed to a worker queue: the broker could not take its task when the
+        run was launched. `run_dispatch_pending` (a periodic job) sends it once the broker answers."""
+        return self.status == RunStatus.QUEUED and self.task_id == UNSENT
 
     @property
     def is_external(self) -> bool:
@@ -399,7 +451,7 @@ class Checkpoint(models.Model):
         )
 
     def weight_files(self) -> list[str]:
-        """The checkpoint's weights as paths relative to its directory (trainers/checkpoint.py's layout:
+        """The checkpoint's weights as paths relative to its directory (trainers/learn/checkpoint.py's layout:
         model*.safetensors for full fine-tuning, adapter/adapter_model.safetensors for LoRA); [] when
         pruned or when the directory is not on this machine."""
         from pathlib import Path

@@ -95,6 +95,11 @@ def run_detail_queryset() -> QuerySet[Run]:
     )
 
 
+def run_cancel_requested(run_id: int) -> bool:
+    """Whether someone asked this run to stop (the worker's cancel watcher reads it every second)."""
+    return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+
+
 def run_children(run: Run) -> QuerySet[Run]:
     """Runs resumed or forked from this one."""
     return Run.objects.filter(parent=run).order_by("created_at", "pk")
@@ -191,18 +196,32 @@ class EnvironmentBest:
     name: str
     best_reward: float | None
     run_count: int
+    rubric: str = ""  # "correct v2": best rewards are compared only among runs scored by one rubric version
 
 
 def best_reward_per_environment(project: Project) -> list[EnvironmentBest]:
-    """For each environment of the project: the best reward any of its runs reached, best first
-    (environments without a rewarded run last)."""
+    """For each environment of the project and each rubric version its runs were scored by: the best
+    reward (Run.BEST_REWARD_MEANING) any of those runs reached, best first (rows without a rewarded run
+    last; an environment without runs has one row with no rubric). Runs scored by different rubrics are
+    never compared: their rewards are on different scales."""
     rows = (
-        Environment.objects.filter(project=project)
-        .annotate(best=Max("versions__runs__best_reward"), runs=Count("versions__runs", distinct=True))
-        .values_list("pk", "name", "best", "runs")
+        Run.objects.filter(project=project, environment_version__isnull=False)
+        .values_list(
+            "environment_version__environment_id",
+            "rubric_version__rubric__name",
+            "rubric_version__number",
+        )
+        .annotate(best=Max("best_reward"), runs=Count("pk"))
+        .order_by()
     )
-    found = [EnvironmentBest(pk, name, best, runs) for pk, name, best, runs in rows]
-    return sorted(found, key=lambda e: (e.best_reward is None, -(e.best_reward or 0.0), e.name))
+    names = dict(Environment.objects.filter(project=project).values_list("pk", "name"))
+    found = [
+        EnvironmentBest(env, names.get(env, ""), best, runs, f"{rubric} v{number}" if rubric else "—")
+        for env, rubric, number, best, runs in rows
+    ]
+    used = {row.environment_id for row in found}
+    found += [EnvironmentBest(pk, name, None, 0) for pk, name in names.items() if pk not in used]
+    return sorted(found, key=lambda e: (e.best_reward is None, -(e.best_reward or 0.0), e.name, e.rubric))
 
 
 RUN_STATUS_CHOICES = RunStatus.choices
@@ -289,57 +308,6 @@ def rubric_preview(spec: dict, trajectory: Trajectory) -> RubricPreview:
             )
     total = sum(c.weighted for c in components if c.scored)
     return RubricPreview(components, total, spec.get("aggregation", "weighted_sum"))
-
-
-# --- the rubric preview on a stored trajectory ------------------------------------------------------
-
-PREVIEW_TRAJECTORY_CHOICES = 40
-
-
-def preview_trajectory_choices(*, project: Project) -> list[tuple[int, str]]:
-    """The project's latest trajectories as (id, "run · step 3 · task t-1 · reward 0.5") for the rubric
-    preview's picker."""
-    from webapp.rollouts.models import Trajectory as StoredTrajectory
-
-    rows = (
-        StoredTrajectory.objects.filter(run__project=project)
-        .order_by("-pk")
-        .values_list("pk", "run__name", "step", "split", "task_id", "reward")[:PREVIEW_TRAJECTORY_CHOICES]
-    )
-    return [
-        (pk, f"#{pk} · {run} · {split} step {step} · task {task[:40]} · reward {reward:.4g}")
-        for pk, run, step, split, task, reward in rows
-    ]
-
-
-def stored_trajectory(stored: Any, *, answer: str | None = None) -> Trajectory:
-    """A stored trajectory (webapp.rollouts.models.Trajectory, its turns) as the rubric scorer reads one.
-    The task's answer is not stored with it: the preview's "expected answer" gives it."""
-    from trainers.types import Task
-    from trainers.types import Turn as TrainerTurn
-
-    turns = [
-        TrainerTurn(
-            role=turn.role,
-            text=turn.text,
-            tool_name=turn.tool_name or None,
-            tool_args=turn.tool_args,
-            tool_result=turn.tool_result or None,
-            reward=turn.reward,
-        )
-        for turn in stored.turns.order_by("index")
-    ]
-    env_reward = sum(
-        c.get("raw") or 0.0
-        for c in stored.components or []
-        if isinstance(c, dict) and c.get("kind") == "env_reward"
-    )
-    return Trajectory(
-        task=Task(id=stored.task_id, prompt=stored.prompt, answer=answer),
-        turns=turns,
-        status=stored.status,
-        env_reward=float(env_reward),
-    )
 
 
 def startable_checkpoint(*, project, checkpoint_id: Any) -> Checkpoint | None:

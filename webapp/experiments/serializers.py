@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from trainers.config import PRESETS, RUN_CONFIG_SCHEMA
-from trainers.dpo import DPO_SCHEMA
+from trainers.learn.dpo import DPO_SCHEMA
 from trainers.registry import environment_kinds
 from trainers.rubrics import AGGREGATIONS, rubric_schema
 from webapp.api import fields
@@ -24,6 +24,7 @@ from webapp.experiments.models import (
     RunStatus,
 )
 from webapp.experiments.selectors import DEFAULT_RUN_SORT, RUN_SORTS
+from webapp.fleet.selectors import run_queue_state
 
 # --- environments and rubrics ---------------------------------------------------------------------
 
@@ -246,6 +247,8 @@ class RunSerializer(serializers.ModelSerializer):
             "best_reward",
             "last_reward",
             "last_seq",
+            "peak_rss_mb",
+            "peak_gpu_mb",
             "tags",
             "note",
         ]
@@ -267,8 +270,35 @@ class RunSerializer(serializers.ModelSerializer):
 
 
 class RunDetailSerializer(RunSerializer):
+    dispatch_pending = serializers.SerializerMethodField(
+        help_text="true while the run is queued here but its task is not yet with a worker queue: the "
+        "broker (Redis) was unreachable when it was launched (its task_id reads 'unsent'); it is sent "
+        "within about 15 s of the broker answering again. Do not launch it again."
+    )
+
+    queue_state = serializers.SerializerMethodField(
+        help_text="while the run is queued: its position on its queue (1: next to start), the runs ahead "
+        "(this project's named, others counted), the workers serving the queue that are online, and a "
+        "warning when none is (the run waits until one starts); null otherwise"
+    )
+
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "resolved_config", "error_traceback", "worker", "task_id"]
+        fields = [
+            *RunSerializer.Meta.fields,
+            "resolved_config",
+            "error_traceback",
+            "worker",
+            "task_id",
+            "dispatch_pending",
+            "queue_state",
+        ]
+
+    def get_dispatch_pending(self, run: Run) -> bool:
+        return run.dispatch_pending()
+
+    @extend_schema_field(serializers.JSONField(allow_null=True))
+    def get_queue_state(self, run: Run) -> dict | None:
+        return run_queue_state(run)
 
 
 class RunCreatedSerializer(RunDetailSerializer):
@@ -319,7 +349,9 @@ class DpoConfigField(serializers.DictField):
 
 class DpoRunInputSerializer(serializers.Serializer):
     name = fields.name(Run)
-    config = DpoConfigField(default=dict, help_text="DPO knobs (trainers/dpo.py); defaults fill the rest")
+    config = DpoConfigField(
+        default=dict, help_text="DPO knobs (trainers/learn/dpo.py); defaults fill the rest"
+    )
     queue = serializers.ChoiceField(choices=Queue.choices, default=Queue.CPU)
 
 
@@ -345,7 +377,10 @@ class RunUpdateSerializer(serializers.Serializer):
 class RunCancelSerializer(serializers.Serializer):
     result = serializers.ChoiceField(
         choices=[RunStatus.CANCELLED.value, "cancel_requested"],
-        help_text="CANCELLED: a queued run was cancelled at once; cancel_requested: the trainer stops at its next report",
+        help_text=(
+            "CANCELLED: a queued run was cancelled at once; cancel_requested: a worker's run stops within "
+            "seconds, an external trainer at its next report"
+        ),
     )
     run = RunDetailSerializer()
 

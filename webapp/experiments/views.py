@@ -20,10 +20,10 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from trainers import wire
 from trainers.envs.preview import preview_environment
 from trainers.registry import criterion_kinds
 from trainers.rubrics import TranscriptError, describe_path, parse_transcript
+from trainers.sdk import wire
 from webapp.experiments import selectors, services
 from webapp.experiments.forms import (
     EnvironmentEditor,
@@ -36,8 +36,10 @@ from webapp.experiments.forms import (
     like_run,
     recommendation_for,
 )
+from webapp.experiments.judges import judge_model_choices
 from webapp.experiments.models import KEY_CHECKPOINT_METRICS, Rubric, RunStatus
-from webapp.experiments.services import RUN_TAG_MAX_CHARS
+from webapp.experiments.services.runs import RUN_TAG_MAX_CHARS
+from webapp.fleet.selectors import queue_states, run_queue_state
 from webapp.live.selectors import MAX_COMPARED_RUNS, run_snapshot
 from webapp.projects.access import (
     Capability,
@@ -49,6 +51,7 @@ from webapp.projects.access import (
     access_trajectory,
 )
 from webapp.projects.views import project_context
+from webapp.rollouts import selectors as rollout_selectors
 
 log = logging.getLogger(__name__)
 
@@ -255,9 +258,10 @@ def _rubric_form_page(
             builder=builder,
             rubric=rubric,
             preview_form=RubricPreviewForm(
-                trajectories=selectors.preview_trajectory_choices(project=access.project)
+                trajectories=rollout_selectors.preview_trajectory_choices(project=access.project)
             ),
             criterion_kinds=criterion_kinds(),
+            judge_models=judge_model_choices(),
         ),
     )
 
@@ -338,7 +342,7 @@ def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
     access = access_project(request.user, slug, Capability.LAUNCH)
     builder = RubricBuilder(request.POST)
     preview_form = RubricPreviewForm(
-        request.POST, trajectories=selectors.preview_trajectory_choices(project=access.project)
+        request.POST, trajectories=rollout_selectors.preview_trajectory_choices(project=access.project)
     )
     context = project_context(access, builder=builder, problems=[], score=None)
     builder_ok = builder.is_valid()
@@ -355,7 +359,7 @@ def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
             picked = preview_form.cleaned_data["trajectory"]
             if picked:  # a real trajectory of this project (the picker only lists these)
                 stored = access_trajectory(access, picked)
-                trajectory = selectors.stored_trajectory(stored, answer=answer)
+                trajectory = rollout_selectors.stored_trajectory(stored, answer=answer)
                 context["stored"] = stored
             else:
                 trajectory = parse_transcript(preview_form.cleaned_data["transcript"], answer=answer)
@@ -396,6 +400,11 @@ def run_list(request: HttpRequest, slug: str) -> HttpResponse:
         project=access.project, status=status or None, search=search, tag=tag, sort=sort
     )
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    # Where each queued run of the page stands (one rule: selectors.queue_states, a few queries a page).
+    page.object_list = list(page.object_list)
+    waiting = queue_states(page.object_list)
+    for run in page.object_list:
+        run.queue_info = waiting.get(run.pk)
     kept = {k: v for k, v in (("status", status), ("q", search), ("tag", tag)) if v}
     if sort != selectors.DEFAULT_RUN_SORT:
         kept["sort"] = sort
@@ -486,6 +495,9 @@ def run_create(request: HttpRequest, slug: str) -> HttpResponse:
             launcher.add_service_errors(error)
         else:
             messages.success(request, f"Run “{run.name}” queued on the {run.queue} queue.")
+            waiting = run_queue_state(run)
+            if waiting and waiting["warning"]:
+                messages.warning(request, waiting["warning"])
             return redirect("experiments:run_detail", slug, run.pk)
     elif request.method == "POST":  # some fields did not parse: check the others too, in this pass
         _knobs, errors = services.run_config_errors(**launcher.partial_values())
@@ -536,6 +548,7 @@ def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
             snapshot=run_snapshot(run),
             step_time_parts=wire.STEP_TIME_PARTS,
             can_launch=access.can(Capability.LAUNCH),
+            judges=rollout_selectors.run_judges(run),
         ),
     )
 
@@ -611,5 +624,5 @@ def run_cancel(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
         if outcome == RunStatus.CANCELLED:
             messages.success(request, "Run cancelled before it started.")
         else:
-            messages.info(request, "Cancellation requested: the trainer stops at its next report.")
+            messages.info(request, "Cancellation requested: the run stops within seconds.")
     return redirect("experiments:run_detail", slug, run.pk)

@@ -1,6 +1,18 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import models
+from django.utils import timezone
+
+# A worker that reported within this long and did not say it stopped is online (its heartbeat is ~15 s).
+ONLINE_WITHIN = timedelta(seconds=45)
+
+
+class WorkerNodeQuerySet(models.QuerySet):
+    def online(self) -> WorkerNodeQuerySet:
+        """The workers online now (the one rule: `WorkerNode.is_online` says the same of one)."""
+        return self.filter(last_seen__gte=timezone.now() - ONLINE_WITHIN, stopped=False)
 
 
 class WorkerNode(models.Model):
@@ -16,6 +28,11 @@ class WorkerNode(models.Model):
         help_text="at the last report: {'cpu_percent', 'memory_used_mb', 'memory_total_mb', "
         "'gpus': [{'index', 'utilization_percent', 'memory_used_mb', 'memory_total_mb'}]} (GPUs where NVML is present)",
     )
+    judge_models = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="judge models it can load (trainers.rubrics.judge_models.servable_models)",
+    )
     ray_address = models.CharField(max_length=200, blank=True)
     pid = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField()
@@ -24,6 +41,8 @@ class WorkerNode(models.Model):
         "experiments.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     stopped = models.BooleanField(default=False)
+
+    objects = WorkerNodeQuerySet.as_manager()
 
     class Meta:
         ordering = ["hostname"]

@@ -1,14 +1,18 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from webapp.core.broadcast import broadcast_on_commit
 from webapp.experiments.models import Run, RunStatus
-from webapp.experiments.services import run_auto_resume, run_transition
-from webapp.fleet.models import WorkerNode
+from webapp.experiments.services.lineage import run_auto_resume
+from webapp.experiments.services.transitions import run_transition
+from webapp.fleet.models import ONLINE_WITHIN, WorkerNode
+from webapp.fleet.selectors import is_online, queue_states, queued_run_ids
 
 
 def worker_report(
@@ -22,9 +26,11 @@ def worker_report(
     current_run_id: int | None = None,
     stopped: bool = False,
     usage: dict | None = None,
+    models: list[str] | None = None,
 ) -> WorkerNode:
     """Record a worker's heartbeat: what it serves, what it has and (`usage`) how busy it is."""
     now = timezone.now()
+    before = WorkerNode.objects.filter(hostname=hostname).first()
     node, created = WorkerNode.objects.update_or_create(
         hostname=hostname,
         defaults={
@@ -32,6 +38,7 @@ def worker_report(
             "gpus": gpus,
             "cpus": cpus,
             "usage": usage or {},
+            "judge_models": models or [],
             "ray_address": ray_address,
             "pid": pid,
             "last_seen": now,
@@ -43,6 +50,7 @@ def worker_report(
             "gpus": gpus,
             "cpus": cpus,
             "usage": usage or {},
+            "judge_models": models or [],
             "ray_address": ray_address,
             "pid": pid,
             "last_seen": now,
@@ -51,6 +59,10 @@ def worker_report(
             "stopped": stopped,
         },
     )
+    if before is None or is_online(before) != (not stopped):
+        # The worker came (back) or said it stops: the runs waiting on its queues learn it at once.
+        for queue in set(queues) | set(before.queues if before else []):
+            run_queue_announce(queue)
     return node
 
 
@@ -80,3 +92,43 @@ def reap_lost_runs(*, now=None, timeout_s: int | None = None) -> list[int]:
                 lost.append(run_id)
                 run_auto_resume(run_id=run_id)  # when the run asked for it (the auto_resume knob)
     return lost
+
+
+def run_queue_announce(queue: str) -> None:
+    """After the commit, tell the page of every run waiting on `queue` where it stands now (a seq-less
+    `queue` message carrying `queue_states`): a run ahead started or ended, a worker of the queue came
+    or went."""
+
+    def announce() -> None:
+        waiting = list(Run.objects.filter(pk__in=queued_run_ids(queue)))
+        states = queue_states(waiting)
+        for run in waiting:
+            broadcast_on_commit(run, [{"type": "queue", "queue": states.get(run.pk)}])
+
+    transaction.on_commit(announce)
+
+
+def on_run_moved(sender: Any, *, run_id: int, queue: str, **kwargs: Any) -> None:
+    """`webapp.experiments.signals.run_moved`'s receiver (connected in FleetConfig.ready)."""
+    run_queue_announce(queue)
+
+
+def announce_silent_workers(*, now=None, period_s: float = 15.0) -> list[str]:
+    """The workers that went silent within the last `period_s` (their last report just passed
+    ONLINE_WITHIN, without saying they stop: killed, machine lost): tell the runs waiting on their queues,
+    whose pages would otherwise show them online until a reload. The reaper calls this every period.
+    Returns their hostnames."""
+    now = now or timezone.now()
+    silent = WorkerNode.objects.filter(
+        stopped=False,
+        last_seen__lt=now - ONLINE_WITHIN,
+        last_seen__gte=now - ONLINE_WITHIN - timedelta(seconds=period_s),
+    )
+    queues: set[str] = set()
+    hostnames = []
+    for node in silent:
+        queues.update(node.queues)
+        hostnames.append(node.hostname)
+    for queue in sorted(queues):
+        run_queue_announce(queue)
+    return hostnames

@@ -1,7 +1,7 @@
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
-from webapp.fleet.selectors import gpu_rows, is_online, worker_list
+from webapp.fleet.selectors import gpu_rows, is_online, queued_runs_by_queue, worker_list
 from webapp.projects.models import Membership
 
 
@@ -30,4 +30,6 @@ def workers(request):
                 "gpus": gpu_rows(node),
             }
         )
-    return render(request, "fleet/workers.html", {"rows": rows})
+    return render(
+        request, "fleet/workers.html", {"rows": rows, "queues": queued_runs_by_queue(member_of=member_of)}
+    )

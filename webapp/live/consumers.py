@@ -19,9 +19,9 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from webapp.core.broadcast import run_group
 from webapp.experiments.models import Run
 from webapp.live import selectors
-from webapp.live.broadcast import run_group
 from webapp.projects.access import Forbidden, NotFound, access_run
 
 # Close codes (sent after accepting, so browsers see them; a refused handshake reaches a browser as 1006).
@@ -145,7 +145,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             self.sent_seq = seq
         await self.send_json({"type": "event", "event": event})
 
-    # --- channel-layer handlers (group `run.<id>`, see webapp/live/broadcast.py) ---------------------
+    # --- channel-layer handlers (group `run.<id>`, see webapp/core/broadcast.py) ---------------------
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale database connections before every handler, through a thread-pool hop

@@ -11,9 +11,12 @@ from typing import Any
 from django.db.models import Count, F, FloatField, IntegerField, Max, Min, Value
 from django.db.models.functions import Cast, Floor, Least
 
+from trainers.registry import environment_kinds
+from trainers.types import applied_max_turns
 from webapp.experiments.models import Run
+from webapp.fleet.selectors import run_queue_state
 from webapp.rollouts.alarms import hacking_alarm_state
-from webapp.rollouts.models import RunEvent, Trajectory
+from webapp.rollouts.models import RunEvent, Trajectory, task_headline, task_hover
 
 # A resuming client gets at most this many missed events over the socket; past it, the snapshot says
 # the replay was truncated and the page reloads its curves over HTTP instead.
@@ -41,6 +44,8 @@ def run_snapshot(run: Run) -> dict[str, Any]:
         "last_seq": run.last_seq,
         "phase": latest_phase(run),
         "hacking_alarm": hacking_alarm_state(run),
+        # Where a queued run stands (position, runs ahead, workers); `queue` messages keep it true.
+        "queue": run_queue_state(run),
     }
 
 
@@ -177,12 +182,14 @@ def bin_trajectories(
         rows = rows.filter(**{f"{column}__gte": low})
     if high is not None:
         rows = rows.filter(**{f"{column}__{'lte' if last_bin else 'lt'}": high})
-    return list(
+    found: list[dict[str, Any]] = list(
         rows.order_by("-reward", "step", "group_index", "sample_index").values(  # type: ignore[arg-type]
             "id",
             "step",
             "split",
             "task_id",
+            "prompt",
+            "answer",
             "reward",
             "completion_tokens",
             "status",
@@ -190,6 +197,13 @@ def bin_trajectories(
             sample=F("sample_index"),
         )[:limit]
     )
+    for row in found:  # the task as the feed names it (task_headline), not its whole prompt
+        prompt = row.pop("prompt")
+        row["task"], row["task_hover"] = (
+            task_headline(prompt, row["task_id"]),
+            task_hover(prompt, row["task_id"]),
+        )
+    return found
 
 
 # --- compare -----------------------------------------------------------------------------------------
@@ -208,6 +222,25 @@ def flatten_config(config: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: config}
 
 
+# What a knob of the config differences is, where its name alone misleads.
+KNOB_NOTES = {
+    "max_turns": "the run's knob (0: the environment's own)",
+    "environment.config.max_turns": "the environment's own",
+    "max_turns (applied)": "the smaller of the two: what episodes got",
+}
+
+
+def environment_max_turns(flat: dict[str, Any]) -> int:
+    """The environment's own max_turns in a flattened run config: its config's, else its kind's default."""
+    if "environment.config.max_turns" in flat:
+        return int(flat["environment.config.max_turns"] or 0)
+    kind = environment_kinds().get(str(flat.get("environment.kind")))
+    default = (
+        ((kind.config_schema.get("properties") or {}).get("max_turns") or {}).get("default") if kind else 0
+    )
+    return int(default or 0)
+
+
 def config_differences(runs: list[Run]) -> list[dict[str, Any]]:
     """The knobs whose values differ between the runs: [{"knob", "values": [per run, as JSON text]}].
 
@@ -223,6 +256,10 @@ def config_differences(runs: list[Run]) -> list[dict[str, Any]]:
         flat["environment.version"] = run.environment_label
         flat["rubric.version"] = run.rubric_label
         flat["parent"] = f"{run.lineage} of #{run.parent_id}" if run.parent_id else None
+        # The two max_turns (the run's knob, the environment's own) and the one that applies.
+        flat["max_turns (applied)"] = applied_max_turns(
+            int(flat.get("max_turns") or 0), environment_max_turns(flat)
+        )
         flats.append(flat)
     knobs = sorted(set().union(*flats)) if flats else []
     missing = object()
@@ -231,5 +268,5 @@ def config_differences(runs: list[Run]) -> list[dict[str, Any]]:
         values = [flat.get(knob, missing) for flat in flats]
         encoded = ["—" if v is missing else json.dumps(v, sort_keys=True) for v in values]
         if len(set(encoded)) > 1:
-            differences.append({"knob": knob, "values": encoded})
+            differences.append({"knob": knob, "values": encoded, "note": KNOB_NOTES.get(knob, "")})
     return differences

@@ -17,6 +17,7 @@ from webapp.live import selectors
 from webapp.projects.access import Capability, access_project, access_run
 from webapp.projects.views import project_context
 from webapp.rollouts import metrics
+from webapp.rollouts import selectors as rollout_selectors
 
 EVENT_TYPES = ("log", "trajectories", "checkpoint", "status", "metrics", "phase")
 SPLITS = ("train", "eval")
@@ -76,6 +77,13 @@ def metrics_json(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
             "series": {key: s.as_json() for key, s in series.items()},
         }
     )
+
+
+@require_GET
+def health_json(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
+    """The async-health panel's sample counts: staleness histogram, truncated / aborted share per step."""
+    run = _run(request, slug, run_id)
+    return JsonResponse({"run": run.pk, **rollout_selectors.async_health(run=run)})
 
 
 @require_GET

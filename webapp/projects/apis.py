@@ -141,3 +141,39 @@ class InvitationDetailView(APIView):
             raise NotFound("No such invitation.")
         project_services.invitation_revoke(project=access.project, invitation_id=pk)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- secrets ------------------------------------------------------------------------------------------
+
+
+class SecretListView(generics.ListAPIView):
+    serializer_class = s.SecretSerializer
+
+    def get_queryset(self):
+        return selectors.secret_list(
+            access_project(self.request.user, self.kwargs["slug"], Capability.LAUNCH).project
+        )
+
+    @extend_schema(
+        request=s.SecretInputSerializer,
+        responses={201: s.SecretSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Store or replace a project secret (researchers and owners); the value is never returned",
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        access = access_project(request.user, slug, Capability.LAUNCH)
+        data = parse(s.SecretInputSerializer, request.data)
+        secret = project_services.secret_set(project=access.project, user=request.user, **data)
+        return Response(s.SecretSerializer(secret).data, status=201)
+
+
+class SecretDetailView(APIView):
+    @extend_schema(
+        responses={204: None, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Delete a project secret (researchers and owners)",
+    )
+    def delete(self, request: Request, slug: str, name: str) -> Response:
+        access = access_project(request.user, slug, Capability.LAUNCH)
+        if not selectors.secret_list(access.project).filter(name=name).exists():
+            raise NotFound("No such secret.")
+        project_services.secret_delete(project=access.project, name=name)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -32,6 +32,17 @@ class InvitationForm(forms.Form):
     )
 
 
+class SecretForm(forms.Form):
+    name = forms.CharField(
+        max_length=64, help_text="Letters, digits and _, e.g. JUDGE_API_KEY: what a judge's “API key” names."
+    )
+    value = forms.CharField(
+        widget=forms.PasswordInput(attrs={"autocomplete": "off"}),
+        max_length=10_000,
+        help_text="Stored encrypted; never shown again. Saving a name that exists replaces its value.",
+    )
+
+
 class SignUpForm(forms.Form):
     username = forms.CharField(max_length=150)
     password = forms.CharField(widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}))

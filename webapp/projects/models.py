@@ -122,3 +122,25 @@ class Invitation(models.Model):
 
     def can_revoke(self) -> bool:
         return self.state() == InvitationState.PENDING
+
+
+class ProjectSecret(models.Model):
+    """A value a project's runs need but nobody should read back: an LLM judge endpoint's API key. Stored
+    encrypted (`webapp.core.crypto`, a key derived from the server's secret key); rubrics and runs name it,
+    only the worker that runs a judge decrypts it, and no page or API ever returns the value."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=64)
+    ciphertext = models.TextField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="unique_secret_name")]
+
+    def __str__(self) -> str:
+        return f"secret {self.name} of {self.project}"

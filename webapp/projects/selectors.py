@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 
-from webapp.projects.models import Invitation, Membership, Project
+from webapp.projects.models import Invitation, Membership, Project, ProjectSecret
 
 
 def project_list_for_user(user) -> QuerySet[Project]:
@@ -32,3 +32,12 @@ def project_list_with_role(user) -> QuerySet[Project]:
 def invitation_list(project: Project) -> QuerySet[Invitation]:
     """The project's invitations, newest first, with who made and who used each."""
     return Invitation.objects.filter(project=project).select_related("created_by", "used_by")
+
+
+def secret_list(project: Project) -> QuerySet[ProjectSecret]:
+    """The project's secrets by name, values left out (they are never read back)."""
+    return ProjectSecret.objects.filter(project=project).select_related("created_by").defer("ciphertext")
+
+
+def secret_names(project: Project) -> list[str]:
+    return list(ProjectSecret.objects.filter(project=project).values_list("name", flat=True))

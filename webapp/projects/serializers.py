@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from webapp.api import fields
 from webapp.api.serializers import username_field
-from webapp.projects.models import INVITATION_DAYS, Invitation, Membership, Project, Role
+from webapp.projects.models import INVITATION_DAYS, Invitation, Membership, Project, ProjectSecret, Role
 
 # --- projects and members ---------------------------------------------------------------------------
 
@@ -125,4 +125,27 @@ class InvitationInputSerializer(serializers.Serializer):
     )
     days = serializers.IntegerField(
         default=INVITATION_DAYS, min_value=1, max_value=30, help_text="how long the link works"
+    )
+
+
+# --- secrets ------------------------------------------------------------------------------------------
+
+
+class SecretSerializer(serializers.ModelSerializer):
+    """A project secret as the API shows it: its name and dates, never its value."""
+
+    created_by = username_field()
+
+    class Meta:
+        model = ProjectSecret
+        fields = ["name", "created_by", "created_at", "updated_at"]
+
+
+class SecretInputSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64, help_text="letters, digits and _, e.g. JUDGE_API_KEY")
+    value = serializers.CharField(
+        max_length=10_000,
+        write_only=True,
+        trim_whitespace=False,
+        help_text="stored encrypted; never returned",
     )

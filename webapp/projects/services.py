@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import timedelta
 
@@ -9,8 +10,11 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from webapp.accounts.models import hash_token
+from webapp.accounts.services import user_create
+from webapp.core.crypto import decrypt, encrypt
 from webapp.core.limits import DESCRIPTION_MAX_CHARS
-from webapp.projects.models import INVITATION_DAYS, Invitation, Membership, Project, Role
+from webapp.projects.models import INVITATION_DAYS, Invitation, Membership, Project, ProjectSecret, Role
 
 INVITATION_TOKEN_PREFIX = "rsi_"
 INVITATION_MAX_DAYS = 30
@@ -77,8 +81,6 @@ def invitation_create(
     *, project: Project, created_by, role: str, note: str = "", days: int = INVITATION_DAYS
 ) -> tuple[Invitation, str]:
     """A one-time link for `role`; the raw token is returned once and never stored."""
-    from webapp.accounts.models import hash_token
-
     errors: dict[str, list[str]] = {}
     if role not in Role.values:
         errors["role"] = [f"Unknown role {role!r}; choose one of {', '.join(Role.values)}."]
@@ -113,8 +115,6 @@ def invitation_revoke(*, project: Project, invitation_id: int) -> None:
 
 def invitation_by_token(raw: str) -> Invitation | None:
     """The invitation a link names, whatever its state (None for a token that was never issued)."""
-    from webapp.accounts.models import hash_token
-
     if not raw or not raw.startswith(INVITATION_TOKEN_PREFIX):
         return None
     return Invitation.objects.select_related("project").filter(token_hash=hash_token(raw)).first()
@@ -159,10 +159,54 @@ def invitation_accept(*, raw: str, user) -> Membership:
 def invitation_sign_up(*, raw: str, username: str, password: str):
     """Create an account through an invitation and join its project; nothing is created when the link is
     not usable. Returns (user, membership)."""
-    from webapp.accounts.services import user_create
-
     invitation = invitation_by_token(raw)
     if invitation is None or not invitation.is_usable():
         raise _unusable(invitation)
     user = user_create(username=username, password=password)
     return user, invitation_accept(raw=raw, user=user)
+
+
+# --- secrets ------------------------------------------------------------------------------------------
+
+SECRET_VALUE_MAX_CHARS = 10_000
+
+
+@transaction.atomic
+def secret_set(*, project: Project, name: str, value: str, user) -> ProjectSecret:
+    """Store (or replace) a project secret, encrypted. The value is never returned by any page or API."""
+    from trainers.rubrics.kinds import SECRET_NAME_PATTERN
+
+    name = (name or "").strip()
+    errors: dict[str, list[str]] = {}
+    if not re.match(SECRET_NAME_PATTERN, name):
+        errors["name"] = [
+            "A secret's name is letters, digits and _ (not starting with a digit), at most 64 characters, "
+            "e.g. JUDGE_API_KEY."
+        ]
+    if not isinstance(value, str) or not value.strip():
+        errors["value"] = ["Enter the secret's value."]
+    elif len(value) > SECRET_VALUE_MAX_CHARS:
+        errors["value"] = [f"At most {SECRET_VALUE_MAX_CHARS} characters."]
+    if errors:
+        raise ValidationError(errors)
+    secret = ProjectSecret.objects.select_for_update().filter(project=project, name=name).first()
+    if secret is None:
+        secret = ProjectSecret(project=project, name=name, created_by=user)
+    secret.ciphertext = encrypt(value.strip())
+    secret.save()
+    return secret
+
+
+@transaction.atomic
+def secret_delete(*, project: Project, name: str) -> None:
+    deleted, _ = ProjectSecret.objects.filter(project=project, name=name).delete()
+    if not deleted:
+        raise ValidationError({"name": [f"This project has no secret named {name!r}."]})
+
+
+def secret_values(*, project: Project, names: list[str]) -> dict[str, str]:
+    """The decrypted values of `names` (those the project has): for the worker that runs a judge, only."""
+    return {
+        secret.name: decrypt(secret.ciphertext)
+        for secret in ProjectSecret.objects.filter(project=project, name__in=names)
+    }

@@ -15,5 +15,7 @@ urlpatterns = [
         views.invitation_revoke,
         name="invitation_revoke",
     ),
+    path("p/<slug:slug>/secrets/", views.secrets, name="secrets"),
+    path("p/<slug:slug>/secrets/<str:name>/delete/", views.secret_delete, name="secret_delete"),
     path("invite/<str:token>/", views.invitation, name="invitation"),
 ]

@@ -15,9 +15,17 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from webapp.experiments import selectors as experiment_selectors
+from webapp.experiments.models import Run
 from webapp.projects import selectors, services
 from webapp.projects.access import Capability, ProjectAccess, access_project
-from webapp.projects.forms import InvitationForm, MemberAddForm, MemberRoleForm, ProjectForm, SignUpForm
+from webapp.projects.forms import (
+    InvitationForm,
+    MemberAddForm,
+    MemberRoleForm,
+    ProjectForm,
+    SecretForm,
+    SignUpForm,
+)
 from webapp.projects.models import Role
 
 # The link of an invitation just made waits in the session for the next view of the members page, which
@@ -28,7 +36,13 @@ NEW_INVITATION_SESSION_KEY = "new_invitation"
 def project_context(access: ProjectAccess, **context: Any) -> dict[str, Any]:
     """What every project page's template needs: base.html reads `project` and `access`; `can.launch`
     (etc.) decides which buttons a member sees."""
-    return {"project": access.project, "access": access, "can": access.capabilities(), **context}
+    return {
+        "project": access.project,
+        "access": access,
+        "can": access.capabilities(),
+        "best_reward_meaning": Run.BEST_REWARD_MEANING,  # one definition, wherever a best reward is shown
+        **context,
+    }
 
 
 def _show_errors(form, error: ValidationError) -> None:
@@ -250,3 +264,42 @@ def invitation(request: HttpRequest, token: str) -> HttpResponse:
         {"state": "pending", "invitation": invitation, "form": form},
         status=400 if form.is_bound and form.errors else 200,
     )
+
+
+# --- secrets ------------------------------------------------------------------------------------------
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def secrets(request: HttpRequest, slug: str) -> HttpResponse:
+    """Researchers and owners store values the project's runs need and nobody reads back (an LLM judge
+    endpoint's API key): names are listed, values never."""
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    form = SecretForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            secret = services.secret_set(project=access.project, user=request.user, **form.cleaned_data)
+        except ValidationError as error:
+            _show_errors(form, error)
+        else:
+            messages.success(request, f"Secret {secret.name} saved.")
+            return redirect("projects:secrets", slug)
+    return render(
+        request,
+        "projects/secrets.html",
+        project_context(access, form=form, secrets=selectors.secret_list(access.project)),
+        status=400 if form.errors else 200,
+    )
+
+
+@login_required
+@require_POST
+def secret_delete(request: HttpRequest, slug: str, name: str) -> HttpResponse:
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    try:
+        services.secret_delete(project=access.project, name=name)
+    except ValidationError as error:
+        messages.error(request, " ".join(m for msgs in error.message_dict.values() for m in msgs))
+    else:
+        messages.success(request, f"Secret {name} deleted.")
+    return redirect("projects:secrets", slug)

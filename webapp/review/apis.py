@@ -26,7 +26,8 @@ from webapp.projects.access import (
 from webapp.review import exports, selectors
 from webapp.review import serializers as s
 from webapp.review import services as review_services
-from webapp.review.models import PreferenceQueue
+from webapp.review.models import PreferenceQueue, QueueJudge
+from webapp.rewards.apis import JobCancelSerializer
 from webapp.rollouts import selectors as rollout_selectors
 from webapp.rollouts.models import Trajectory
 
@@ -225,3 +226,20 @@ class PreferenceSnapshotExportView(APIView):
         )
         query = parse(s.SnapshotExportQuerySerializer, request.query_params)
         return exports.download_response(snapshot, query["format"])
+
+
+class QueueJudgeCancelView(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: JobCancelSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Stop an LLM judge annotating the queue: a queued one at once, a judging one within seconds "
+        "(its answers so far stay)",
+    )
+    def post(self, request: Request, pk: int, judge_id: int) -> Response:
+        _access, queue = _queue(request, pk, Capability.LAUNCH)
+        judge = QueueJudge.objects.filter(queue=queue, pk=judge_id).first()
+        if judge is None:
+            raise NotFound("No such judge on this queue.")
+        result = review_services.queue_judge_cancel(judge=judge)
+        judge.refresh_from_db(fields=["status"])
+        return Response({"result": result, "status": judge.status})

@@ -243,6 +243,13 @@ class Choice(models.TextChoices):
     BOTH_BAD = "both_bad", "Both bad"
 
 
+def side_of_choice(choice: str, *, left_is_a: bool) -> str:
+    """A stored (canonical A/B) choice as the annotator saw it: left / right, or tie / both bad."""
+    if choice in (Choice.TIE, Choice.BOTH_BAD):
+        return choice
+    return "left" if (choice == Choice.A) == left_is_a else "right"
+
+
 class PreferenceQueue(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="preference_queues")
     name = models.CharField(max_length=120)
@@ -411,7 +418,7 @@ class TurnJudgement(models.Model):
     the same point of the same task (the first turn where the two diverge, as in a queue pair).
     One WRONG mark per annotator and trajectory (marking again moves it); one BETTER per annotator and
     ordered pair of turns. What they mean as per-turn rewards is `TurnJudgement`'s consumer's business:
-    `trainers.turn_credit.judged_turn_rewards`."""
+    `trainers.learn.turn_credit.judged_turn_rewards`."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="turn_judgements")
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="turn_judgements")
@@ -453,6 +460,7 @@ class JudgeStatus(models.TextChoices):
     RUNNING = "running", "Judging"
     DONE = "done", "Done"
     FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
 
 
 class QueueJudge(BackgroundJob):
@@ -477,7 +485,7 @@ class QueueJudge(BackgroundJob):
     )
     worker_queue = models.CharField(max_length=8, default="cpu", help_text="the Celery queue it runs on")
 
-    status = models.CharField(max_length=8, choices=JudgeStatus.choices, default=JudgeStatus.QUEUED)
+    status = models.CharField(max_length=10, choices=JudgeStatus.choices, default=JudgeStatus.QUEUED)
     pairs_total = models.PositiveIntegerField(default=0)
     pairs_done = models.PositiveIntegerField(default=0, help_text="pairs judged in both orders")
     # error_message, task_id, worker, created_by and the timestamps: BackgroundJob.

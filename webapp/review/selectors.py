@@ -9,8 +9,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
 
-from trainers.turn_credit import judged_turn_rewards
-from webapp.experiments.models import RubricVersion, Run
+from trainers.learn.turn_credit import judged_turn_rewards
+from webapp.experiments.models import Checkpoint, RubricVersion, Run
 from webapp.projects.access import Capability, ProjectAccess
 from webapp.projects.models import Membership, Project
 from webapp.review import agreement
@@ -30,8 +30,9 @@ from webapp.review.models import (
     TurnJudgement,
     TurnVerdict,
     normalized_tag_name,
+    side_of_choice,
 )
-from webapp.rollouts.models import Trajectory, Turn
+from webapp.rollouts.models import SavedView, Trajectory, Turn
 
 RECENT_ACTIVITY = 15
 
@@ -281,8 +282,6 @@ def queue_sides(
 ) -> list[tuple[str, str, str]]:
     """(annotator, order, side) of every judgement, for position bias: a person's side as they saw it
     (order ""); a judge's answer per order ("A first" / "B first"), left being the response shown first."""
-    from webapp.review.services.queues import side_of_choice
-
     sides = [
         (username, "", side_of_choice(choice, left_is_a=left_is_a))
         for username, choice, left_is_a in Judgement.objects.filter(pair__queue=queue).values_list(
@@ -374,7 +373,7 @@ def preference_snapshot_queryset() -> QuerySet[PreferenceSnapshot]:
 class TurnJudgements:
     """A trajectory's turn judgements as the trajectory page, the diff and the API read them."""
 
-    rewards: dict[int, float]  # judged per-turn reward, per assistant turn (trainers.turn_credit)
+    rewards: dict[int, float]  # judged per-turn reward, per assistant turn (trainers.learn.turn_credit)
     marks: dict[int, int]  # turn → how many annotators marked "went wrong here"
     preferences: dict[int, tuple[int, int]]  # turn → (times preferred, times another was preferred)
     mine: int | None  # the turn the reader marked as wrong, if any
@@ -436,4 +435,28 @@ def turn_judgements(trajectory: Trajectory, reader=None) -> TurnJudgements:
         preferences=preferences,
         mine=mine,
         judgements=rows,
+    )
+
+
+def saved_view_list(*, project: Project, user) -> QuerySet[SavedView]:
+    """The user's own saved views of the trajectory explorer, by name."""
+    return SavedView.objects.filter(project=project, user=user).order_by("name")
+
+
+def dpo_start_checkpoints(queue: PreferenceQueue, *, limit: int = 20) -> list[Checkpoint]:
+    """The kept checkpoints a one-click DPO run on this queue's data may start from (the policies of the
+    queue's runs, newest first): the GRPO policy whose rollouts were judged, rather than the base model."""
+    return list(
+        Checkpoint.objects.filter(run__in=queue.runs.all(), deleted=False)
+        .select_related("run")
+        .order_by("-run__created_at", "-step")[:limit]
+    )
+
+
+def project_checkpoint(project: Project, checkpoint_id: str) -> Checkpoint | None:
+    """The project's checkpoint with this id (as a form posts it), None for another project's or a malformed id."""
+    if not checkpoint_id.isdigit():
+        return None
+    return (
+        Checkpoint.objects.filter(pk=int(checkpoint_id), run__project=project).select_related("run").first()
     )

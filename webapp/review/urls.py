@@ -31,6 +31,11 @@ urlpatterns = [
     path("review/queues/<int:queue_id>/judges/", views.queue_judges, name="queue_judges"),
     path("review/queues/<int:queue_id>/judges/new/", views.queue_judge_start, name="queue_judge_start"),
     path(
+        "review/queues/<int:queue_id>/judges/<int:judge_id>/cancel/",
+        views.queue_judge_cancel,
+        name="queue_judge_cancel",
+    ),
+    path(
         "review/queues/<int:queue_id>/judges/<int:judge_id>/snapshots/",
         views.queue_judge_snapshots,
         name="queue_judge_snapshots",

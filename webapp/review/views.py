@@ -20,6 +20,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from trainers.texts import trajectory_text
+from webapp.core.views import flash_job_cancel
+from webapp.experiments.services.dpo import run_create_dpo
 from webapp.projects.access import (
     Capability,
     Forbidden,
@@ -295,6 +297,7 @@ def queue_detail(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse
             summary=summary,
             matrix=_matrix_rows(summary),
             snapshots=selectors.snapshot_list(queue),
+            dpo_starts=selectors.dpo_start_checkpoints(queue),
             annotators_form=AnnotatorsForm(
                 project=access.project, initial={"annotators": list(queue.annotators.all())}
             ),
@@ -358,6 +361,17 @@ def queue_judge_snapshots(request: HttpRequest, slug: str, queue_id: int, judge_
     queue = _queue(access, queue_id)
     judge = get_object_or_404(QueueJudge, queue=queue, pk=judge_id)
     services.queue_judge_set_in_snapshots(judge=judge, in_snapshots=request.POST.get("in_snapshots") == "on")
+    return redirect(reverse("review:queue_detail", args=[slug, queue.pk]) + "#judges")
+
+
+@login_required
+@require_POST
+def queue_judge_cancel(request: HttpRequest, slug: str, queue_id: int, judge_id: int) -> HttpResponse:
+    """Stop an LLM judge (its answers so far stay; asking it again resumes from them)."""
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    queue = _queue(access, queue_id)
+    judge = get_object_or_404(QueueJudge, queue=queue, pk=judge_id)
+    flash_job_cancel(request, judge, lambda: services.queue_judge_cancel(judge=judge))
     return redirect(reverse("review:queue_detail", args=[slug, queue.pk]) + "#judges")
 
 
@@ -615,15 +629,15 @@ def snapshot_dpo(request: HttpRequest, slug: str, snapshot_id: int) -> HttpRespo
 @login_required
 @require_POST
 def snapshot_dpo_run(request: HttpRequest, slug: str, snapshot_id: int) -> HttpResponse:
-    """One click: a DPO run on this preference dataset with the default knobs (trainers/dpo.py)."""
-    from webapp.experiments.services import run_create_dpo
-
+    """One click: a DPO run on this preference dataset with the default knobs (trainers/learn/dpo.py)."""
     access = access_project(request.user, slug, Capability.LAUNCH)
     snapshot = _snapshot(access, snapshot_id)
-    # The one knob beside the button: how many steps (the rest are trainers/dpo.py's defaults; the API
+    # The one knob beside the button: how many steps (the rest are trainers/learn/dpo.py's defaults; the API
     # takes them all). Validated with the others by run_create_dpo, in plain words.
     steps = request.POST.get("max_steps", "").strip()
     params: dict[str, Any] = {"max_steps": int(steps) if steps.isdigit() else steps} if steps else {}
+    # Where the policy starts: the base model, or a kept checkpoint of this project (the GRPO policy).
+    start = request.POST.get("from_checkpoint", "").strip()
     try:
         run, _token = run_create_dpo(
             project=access.project,
@@ -631,6 +645,8 @@ def snapshot_dpo_run(request: HttpRequest, slug: str, snapshot_id: int) -> HttpR
             name=f"DPO on {exports.export_basename(snapshot)}",
             params=params,
             user=request.user,
+            start_from=selectors.project_checkpoint(access.project, start) if start else None,
+            start_from_given=bool(start),
         )
     except ValidationError as error:
         for field_messages in error.message_dict.values():

@@ -45,6 +45,7 @@ class RewardModelSerializer(serializers.ModelSerializer):
             "error_message",
             "created_at",
             "finished_at",
+            "cancel_requested",
             "reliability",
         ]
 
@@ -106,3 +107,25 @@ class RewardModelRegisterView(APIView):
             reward_model=reward_model, rubric=rubric, user=request.user, **data
         )
         return Response({"rubric": rubric.pk, "version": version.number, "spec": version.spec}, status=201)
+
+
+class JobCancelSerializer(serializers.Serializer):
+    result = serializers.ChoiceField(
+        choices=["cancelled", "cancel_requested"],
+        help_text="cancelled: it was still queued and is dropped; cancel_requested: its worker stops it "
+        "within seconds (its status turns cancelled)",
+    )
+    status = serializers.CharField(help_text="its status now")
+
+
+class RewardModelCancelView(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: JobCancelSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Cancel a reward model's training: a queued one at once, a training one within seconds",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        reward_model = _reward_model(request, pk, Capability.LAUNCH)
+        result = services.reward_model_cancel(reward_model=reward_model)
+        reward_model.refresh_from_db(fields=["status"])
+        return Response({"result": result, "status": reward_model.status})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django import forms
 
-from trainers.reward_training import TRAINING_SCHEMA
+from trainers.learn.reward_training import TRAINING_SCHEMA
 from webapp.core.dispatch import Queue
 from webapp.experiments.models import Rubric
 from webapp.projects.models import Project

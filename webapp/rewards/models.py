@@ -7,6 +7,8 @@ to those versions → their Checkpoints.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 
 from trainers.rubrics.reward_model import Reliability, assess_reliability
@@ -15,12 +17,16 @@ from webapp.core.models import BackgroundJob
 from webapp.projects.models import Project
 from webapp.review.models import PreferenceSnapshot
 
+# The criterion kind a registered reward model scores as (trainers.rubrics.reward_model).
+LEARNED_REWARD = "learned_reward"
+
 
 class RewardModelStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     TRAINING = "training", "Training"
     READY = "ready", "Ready"
     FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
 
 
 DEFAULT_ACCURACY_THRESHOLD = 0.6
@@ -29,12 +35,14 @@ DEFAULT_ACCURACY_THRESHOLD = 0.6
 class RewardModel(BackgroundJob):
     """One trained (or training) reward model; `version` counts models of the same name in a project."""
 
+    RUNNING_STATUS = RewardModelStatus.TRAINING.value  # BackgroundJob's cancel rules
+
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="reward_models")
     name = models.CharField(max_length=120)
     version = models.PositiveIntegerField()
     # PROTECT: a reward model's training data must stay inspectable while the model exists.
     snapshot = models.ForeignKey(PreferenceSnapshot, on_delete=models.PROTECT, related_name="reward_models")
-    # Training knobs as trainers.reward_training.train_reward_model takes them (head, epochs, lr, seed…).
+    # Training knobs as trainers.learn.reward_training.train_reward_model takes them (head, epochs, lr, seed…).
     params = models.JSONField(default=dict)
     queue = models.CharField(max_length=8, choices=Queue.choices, default=Queue.CPU)
     # Below this held-out accuracy the model is "not reliable" (see reliability()).
@@ -82,6 +90,11 @@ class RewardModel(BackgroundJob):
     @property
     def held_out_accuracy(self) -> float | None:
         return self.metrics.get("held_out_accuracy")
+
+    def scores_in(self, criterion: dict[str, Any]) -> bool:
+        """Whether a rubric criterion scores with this model: a `learned_reward` naming its directory."""
+        params = criterion.get("params") or {}
+        return criterion.get("kind") == LEARNED_REWARD and bool(self.path) and params.get("path") == self.path
 
     def reliability(self) -> Reliability:
         """Whether this model has earned a place in a rubric: held-out accuracy, its Wilson 95 %

@@ -11,7 +11,6 @@ from webapp.projects.access import ProjectAccess
 from webapp.projects.models import Project
 from webapp.review.models import PreferenceQueue, PreferenceSnapshot
 from webapp.rewards.models import RewardModel, RewardModelStatus
-from webapp.rewards.services import criterion_uses
 
 CHECKPOINTS_PER_RUN = 6
 
@@ -51,7 +50,7 @@ def rubric_versions_using(reward_model: RewardModel) -> list[RubricVersion]:
         .select_related("rubric")
         .order_by("rubric__name", "number")
     )
-    return [v for v in candidates if any(criterion_uses(c, reward_model) for c in v.spec.get("criteria", []))]
+    return [v for v in candidates if any(reward_model.scores_in(c) for c in v.spec.get("criteria", []))]
 
 
 def curve_points(curve: list[dict[str, float]], key: str, *, width: int = 320, height: int = 90) -> str:
@@ -145,7 +144,10 @@ def lineage(reward_model: RewardModel, *, access: ProjectAccess) -> Lineage:
 
 
 def lineages(*, access: ProjectAccess, limit: int = 20) -> list[Lineage]:
-    models = reward_model_list(project=access.project).exclude(status=RewardModelStatus.FAILED)[:limit]
+    # A failed or cancelled model produced nothing to trace.
+    models = reward_model_list(project=access.project).exclude(
+        status__in=[RewardModelStatus.FAILED, RewardModelStatus.CANCELLED]
+    )[:limit]
     return [lineage(reward_model, access=access) for reward_model in models]
 
 

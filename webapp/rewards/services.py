@@ -15,19 +15,19 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from trainers.learn.reward_training import TRAINING_SCHEMA
 from trainers.registry import config_with_defaults, validate_config
-from trainers.reward_training import TRAINING_SCHEMA
 from webapp.core.dispatch import Queue, Task, queue_refusal, send_on_commit
+from webapp.core.jobs import job_request_cancel
 from webapp.experiments.models import Rubric, RubricVersion
-from webapp.experiments.services import rubric_update
+from webapp.experiments.services.rubrics import rubric_update
 from webapp.fleet.selectors import lost_jobs
 from webapp.review.models import ActivityVerb, PreferenceSnapshot
 from webapp.review.services.activity import log_activity
-from webapp.rewards.models import DEFAULT_ACCURACY_THRESHOLD, RewardModel, RewardModelStatus
+from webapp.rewards.models import DEFAULT_ACCURACY_THRESHOLD, LEARNED_REWARD, RewardModel, RewardModelStatus
 
 # Fewer pairs cannot hold any out for an honest accuracy.
 MIN_PAIRS = 4
-LEARNED_REWARD = "learned_reward"
 
 
 def training_params(params: dict[str, Any] | None) -> dict[str, Any]:
@@ -172,6 +172,12 @@ def reward_model_fail(reward_model_id: int, *, error: str) -> bool:
     )
 
 
+def reward_model_cancel(*, reward_model: RewardModel) -> str:
+    """Cancel a reward model's training: dropped at once while queued, else its worker stops it within
+    seconds (`webapp.core.jobs`). Returns "cancelled" or "cancel_requested"."""
+    return job_request_cancel(reward_model)
+
+
 def reward_models_reap_lost(*, now=None, timeout_s: int | None = None) -> list[int]:
     """Fail TRAINING models whose worker stopped heartbeating (process killed, machine lost).
 
@@ -189,15 +195,6 @@ def reward_models_reap_lost(*, now=None, timeout_s: int | None = None) -> list[i
         for pk, reason in lost
         if reward_model_fail(pk, error=f"{reason} Train again to start a new version.")
     ]
-
-
-def criterion_uses(criterion: dict[str, Any], reward_model: RewardModel) -> bool:
-    params = criterion.get("params") or {}
-    return (
-        criterion.get("kind") == LEARNED_REWARD
-        and bool(reward_model.path)
-        and params.get("path") == reward_model.path
-    )
 
 
 def _criterion_name(reward_model: RewardModel, taken: set[str]) -> str:
@@ -261,7 +258,7 @@ def reward_model_register(
     latest = rubric.versions.order_by("-number").first()
     assert latest is not None  # a rubric is created with its version 1
     spec = {**latest.spec, "criteria": [dict(c) for c in latest.spec.get("criteria", [])]}
-    if any(criterion_uses(c, reward_model) for c in spec["criteria"]):
+    if any(reward_model.scores_in(c) for c in spec["criteria"]):
         raise ValidationError(
             {"rubric": [f"{rubric.name} v{latest.number} already scores with {reward_model.label}."]}
         )

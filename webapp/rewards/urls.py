@@ -20,6 +20,11 @@ urlpatterns = [
         views.reward_model_retrain,
         name="reward_model_retrain",
     ),
+    path(
+        "reward-models/<int:reward_model_id>/cancel/",
+        views.reward_model_cancel,
+        name="reward_model_cancel",
+    ),
     path("lineage/", views.lineage_index, name="lineage_index"),
     path("lineage/reward-models/<int:reward_model_id>/", views.lineage_detail, name="lineage_detail"),
     path("lineage/dpo-runs/<int:run_id>/", views.dpo_lineage, name="dpo_lineage"),

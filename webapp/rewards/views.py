@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from webapp.core.views import flash_job_cancel
 from webapp.experiments.models import Run
 from webapp.projects.access import (
     Capability,
@@ -169,6 +170,16 @@ def reward_model_retrain(request: HttpRequest, slug: str, reward_model_id: int) 
         return redirect("rewards:reward_model_detail", slug, reward_model.pk)
     messages.success(request, f"{again.label} queued for training.")
     return redirect("rewards:reward_model_detail", slug, again.pk)
+
+
+@login_required
+@require_POST
+def reward_model_cancel(request: HttpRequest, slug: str, reward_model_id: int) -> HttpResponse:
+    """Stop training: a queued model is dropped at once, a training one stops within seconds."""
+    access = access_project(request.user, slug, Capability.LAUNCH)
+    reward_model = _reward_model(access, reward_model_id)
+    flash_job_cancel(request, reward_model, lambda: services.reward_model_cancel(reward_model=reward_model))
+    return redirect("rewards:reward_model_detail", slug, reward_model.pk)
 
 
 @login_required

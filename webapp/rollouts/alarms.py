@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from webapp.core.broadcast import broadcast_on_commit
 from webapp.experiments.models import Run
-from webapp.live.broadcast import broadcast_on_commit
 from webapp.rollouts.selectors import run_can_raise_hacking_alarm, run_hacking_alarm
 
 CRITERION_PREFIX = "criterion/"

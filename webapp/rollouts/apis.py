@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 from django.conf import settings
+from django.http import HttpResponseBase, JsonResponse, StreamingHttpResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -26,9 +27,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from trainers import wire
+from trainers.sdk import wire
 from webapp.accounts.models import hash_token
-from webapp.api.base import BAD_REQUEST, NOT_FOUND, parse, secret_response
+from webapp.api.base import BAD_REQUEST, NOT_FOUND, DownloadNegotiation, parse, secret_response
 from webapp.api.errors import flatten_errors
 from webapp.api.parsers import NUL_ESCAPE, SURROGATE_ESCAPE, UNSTORABLE, load_json
 from webapp.api.schema import form_parameters
@@ -40,11 +41,13 @@ from webapp.projects.access import (
     access_project,
     access_run,
 )
-from webapp.rollouts import explorer, metrics, reading
+from webapp.review import explorer
+from webapp.review.explorer import ExplorerPage, InvalidCursor
+from webapp.review.forms import ExplorerForm
+from webapp.rollouts import metrics, reading
 from webapp.rollouts import selectors as rollout_selectors
 from webapp.rollouts import serializers as s
 from webapp.rollouts.alarms import announce_hacking_alarm
-from webapp.rollouts.explorer import ExplorerForm, ExplorerPage, InvalidCursor
 from webapp.rollouts.external import external_run_create
 from webapp.rollouts.ingest import BatchConflict, BatchInvalid, RunTokenStale, ingest_batch
 
@@ -83,6 +86,62 @@ class RunTrajectoryDetailView(APIView):
         if trajectory is None:
             raise NotFound("No such trajectory in this run.")
         return Response(s.TrajectoryDetailSerializer(trajectory, context=query).data)
+
+
+class RunTrajectoryAtifView(APIView):
+    content_negotiation_class = DownloadNegotiation
+
+    @extend_schema(
+        responses={
+            (200, "application/json"): OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                description="one ATIF v1.7 trajectory (Harbor's Agent Trajectory Interchange Format), with "
+                "prompt and completion token ids per agent step and the reward in extra.rollout_studio",
+            ),
+            404: NOT_FOUND,
+        },
+        summary="Download one trajectory as ATIF",
+    )
+    def get(self, request: Request, pk: int, trajectory_id: int) -> HttpResponseBase:
+        run = access_run(request.user, pk)
+        trajectory = rollout_selectors.trajectory_get(run=run, trajectory_id=trajectory_id)
+        if trajectory is None:
+            raise NotFound("No such trajectory in this run.")
+        response = JsonResponse(
+            reading.trajectory_atif(trajectory), json_dumps_params={"ensure_ascii": False}
+        )
+        response["Content-Disposition"] = f'attachment; filename="trajectory-{trajectory.pk}.atif.json"'
+        return response
+
+
+class AtifExportQuerySerializer(serializers.Serializer):
+    split = serializers.ChoiceField(choices=["train", "eval"], required=False, help_text="only this split")
+    step = serializers.IntegerField(min_value=0, required=False, help_text="only this step")
+
+
+class RunAtifView(APIView):
+    content_negotiation_class = DownloadNegotiation
+
+    @extend_schema(
+        parameters=[AtifExportQuerySerializer],
+        responses={
+            (200, "application/x-ndjson"): OpenApiResponse(
+                OpenApiTypes.STR, description="one ATIF v1.7 trajectory per line, in step order"
+            ),
+            400: BAD_REQUEST,
+            404: NOT_FOUND,
+        },
+        summary="Download the run's trajectories as ATIF (JSON lines)",
+    )
+    def get(self, request: Request, pk: int) -> HttpResponseBase:
+        run = access_run(request.user, pk)
+        query = parse(AtifExportQuerySerializer, request.query_params)
+        response = StreamingHttpResponse(
+            reading.run_atif_lines(run, split=query.get("split"), step=query.get("step")),
+            content_type="application/x-ndjson",
+        )
+        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.atif.jsonl"'
+        return response
 
 
 class RunGroupListView(APIView):
@@ -241,7 +300,7 @@ class RunEventsView(APIView):
         summary="Report a batch of run events (trainer → dashboard)",
         description="See docs/api.md, 'Run event ingestion'. Authenticated with the run's ingestion token "
         "(`Authorization: Bearer rsr_…`). Idempotent on (run, seq). The request schema is the wire format "
-        "(`trainers/wire.py`), the one ingestion checks every batch against.",
+        "(`trainers/sdk/wire.py`), the one ingestion checks every batch against.",
         auth=[{"runToken": []}],
         request={"application/json": wire.json_schema()},
         responses={

@@ -15,10 +15,10 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from trainers.wire import INT32_MAX
+from trainers.sdk.wire import INT32_MAX
+from webapp.core.broadcast import broadcast_on_commit
 from webapp.experiments.models import Environment, Rubric, Run, RunOrigin, RunStatus
-from webapp.experiments.services import run_issue_ingest_token
-from webapp.live.broadcast import broadcast_on_commit
+from webapp.experiments.services.runs import run_issue_ingest_token
 from webapp.projects.models import Project
 
 MAX_CONFIG_BYTES = 256 * 1024
@@ -93,3 +93,115 @@ def external_run_create(
     token = run_issue_ingest_token(run)
     broadcast_on_commit(run, [run.status_event()])
     return run, token
+
+
+MAX_IMPORT_FILES = 200
+IMPORT_SUFFIXES = (".json", ".jsonl", ".zip")
+MAX_UNZIPPED_BYTES = 512 * 1024 * 1024
+MAX_ZIP_MEMBERS = 20000
+
+
+def _unzip_into(upload: Any, folder: Any) -> None:
+    """A zipped folder (a Harbor job: <trial>/agent/trajectory.json beside <trial>/result.json) unpacked
+    with its layout, so the importer finds each trial's verifier reward; members that would land outside
+    the folder, and archives too large unpacked, are refused."""
+    import zipfile
+    from pathlib import PurePosixPath
+
+    try:
+        archive = zipfile.ZipFile(upload)
+    except zipfile.BadZipFile as exc:
+        raise ValidationError({"files": [f"{upload.name}: not a zip archive ({exc})."]}) from exc
+    with archive:
+        members = [m for m in archive.infolist() if not m.is_dir()]
+        if len(members) > MAX_ZIP_MEMBERS or sum(m.file_size for m in members) > MAX_UNZIPPED_BYTES:
+            raise ValidationError(
+                {"files": [f"{upload.name}: too large unpacked (at most 512 MiB, 20,000 files)."]}
+            )
+        for member in members:
+            parts = PurePosixPath(member.filename).parts
+            if not parts or member.filename.startswith("/") or ".." in parts:
+                raise ValidationError({"files": [f"{upload.name}: a member's path leaves the archive."]})
+            if not member.filename.lower().endswith(IMPORT_SUFFIXES[:2]):
+                continue
+            target = folder.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(member) as source, open(target, "wb") as out:
+                out.write(source.read())
+
+
+class _CollectingSink:
+    """Keeps the importer's events, numbered from 1, for one ingestion on this side."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def emit(self, event: dict[str, Any]) -> None:
+        self.events.append({"seq": len(self.events) + 1, **event})
+
+    def flush(self) -> None:
+        return None
+
+    def close(self, timeout_s: float | None = None) -> bool:
+        return True
+
+    def control(self) -> dict[str, Any]:
+        return {}
+
+
+def external_run_import_atif(*, project: Project, user, name: str, files: list[Any], split: str = "train"):
+    """Import uploaded ATIF files (`.json`: one trajectory or a list; `.jsonl`: one per line — a Harbor
+    trial's trajectory.json, our own export; `.zip`: a folder of them, e.g. a Harbor job, whose trials'
+    result.json give the verifier rewards) as a finished external run, through the same reader as the
+    CLI (`trainers.importers.atif`) and the same ingestion as a trainer's events. Returns (run, summary);
+    raises ValidationError with field errors when nothing can be imported."""
+    import tempfile
+    from pathlib import Path
+
+    from trainers.importers.atif import import_atif
+    from trainers.sdk.client import Run as ReportingRun
+    from webapp.rollouts.ingest import ingest_batch
+
+    errors: dict[str, list[str]] = {}
+    if not files:
+        errors["files"] = ["Choose one or more ATIF files (.json or .jsonl)."]
+    elif len(files) > MAX_IMPORT_FILES:
+        errors["files"] = [f"At most {MAX_IMPORT_FILES} files at once."]
+    else:
+        wrong = [str(f.name) for f in files if not str(f.name).lower().endswith(IMPORT_SUFFIXES)]
+        if wrong:
+            errors["files"] = [f"Only .json, .jsonl and .zip files: {', '.join(wrong[:5])}."]
+    if not (name or "").strip():
+        errors["name"] = ["This field is required."]
+    if errors:
+        raise ValidationError(errors)
+    with tempfile.TemporaryDirectory(prefix="atif-import-") as folder:
+        for number, upload in enumerate(files):
+            lowered = str(upload.name).lower()
+            if lowered.endswith(".zip"):
+                _unzip_into(upload, Path(folder) / f"{number:04d}")
+                continue
+            suffix = ".jsonl" if lowered.endswith(".jsonl") else ".json"
+            with open(Path(folder) / f"{number:04d}{suffix}", "wb") as out:
+                for chunk in upload.chunks():
+                    out.write(chunk)
+        sink = _CollectingSink()
+        reporting = ReportingRun(0, "", "", sink=sink)
+        summary = import_atif([folder], reporting, split=split)
+    if not summary.trajectories:
+        skipped = "; ".join(s.split("/")[-1] for s in summary.skipped_files[:3])
+        raise ValidationError(
+            {"files": [f"No ATIF trajectory found in these files{': ' + skipped if skipped else ''}."]}
+        )
+    with transaction.atomic():
+        run, _token = external_run_create(
+            project=project,
+            user=user,
+            name=name,
+            algorithm="atif",
+            config={"imported_from": [str(f.name)[:200] for f in files[:50]], "split": split},
+        )
+        for start in range(0, len(sink.events), 500):
+            ingest_batch(run=run, payload={"events": sink.events[start : start + 500]})
+    summary.run_id = run.pk
+    return run, summary

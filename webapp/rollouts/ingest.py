@@ -19,12 +19,20 @@ import psycopg
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
-from trainers import wire
-from trainers.algorithms import group_stats
+from trainers.learn.algorithms import group_stats
+from trainers.sdk import wire
+from webapp.core.broadcast import broadcast_on_commit
 from webapp.experiments.models import Checkpoint, Run, RunStatus
-from webapp.experiments.services import run_transition
-from webapp.live.broadcast import broadcast_on_commit
-from webapp.rollouts.models import METRIC_CHUNK_POINTS, MetricChunk, RunEvent, Trajectory, Turn
+from webapp.experiments.services.transitions import run_transition
+from webapp.rollouts.models import (
+    METRIC_CHUNK_POINTS,
+    MetricChunk,
+    RunEvent,
+    Trajectory,
+    Turn,
+    task_headline,
+    task_hover,
+)
 from webapp.rollouts.search import index_new_trajectories
 
 REWARD_METRIC = "reward/mean"
@@ -65,7 +73,7 @@ class IngestResult:
         }
 
 
-# --- validation: the wire format's own checker (trainers/wire.py) ------------------------------------
+# --- validation: the wire format's own checker (trainers/sdk/wire.py) ------------------------------------
 
 
 def validate_batch(payload: Any) -> list[dict[str, Any]]:
@@ -107,6 +115,8 @@ _LOCKED_FIELDS = (
     "ingest_token_hash",
     "current_step",
     "best_reward",
+    "peak_rss_mb",
+    "peak_gpu_mb",
 )
 
 
@@ -147,9 +157,27 @@ def _ingest(run: Run, events: list[dict[str, Any]], token_hash: str | None) -> I
         last_seq = max(locked.last_seq, fresh[-1]["seq"] if fresh else 0)
         # One UPDATE of the run per batch: sequence, heartbeat and the progress the list pages show.
         now = timezone.now()
-        Run.objects.filter(pk=locked.pk).update(last_seq=last_seq, heartbeat_at=now, **progress)
-        broadcast_on_commit(locked, [*summaries, *_heartbeat_news(locked.heartbeat_at, now)])
+        if any(e["type"] in wire.PROGRESS_EVENTS for e in fresh):
+            progress["progress_at"] = now
+        peaks = _peak_memory(locked, fresh)
+        Run.objects.filter(pk=locked.pk).update(last_seq=last_seq, heartbeat_at=now, **progress, **peaks)
+        news = _heartbeat_news(locked.heartbeat_at, now)
+        if peaks:
+            for name, value in peaks.items():
+                setattr(locked, name, value)
+            news.append({"type": "peak_memory", "peak_memory": locked.peak_memory()})
+        broadcast_on_commit(locked, [*summaries, *news])
     return IngestResult(len(fresh), len(events) - len(fresh), last_seq, locked.cancel_requested, summaries)
+
+
+def _peak_memory(run: Run, events: list[dict[str, Any]]) -> dict[str, int]:
+    """The run's peak memory fields that the batch's heartbeats raise (a peak only ever rises)."""
+    raised: dict[str, int] = {}
+    for name in ("peak_rss_mb", "peak_gpu_mb"):
+        values = [e[name] for e in events if e["type"] == "heartbeat" and name in e]
+        if values and (getattr(run, name) is None or max(values) > getattr(run, name)):
+            raised[name] = max(values)
+    return raised
 
 
 def _heartbeat_news(before: Any, now: Any) -> list[dict[str, Any]]:
@@ -356,6 +384,8 @@ def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
             progress.append((event["step"], values.get(REWARD_METRIC)))
         elif kind == "trajectories":
             summary.update(step=event["step"], groups=_store_trajectories(run, event))
+        elif kind == "token_stats":
+            summary.update(step=event["step"], turns=_store_token_stats(run, event))
         elif kind == "checkpoint":
             checkpoint, _ = Checkpoint.objects.update_or_create(
                 run=run,
@@ -398,6 +428,61 @@ def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
     )
 
 
+_PACKED_WIDTH = {"halves": 2, "octets": 1}
+
+
+def _store_token_stats(run: Run, event: dict[str, Any]) -> int:
+    """Add statistics to turns already stored (a `token_stats` event): each item's quantities join the
+    turn's `token_stats`, replacing one of the same name. A turn that is not stored, or a quantity without
+    one entry per token id of the turn, refuses the whole batch. Returns how many turns changed."""
+    step, items = event["step"], event["items"]
+    keys = {(item.get("split", "train"), item["group"], item["sample"]) for item in items}
+    trajectory_ids = {
+        (split, group, sample): pk
+        for pk, split, group, sample in Trajectory.objects.filter(
+            run=run,
+            step=step,
+            split__in={k[0] for k in keys},
+            group_index__in={k[1] for k in keys},
+            sample_index__in={k[2] for k in keys},
+        ).values_list("id", "split", "group_index", "sample_index")
+    }
+    turns = {
+        (turn.trajectory_id, turn.index): turn
+        for turn in Turn.objects.filter(
+            trajectory_id__in=trajectory_ids.values(), index__in={item["turn"] for item in items}
+        ).only("id", "trajectory_id", "index", "token_ids", "token_stats")
+    }
+    changed: dict[int, Turn] = {}
+    for position, item in enumerate(items):
+        path = f"token_stats.items.{position}"
+        trajectory_id = trajectory_ids.get((item.get("split", "train"), item["group"], item["sample"]))
+        turn = turns.get((trajectory_id, item["turn"])) if trajectory_id is not None else None
+        if turn is None:
+            raise BatchInvalid(
+                {
+                    path: [
+                        f"Step {step} has no stored turn {item['turn']} of group {item['group']} sample {item['sample']}."
+                    ]
+                }
+            )
+        length = len(turn.token_ids or [])
+        for name, packed in item["stats"].items():
+            count = wire.packed_length(packed, _PACKED_WIDTH[wire.TOKEN_STATS[name].type])
+            if count != length:
+                raise BatchInvalid(
+                    {
+                        f"{path}.stats.{name}": [
+                            f"Must have one entry per token id of the turn ({length}), not {count}."
+                        ]
+                    }
+                )
+        turn.token_stats = {**(turn.token_stats or {}), **item["stats"]}
+        changed[turn.pk] = turn
+    Turn.objects.bulk_update(list(changed.values()), ["token_stats"])
+    return len(changed)
+
+
 def _store_trajectories(run: Run, event: dict[str, Any]) -> list[dict[str, Any]]:
     step = event["step"]
     items = event["items"]
@@ -429,7 +514,7 @@ def _turn_row(turn: dict[str, Any]) -> tuple:
     row = []
     for f in _TURN_FIELDS:
         value = turn.get(f.name, f.default)
-        row.append(_json(value) if f.type in ("object", "integers") else value)
+        row.append(_json(value) if f.type in ("object", "integers", "record") else value)
     return tuple(row)
 
 
@@ -447,6 +532,10 @@ def group_summaries(trajectories: list[Trajectory], items: list[dict[str, Any]])
                 "split": split,
                 "group": group,
                 "task_id": members[0][0].task_id,
+                # The task as the feed names it (webapp.rollouts.models.task_headline) and its answer.
+                "task": task_headline(members[0][0].prompt, members[0][0].task_id),
+                "task_hover": task_hover(members[0][0].prompt, members[0][0].task_id),
+                "answer": members[0][0].answer,
                 **group_stats([t.reward for t, _ in members], split).to_dict(),
                 "best": _sample_summary(*ranked[-1]),
                 "worst": _sample_summary(*ranked[0]),

@@ -1,9 +1,14 @@
 """A run's metric curves: the one downsampling every page, feed and API reads them through.
 
-Downsampling happens in the database. A curve longer than `max_points` is cut into `max_points // 2`
-equal ranges of its x-axis, and each range contributes its lowest and its highest point (at their real
-x positions). That keeps spikes and dips — what people look for in a reward or KL curve — where an
-average would smooth them away, and it returns at most `max_points` rows however long the run.
+A curve longer than `max_points` is cut into `max_points // 2` equal ranges of its x-axis, and each range
+contributes its lowest and its highest point (at their real x positions). That keeps spikes and dips —
+what people look for in a reward or KL curve — where an average would smooth them away, and it returns at
+most `max_points` rows however long the run.
+
+On Postgres the database downsamples (one hash-aggregate over the unnested arrays). Elsewhere — the
+embedded SQLite — the view reads a chunk's n-th value by walking its JSON text, which made a 100k-point
+curve take 1–2 s; there a long curve's chunks are read as they are stored (one query, the lists decoded
+once) and downsampled here in one pass, by the same rule (`_downsample_chunks`).
 """
 
 from __future__ import annotations
@@ -79,6 +84,12 @@ def metric_series(
     for key in keys:
         rows = MetricPoint.objects.filter(run=run, key=key, **{f"{x_field}__isnull": False})
         total, lo, hi = extents.get(key, (0, None, None))
+        if total > max_points and connection.vendor != "postgresql":
+            downsampled = _downsample_chunks(run.pk, key, x_field, max_points)
+            if downsampled is not None:
+                out[key] = downsampled
+                continue
+            total = max_points  # fewer points with this x than the budget: read them whole below
         if total > max_points and x_field != "step":
             # A point may lack a wall time or token count: count those that have one, and their range.
             stats = rows.aggregate(total=Count("id"), lo=Min(x_field), hi=Max(x_field))
@@ -92,6 +103,47 @@ def metric_series(
         pairs = _downsample(_Curve(run.pk, key, x_field, lo, hi), max_points)
         out[key] = Series([p[0] for p in pairs], [p[1] for p in pairs], total, True)
     return out
+
+
+def _downsample_chunks(run_id: int, key: str, x_field: str, max_points: int) -> Series | None:
+    """`_downsample`'s rule over the curve's chunks as stored: the first and last point (in step order) with
+    an x, and each of (max_points - 2) // 2 equal x-ranges' lowest and highest point (ties: the lowest x).
+    None when no more than `max_points` points have an x (the caller reads those whole)."""
+    column = {"step": "steps", "wall_time": "wall_times", "tokens": "tokens"}[x_field]
+    fields = ("id", "steps", "values") if column == "steps" else ("id", "steps", "values", column)
+    chunks = MetricChunk.objects.filter(run_id=run_id, key=key).values_list(*fields)
+    xs: list[float] = []
+    ys: list[float] = []
+    order: list[tuple[int, int, int]] = []  # (step, chunk id, position): the view's (step, id) order
+    for chunk_id, steps, values, *rest in chunks:
+        x_values = rest[0] if rest else steps
+        for position, (step, x, y) in enumerate(zip(steps, x_values, values, strict=True)):
+            if x is not None:
+                xs.append(x)
+                ys.append(y)
+                order.append((step, chunk_id, position))
+    total = len(xs)
+    if total <= max_points:
+        return None
+    buckets = (max_points - 2) // 2
+    lo, hi = min(xs), max(xs)
+    scale, top = buckets / (float(hi - lo) or 1.0), buckets - 1
+    low: dict[int, int] = {}
+    high: dict[int, int] = {}
+    for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+        b = min(int((x - lo) * scale), top)
+        j = low.get(b)
+        if j is None or y < ys[j] or (y == ys[j] and x < xs[j]):
+            low[b] = i
+        j = high.get(b)
+        if j is None or y > ys[j] or (y == ys[j] and x < xs[j]):
+            high[b] = i
+    first = min(range(total), key=order.__getitem__)
+    last = max(range(total), key=order.__getitem__)
+    middle = [i for b in sorted(low) for i in (low[b], high[b])]
+    unique = list(dict.fromkeys((xs[i], ys[i]) for i in [first, *middle, last]))
+    unique.sort(key=lambda p: p[0])
+    return Series([p[0] for p in unique], [p[1] for p in unique], total, True)
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -11,6 +12,27 @@ from trainers.rubrics.alarms import HackingFlag, trajectory_flag
 from webapp.experiments.models import Run
 
 LONG_TRACE_TURNS = 8  # more turns than this: system prompts and tool output start folded
+
+
+TASK_HEADLINE_CHARS = 120  # the task's first line as lists show it; the whole prompt is on hover
+TASK_HOVER_CHARS = 1000
+
+
+def task_headline(prompt: str, task_id: str = "") -> str:
+    """How a task is named wherever one appears (lists, feed, headers): the first non-empty line of its
+    prompt, shortened; its id when it has no prompt."""
+    line = next((ln.strip() for ln in (prompt or "").splitlines() if ln.strip()), "")
+    if not line:
+        return task_id
+    return line if len(line) <= TASK_HEADLINE_CHARS else line[: TASK_HEADLINE_CHARS - 1] + "…"
+
+
+def task_hover(prompt: str, task_id: str = "") -> str:
+    """The tooltip of a task's headline: its whole prompt (up to TASK_HOVER_CHARS) and its id."""
+    text = (prompt or "").strip()
+    if len(text) > TASK_HOVER_CHARS:
+        text = text[: TASK_HOVER_CHARS - 1] + "…"
+    return f"{text}\n\ntask {task_id}" if text else f"task {task_id}"
 
 
 class Split(models.TextChoices):
@@ -53,6 +75,12 @@ class Trajectory(models.Model):
     env_state = models.JSONField(null=True, blank=True)
     rubric_version = models.PositiveIntegerField(null=True, blank=True)
     dropped = models.BooleanField(default=False, help_text="generated but not trained on (dynamic sampling)")
+    env_reward = models.FloatField(
+        null=True, blank=True, help_text="the environment's own reward (null: not reported)"
+    )
+    answer = models.TextField(
+        blank=True, help_text="the task's expected answer as text (JSON for a non-text answer)"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -75,6 +103,18 @@ class Trajectory(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}/{self.step}/{self.group_index}/{self.sample_index}"
+
+    def task_answer(self) -> Any:
+        """The task's expected answer as the trainer had it: text, or the JSON value a non-text answer was
+        stored as; None when the trajectory has none."""
+        if not self.answer:
+            return None
+        if self.answer[:1] in "[{":
+            try:
+                return json.loads(self.answer)
+            except ValueError:
+                return self.answer
+        return self.answer
 
     def folds_by_default(self) -> bool:
         """A long trace opens with its system prompts and tool output folded (the page can unfold them)."""
@@ -116,6 +156,8 @@ class Turn(models.Model):
     reward = models.FloatField(null=True, blank=True)
     token_ids = models.JSONField(null=True, blank=True)
     loss_mask = models.JSONField(null=True, blank=True)
+    # Per-token statistics, packed as the wire format sends them (trainers.sdk.wire.TOKEN_STATS).
+    token_stats = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["trajectory", "index"]
@@ -248,7 +290,7 @@ class RunEvent(models.Model):
 
 # --- the explorer: what trajectories are found by ----------------------------------------------------
 # Written at ingestion by webapp.rollouts.search.index_new_trajectories (and rebuilt from stored turns by
-# search.reindex_trajectories); read by webapp.rollouts.explorer. See docs/review.md, "Explorer".
+# search.reindex_trajectories); read by webapp.review.explorer. See docs/review.md, "Explorer".
 
 
 class SearchDocumentField(models.TextField):

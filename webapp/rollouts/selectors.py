@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import Prefetch, QuerySet
 
 from trainers.rubrics import alarms
+from trainers.rubrics.judge import judge_where
+from trainers.types import Role, Task
+from trainers.types import Trajectory as TrainerTrajectory
+from trainers.types import TrajectoryStatus as TrainerStatus
+from trainers.types import Turn as TrainerTurn
 from webapp.experiments.models import Checkpoint, Run
 from webapp.rollouts.models import MetricPoint, RunEvent, Trajectory, Turn
 
@@ -127,3 +132,140 @@ def run_hacking_alarm(run: Run, *, window: int = alarms.WINDOW) -> alarms.RunAla
     ).values_list("key", "step", "value"):
         series.setdefault(keys[key], []).append((step, value))
     return alarms.run_alarm(criteria, series, window=window)
+
+
+# --- the rubric preview on a stored trajectory ------------------------------------------------------
+
+PREVIEW_TRAJECTORY_CHOICES = 40
+
+
+def preview_trajectory_choices(*, project: Any) -> list[tuple[int, str]]:
+    """The project's latest trajectories as (id, "run · step 3 · task t-1 · reward 0.5") for the rubric
+    preview's picker."""
+    rows = (
+        Trajectory.objects.filter(run__project=project)
+        .order_by("-pk")
+        .values_list("pk", "run__name", "step", "split", "task_id", "reward")[:PREVIEW_TRAJECTORY_CHOICES]
+    )
+    return [
+        (pk, f"#{pk} · {run} · {split} step {step} · task {task[:40]} · reward {reward:.4g}")
+        for pk, run, step, split, task, reward in rows
+    ]
+
+
+def stored_trajectory(stored: Trajectory, *, answer: str | None = None) -> TrainerTrajectory:
+    """A stored trajectory as the rubric scorer reads one: its turns, the environment's own reward and the
+    task's expected answer, as they were stored — so the rubric that scored it previews it to its stored
+    total. `answer` stands in only where the trajectory has none (one stored before answers were kept);
+    so does the env_reward component for a trajectory stored before the environment's reward was."""
+    turns = [
+        TrainerTurn(
+            role=cast(Role, turn.role),  # stored from the wire format, which allows only these
+            text=turn.text,
+            tool_name=turn.tool_name or None,
+            tool_args=turn.tool_args,
+            tool_result=turn.tool_result or None,
+            reward=turn.reward,
+        )
+        for turn in stored.turns.order_by("index")
+    ]
+    env_reward = stored.env_reward
+    if env_reward is None:
+        env_reward = sum(
+            c.get("raw") or 0.0
+            for c in stored.components or []
+            if isinstance(c, dict) and c.get("kind") == "env_reward"
+        )
+    return TrainerTrajectory(
+        task=Task(id=stored.task_id, prompt=stored.prompt, answer=stored.task_answer() or answer),
+        turns=turns,
+        status=cast(TrainerStatus, stored.status),
+        env_reward=float(env_reward),
+    )
+
+
+JUDGE_COST_KEYS = ("calls", "tokens", "seconds")
+JUDGE_EXPLANATIONS_SHOWN = 4
+
+
+def run_judges(run: Run) -> list[dict[str, Any]]:
+    """The run's LLM judges as its page shows them: where each runs (an endpoint's secret by name, never its
+    value), its mode, its cost (calls, tokens, seconds: the latest step's and the run's total, from the
+    `judge/<name>/…` metrics the trainer reports each step) and what it said about the latest rollouts."""
+    criteria = [
+        c
+        for c in ((run.resolved_config or {}).get("rubric") or {}).get("criteria") or []
+        if isinstance(c, dict) and c.get("kind") == "llm_judge"
+    ]
+    if not criteria:
+        return []
+    keys = [f"judge/{c.get('name')}/{k}" for c in criteria for k in JUDGE_COST_KEYS]
+    points = MetricPoint.objects.filter(run=run, key__in=keys).values_list("key", "step", "value")
+    totals: dict[str, float] = {}
+    latest: dict[str, tuple[int, float]] = {}
+    steps: dict[str, set[int]] = {}
+    for key, step, value in points:
+        totals[key] = totals.get(key, 0.0) + value
+        steps.setdefault(key, set()).add(step)
+        if key not in latest or step >= latest[key][0]:
+            latest[key] = (step, value)
+    recent = list(
+        Trajectory.objects.filter(run=run, split="train")
+        .order_by("-step", "group_index", "sample_index")
+        .values_list("pk", "step", "components")[: 4 * JUDGE_EXPLANATIONS_SHOWN]
+    )
+    judges = []
+    for criterion in criteria:
+        name = str(criterion.get("name") or "")
+        params = criterion.get("params") or {}
+        said = [
+            {"trajectory": pk, "step": step, "raw": c.get("raw"), "explanation": c.get("explanation", "")}
+            for pk, step, components in recent
+            for c in components or []
+            if isinstance(c, dict) and c.get("name") == name and c.get("kind") == "llm_judge"
+        ][:JUDGE_EXPLANATIONS_SHOWN]
+        cost = {}
+        for part in JUDGE_COST_KEYS:
+            key = f"judge/{name}/{part}"
+            measured = len(steps.get(key, ()))
+            cost[part] = {
+                "latest": latest[key][1] if key in latest else None,
+                "total": totals.get(key),
+                "per_step": totals[key] / measured if measured else None,
+            }
+        judges.append(
+            {
+                "name": name,
+                "where": judge_where(params),
+                "model": params.get("model", "policy"),
+                "base_url": params.get("base_url", ""),
+                "secret": params.get("api_key_secret", ""),
+                "mode": params.get("mode", "per_trajectory"),
+                "cost": cost,
+                "steps_measured": max((len(v) for v in steps.values()), default=0),
+                "said": said,
+            }
+        )
+    return judges
+
+
+def async_health(*, run: Run) -> dict[str, Any]:
+    """What the run page's async-health panel draws from the stored training samples: how many were how
+    stale (policy versions behind the learner that trained on them), and per step the share that ended
+    truncated or in an error (aborted). Two grouped counts over the run's train trajectories."""
+    from django.db.models import Count
+
+    train = Trajectory.objects.filter(run=run, split="train")
+    staleness = list(train.values_list("staleness").annotate(n=Count("id")).order_by("staleness"))
+    by_step: dict[int, dict[str, int]] = {}
+    for step, status, n in train.values_list("step", "status").annotate(n=Count("id")).order_by("step"):
+        by_step.setdefault(step, {})[status] = n
+    steps = sorted(by_step)
+    totals = [sum(by_step[s].values()) for s in steps]
+    return {
+        "staleness": [[int(k), int(n)] for k, n in staleness],
+        "steps": steps,
+        "truncated": [by_step[s].get("truncated", 0) / t for s, t in zip(steps, totals, strict=True)],
+        "aborted": [by_step[s].get("error", 0) / t for s, t in zip(steps, totals, strict=True)],
+        "samples": totals,
+    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from trainers import wire
+from trainers.sdk import wire
 from webapp.api import fields
 from webapp.experiments.models import Run
 from webapp.rollouts.external import MAX_ALGORITHM_CHARS, MAX_CONFIG_BYTES
@@ -15,9 +15,9 @@ from webapp.rollouts.models import Split, Trajectory, TrajectoryStatus, Turn
 # --- trajectories and metrics ------------------------------------------------------------------------
 
 
-# Trajectory and turn fields are the wire format's stored columns (trainers/wire.py): a field added there
+# Trajectory and turn fields are the wire format's stored columns (trainers/sdk/wire.py): a field added there
 # and to the model is served here without a change. Heavy ones only in the detail (and tokens on request).
-_TOKEN_FIELDS = ("token_ids", "loss_mask")
+_TOKEN_FIELDS = ("token_ids", "loss_mask", "token_stats")
 _DETAIL_ONLY = ("env_state",)
 
 
@@ -87,7 +87,7 @@ class GroupQuerySerializer(serializers.Serializer):
 
 
 class GroupSerializer(serializers.Serializer):
-    """One GRPO group: the statistics every page and the live feed show (`trainers.algorithms.group_stats`)."""
+    """One GRPO group: the statistics every page and the live feed show (`trainers.learn.algorithms.group_stats`)."""
 
     step = serializers.IntegerField()
     split = serializers.CharField()

@@ -1,8 +1,10 @@
-"""The trajectory explorer and each user's saved views of it (webapp.rollouts.views_explorer)."""
+"""The trajectory explorer and each user's saved views of it: the pages are review's
+(webapp.review.views_explorer: the explorer reads trajectories with what reviewers did), the addresses
+rollouts' (`rollouts:explorer`)."""
 
 from django.urls import path
 
-from webapp.rollouts import views_explorer as views
+from webapp.review import views_explorer as views
 
 urlpatterns = [
     path("trajectories/", views.explorer_view, name="explorer"),

@@ -10,11 +10,12 @@ webapp.rollouts.diff, and the JSON download is served as an attachment.
 from __future__ import annotations
 
 import json
+import math
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
@@ -29,7 +30,7 @@ from webapp.projects.access import (
 )
 from webapp.projects.views import project_context
 from webapp.review import selectors as review_selectors
-from webapp.rollouts import reading
+from webapp.rollouts import compare_many, reading
 from webapp.rollouts.diff import compare_turns, components_diff, json_diff
 from webapp.rollouts.diff_render import rows_html
 from webapp.rollouts.models import Split, Trajectory
@@ -58,6 +59,19 @@ def _int_param(
         raise BadParameter(f"'{name}' must be a whole number.") from None
     if value < 0:
         raise BadParameter(f"'{name}' must not be negative.")
+    return value
+
+
+def _number_param(request: HttpRequest, name: str, *, default: float) -> float:
+    raw = request.GET.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadParameter(f"'{name}' must be a number.") from None
+    if not math.isfinite(value):
+        raise BadParameter(f"'{name}' must be a finite number.")
     return value
 
 
@@ -91,13 +105,16 @@ def group_list(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     split = _split_param(request, default=None)
     try:
         before = _int_param(request, "before", required=False)
+        step = _int_param(request, "step", required=False)
     except BadParameter as error:
         return _bad_request(error)
-    page = reading.group_summaries(run=run, split=split, before_step=before)
+    page = reading.group_summaries(run=run, split=split, before_step=before, step=step)
     return render(
         request,
         "rollouts/group_list.html",
-        project_context(access, run=run, split=split, page=page, splits=Split.choices, before=before),
+        project_context(
+            access, run=run, split=split, page=page, splits=Split.choices, before=before, step=step
+        ),
     )
 
 
@@ -172,6 +189,28 @@ def task_list(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
 
 @login_required
 @require_GET
+def task_flips(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    """The evaluation tasks that flipped between two steps (checkpoints by default): right → wrong and
+    wrong → right, each with a link to its diff (?a=&b=&pass=&split=)."""
+    access = access_project(request.user, slug, Capability.READ)
+    run = _run_or_404(access, run_id)
+    split = _split_param(request, default=Split.EVAL) or Split.EVAL
+    try:
+        step_a = _int_param(request, "a", required=False)
+        step_b = _int_param(request, "b", required=False)
+        pass_mark = _number_param(request, "pass", default=reading.DEFAULT_PASS_MARK)
+    except BadParameter as error:
+        return _bad_request(error)
+    flips = reading.task_flips(run=run, step_a=step_a, step_b=step_b, split=split, pass_mark=pass_mark)
+    return render(
+        request,
+        "rollouts/task_flips.html",
+        project_context(access, run=run, split=split, flips=flips, pass_mark=pass_mark, splits=Split.choices),
+    )
+
+
+@login_required
+@require_GET
 def diff_task_steps(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     """Entry point: one task at step A against step B of the same run (?task=…&a=…&b=…&split=eval)."""
     access = access_project(request.user, slug, Capability.READ)
@@ -220,7 +259,11 @@ def _trajectory_or_404(access, trajectory_id: int):
 def trajectory_detail(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
     access = access_project(request.user, slug, Capability.READ)
     trajectory = _trajectory_or_404(access, trajectory_id)
-    turns, more = reading.turns_window(trajectory=trajectory, start=0, limit=FIRST_TURNS)
+    try:  # ?from=N opens the page at turn N (a search hit deep in a huge trajectory); earlier turns on request
+        first = _int_param(request, "from", required=False, default=0) or 0
+    except BadParameter as error:
+        return _bad_request(error)
+    turns, more = reading.turns_window(trajectory=trajectory, start=first, limit=FIRST_TURNS)
     judged = review_selectors.turn_judgements(trajectory, request.user)
     judged.annotate(turns)
     env_state_json = (
@@ -237,11 +280,16 @@ def trajectory_detail(request: HttpRequest, slug: str, trajectory_id: int) -> Ht
             run=trajectory.run,
             trajectory=trajectory,
             turns=turns,
-            next_start=FIRST_TURNS if more else None,
+            next_start=(turns[-1].index + 1) if more and turns else None,
+            first_turn=first,
+            earlier_from=max(0, first - TURNS_PER_CHUNK) if first else None,
             chunk=TURNS_PER_CHUNK,
             env_state_json=env_state_json,
             breakdown=breakdown,
             judged=judged,
+            # The token view's controls, when the first turns carry token statistics.
+            token_view=any(turn.token_view for turn in turns),
+            gap_flag_threshold=reading.GAP_FLAG_THRESHOLD,
         ),
     )
 
@@ -270,16 +318,105 @@ def trajectory_turns(request: HttpRequest, slug: str, trajectory_id: int) -> Htt
 
 @login_required
 @require_GET
+def trajectory_search(request: HttpRequest, slug: str, trajectory_id: int) -> JsonResponse:
+    """?q=: the turns whose text or tool output contains it (case-insensitive), first ones first, with a
+    snippet around the first hit: the search inside one (huge) trajectory."""
+    access = access_project(request.user, slug, Capability.READ)
+    trajectory = _trajectory_or_404(access, trajectory_id)
+    query = request.GET.get("q", "").strip()
+    if not query or len(query) > reading.MAX_TURN_SEARCH_CHARS:
+        return JsonResponse(
+            {"errors": {"q": [f"Search for 1 to {reading.MAX_TURN_SEARCH_CHARS} characters."]}}, status=400
+        )
+    matches, more = reading.search_turns(trajectory=trajectory, query=query)
+    return JsonResponse({"query": query, "matches": matches, "more": more})
+
+
+@login_required
+@require_GET
 def trajectory_json(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
     """The whole trajectory with its turns as a JSON file (an attachment, never rendered as a page)."""
     access = access_project(request.user, slug, Capability.READ)
     trajectory = _trajectory_or_404(access, trajectory_id)
-    response = JsonResponse(
-        reading.trajectory_export(trajectory), json_dumps_params={"ensure_ascii": False, "indent": 1}
-    )
-    response["Content-Disposition"] = f'attachment; filename="trajectory-{trajectory.pk}.json"'
+    return _json_download(reading.trajectory_export(trajectory), f"trajectory-{trajectory.pk}.json")
+
+
+@login_required
+@require_GET
+def trajectory_atif(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
+    """The trajectory as an ATIF v1.7 document (Harbor's format), as a download."""
+    access = access_project(request.user, slug, Capability.READ)
+    trajectory = _trajectory_or_404(access, trajectory_id)
+    return _json_download(reading.trajectory_atif(trajectory), f"trajectory-{trajectory.pk}.atif.json")
+
+
+def _json_download(document: dict, filename: str) -> HttpResponse:
+    """A JSON document as an attachment, never rendered as a page."""
+    response = JsonResponse(document, json_dumps_params={"ensure_ascii": False, "indent": 1})
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     response["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+@login_required
+@require_GET
+def run_atif(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    """Every trajectory of the run as ATIF, one document per line (?split=train|eval to keep one)."""
+    access = access_project(request.user, slug, Capability.READ)
+    run = _run_or_404(access, run_id)
+    split = request.GET.get("split") or None
+    if split not in (None, "train", "eval"):
+        return HttpResponseBadRequest("split: train or eval")
+    response = StreamingHttpResponse(
+        reading.run_atif_lines(run, split=split), content_type="application/x-ndjson"
+    )
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.atif.jsonl"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+# --- many trajectories side by side ----------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def compare_trajectories(request: HttpRequest, slug: str) -> HttpResponse:
+    """2–8 trajectories turn by turn: ?ids=1,2,3 (any of the project's), or ?run=…&task=…&split=… (that
+    task's first sample at up to 8 of the run's steps, first and last included)."""
+    access = access_project(request.user, slug, Capability.READ)
+    raw_ids = [part.strip() for part in request.GET.get("ids", "").split(",") if part.strip()]
+    if raw_ids:
+        if not all(part.isdigit() for part in raw_ids):
+            return _bad_request(BadParameter("'ids' must be trajectory ids separated by commas."))
+        ids = list(dict.fromkeys(int(part) for part in raw_ids))
+        if not compare_many.MIN_TRAJECTORIES <= len(ids) <= compare_many.MAX_TRAJECTORIES:
+            return _bad_request(
+                BadParameter(
+                    f"Compare {compare_many.MIN_TRAJECTORIES} to {compare_many.MAX_TRAJECTORIES} trajectories."
+                )
+            )
+        trajectories = [_trajectory_or_404(access, pk) for pk in ids]
+    else:
+        try:
+            run_id = _int_param(request, "run")
+        except BadParameter as error:
+            return _bad_request(error)
+        run = _run_or_404(access, run_id)
+        task = request.GET.get("task", "")
+        of_task = Trajectory.objects.filter(
+            run=run, task_id=task, split=_split_param(request, Split.EVAL)
+        ).order_by("step", "sample_index", "group_index", "id")
+        trajectories = compare_many.task_across_steps(trajectories=list(of_task.select_related("run")))
+        if len(trajectories) < compare_many.MIN_TRAJECTORIES:
+            raise NotFound("This run has this task at fewer than two steps.")
+    rows, cut = compare_many.compare_rows([reading.turns_for_diff(t) for t in trajectories])
+    return render(
+        request,
+        "rollouts/compare_trajectories.html",
+        project_context(
+            access, trajectories=trajectories, rows=rows, cut=cut, max_rows=compare_many.MAX_ROWS
+        ),
+    )
 
 
 # --- diff -----------------------------------------------------------------------------------------------

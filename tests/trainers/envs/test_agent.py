@@ -17,8 +17,8 @@ from tests.trainers.envs import agents
 from tests.trainers.gateway.scripted import ScriptedModel, calculator_rule
 from trainers.envs.agent import AgentEnv
 from trainers.registry import environment_kind
-from trainers.rollout import ChatFormat, generate_rollouts
-from trainers.toolformats import STUDIO
+from trainers.rollout.episodes import ChatFormat, generate_rollouts
+from trainers.rollout.toolformats import STUDIO
 from trainers.types import Task
 
 COMMAND = str(Path(__file__).with_name("agent_command.py"))
@@ -226,8 +226,8 @@ def test_tasks_come_inline_or_from_a_jsonl_file_with_their_own_fields(tmp_path):
 
 @pytest.mark.slow
 def test_grpo_trains_the_real_model_through_an_unchanged_agent(policy_copy, tmp_path):
-    from trainers.events import MemorySink
-    from trainers.trainer import train
+    from trainers.learn.trainer import train
+    from trainers.sdk.events import MemorySink
 
     model, tokenizer = policy_copy
     config = {
@@ -266,7 +266,10 @@ def test_grpo_trains_the_real_model_through_an_unchanged_agent(policy_copy, tmp_
     result = train(config, sink=sink, model=model, tokenizer=tokenizer)
 
     assert result.status == "SUCCEEDED" and result.step == 2
-    steps = [e for e in sink.events if e["type"] == "trajectories"]
+    merged: dict[int, list] = {}  # the trainer sends one event per group
+    for event in sink.of_type("trajectories"):
+        merged.setdefault(event["step"], []).extend(event["items"])
+    steps = [{"step": step, "items": items} for step, items in sorted(merged.items())]
     metrics = [e["values"] for e in sink.events if e["type"] == "metrics"]
     assert len(steps) == 2 and all(len(e["items"]) == 4 for e in steps)
     items = [i for e in steps for i in e["items"]]

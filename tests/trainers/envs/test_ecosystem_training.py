@@ -1,12 +1,12 @@
-"""Each ecosystem kind trains unchanged: a 2-step GRPO run through trainers.trainer.train on the bundled model."""
+"""Each ecosystem kind trains unchanged: a 2-step GRPO run through trainers.learn.trainer.train on the bundled model."""
 
 from __future__ import annotations
 
 import pytest
 
-from trainers.envs.openenv import stop_managed_servers
-from trainers.events import MemorySink
-from trainers.trainer import train
+from trainers.envs.openenv_server import stop_managed_servers
+from trainers.learn.trainer import train
+from trainers.sdk.events import MemorySink
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ from trainers.envs.countdown import check_countdown
 from trainers.envs.from_dataset import DatasetError
 from trainers.envs.safe_math import ExpressionError, evaluate, format_number
 from trainers.registry import environment_kind
+from trainers.rollout.toolcalls import format_tool_call, is_error_observation
 from trainers.rubrics import score_trajectory
-from trainers.toolcalls import format_tool_call, is_error_observation
 from trainers.types import ToolCall
 
 

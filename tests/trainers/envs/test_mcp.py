@@ -20,7 +20,7 @@ import pytest
 from trainers.envs.base import run_episode
 from trainers.envs.mcp import McpServerError, close_all, hub
 from trainers.registry import environment_kind, validate_config
-from trainers.toolcalls import format_tool_call, is_error_observation
+from trainers.rollout.toolcalls import format_tool_call, is_error_observation
 from trainers.types import Task, ToolCall
 
 pytestmark = pytest.mark.slow  # every test here starts server processes

@@ -16,15 +16,12 @@ import requests
 from trainers.envs.base import run_episode
 from trainers.envs.openenv import (
     OpenEnvEnvironment,
-    RemoteEnvironmentError,
     check_openenv_config,
     default_action_field,
     extract_json_action,
-    free_port,
-    managed_server,
-    server_argv,
-    stop_managed_servers,
 )
+from trainers.envs.openenv_client import RemoteEnvironmentError
+from trainers.envs.openenv_server import free_port, managed_server, server_argv, stop_managed_servers
 from trainers.registry import environment_kind
 from trainers.rubrics import score_trajectory
 
@@ -233,7 +230,7 @@ def test_a_server_dying_mid_episode_is_an_error_not_a_hang():
 def test_servers_started_for_the_process_are_stopped_at_exit():
     code = (
         "import sys; sys.path.insert(0, '.')\n"
-        "from trainers.envs.openenv import managed_server, server_argv\n"
+        "from trainers.envs.openenv_server import managed_server, server_argv\n"
         f"server = managed_server(server_argv({GUESS_APP!r}, ''), cwd='', startup_timeout_s=120)\n"
         "print(server.process.pid, flush=True)\n"
     )

@@ -21,6 +21,7 @@ SAMPLES = {
         "entry_point": "tests.trainers.envs.agents:calculator_agent",
         "tasks": [{"prompt": "What is 1 + 1?", "answer": 2}],
     },
+    "harbor": {"path": str(Path(__file__).resolve().parents[2] / "fixtures" / "harbor_tasks")},
     "mcp_tools": {
         "tasks": [{"prompt": "What is 2 + 3?", "answer": 5}],
         "mcp_servers": [
@@ -52,6 +53,9 @@ def test_every_kind_previews_a_task_its_tools_and_its_prompts(kind, tmp_path):
     elif kind == "agent":  # the user's agent writes its prompts at run time: the task and the runner show
         assert result["task"]["prompt"] == "What is 1 + 1?" and result["first_message"] is None
         assert "calculator_agent (found)" in result["health"]
+    elif kind == "harbor":  # no container for a preview: the task's instruction and what will run it show
+        assert result["task"]["prompt"].startswith("Create the file /app/hello.txt")
+        assert "1 Harbor task(s): hello-file" in result["health"]
     else:
         assert result["first_message"] and result["system_prompt"] is not None
 
@@ -81,7 +85,7 @@ def test_bad_config_gives_field_errors_from_the_schema_and_across_fields():
     both = preview_environment("openenv", {"url": "http://127.0.0.1:1", "server_app": "a:b"})
     assert "server_app" in both["errors"]
     assert check_environment_config("openenv", {}) == {
-        "url": ["Give the server's URL, or a server app or command to start."]
+        "url": ["Give the server's URL, or a server app, command or Docker image to start."]
     }
     assert preview_environment("no_such_kind", {})["errors"]["kind"][0].startswith("unknown environment kind")
     assert preview_environment("textarena", {"game": "Wordle-v0"})["errors"]["game"]
@@ -96,8 +100,10 @@ def test_an_unreachable_server_is_a_message_not_an_exception():
 
 
 def test_a_build_failure_is_a_message():
-    result = preview_environment("reasoning_gym", {"dataset": "no_such_generator"})
-    assert not result["ok"] and "cannot make 'no_such_generator'" in result["message"]
+    result = preview_environment(
+        "reasoning_gym", {"dataset": "basic_arithmetic", "dataset_config": {"bogus": 1}}
+    )
+    assert not result["ok"] and "cannot make 'basic_arithmetic'" in result["message"]
 
 
 def test_defaults_of_every_kind_validate_once_required_fields_are_given():
@@ -107,6 +113,7 @@ def test_defaults_of_every_kind_validate_once_required_fields_are_given():
             "verifiers": {"environment": "vf-word-tools"},
             "mcp_tools": SAMPLES["mcp_tools"],
             "agent": SAMPLES["agent"],
+            "harbor": SAMPLES["harbor"],
         }.get(name, {})
         assert (
             check_environment_config(name, config_with_defaults(spec.config_schema, sample)) == {}

@@ -58,7 +58,20 @@ def test_another_generator_and_its_options():
 
 
 def test_an_unknown_generator_or_option_fails_when_built():
-    with pytest.raises(ValueError, match="cannot make 'no_such_generator'"):
-        build({"dataset": "no_such_generator"})
+    with pytest.raises(ValueError, match="Task generator must be one of: 'ab', 'acre'"):
+        build({"dataset": "no_such_generator"})  # not in reasoning-gym's list: refused with the valid names
     with pytest.raises(ValueError, match="cannot make 'basic_arithmetic'"):
         build({"dataset": "basic_arithmetic", "dataset_config": {"bogus_option": 1}})
+
+
+def test_the_dataset_is_picked_from_reasoning_gyms_own_list_and_a_typo_gets_the_valid_names():
+    from trainers.envs import REASONING_GYM_DATASETS
+    from trainers.registry import environment_kind
+
+    reasoning_gym = pytest.importorskip("reasoning_gym")
+    assert REASONING_GYM_DATASETS == sorted(reasoning_gym.factory.DATASETS)
+    kind = environment_kind("reasoning_gym")
+    assert kind.config_schema["properties"]["dataset"]["enum"] == REASONING_GYM_DATASETS
+    (message,) = kind.validate({"dataset": "basic_arithmetc"})["dataset"]
+    assert "(got 'basic_arithmetc'). Did you mean 'basic_arithmetic' or " in message
+    assert "'leg_counting'" in message and "'chain_sum'" in message  # every valid name is listed

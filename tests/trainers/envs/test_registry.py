@@ -7,6 +7,7 @@ import sys
 import pytest
 from jsonschema import Draft202012Validator
 
+from tests.kind_examples import SAMPLES
 from trainers.registry import config_with_defaults, criterion_kinds, environment_kinds, validate_config
 
 ALL_KINDS = [*environment_kinds().values(), *criterion_kinds().values()]
@@ -53,14 +54,8 @@ def test_every_schema_is_a_complete_form(spec):
 
 @pytest.mark.parametrize("spec", environment_kinds().values(), ids=lambda s: s.name)
 def test_environment_defaults_are_valid_configs(spec):
-    required = {  # what a kind cannot default: where its tasks or tools come from
-        "from_dataset": {"path": "/tmp/x.jsonl"},
-        "mcp_tools": {
-            "mcp_servers": [{"name": "tools", "url": "http://127.0.0.1:8000/mcp", "allow_tools": ["add"]}]
-        },
-        "verifiers": {"environment": "vf-word-tools"},
-    }
-    config = config_with_defaults(spec.config_schema, required.get(spec.name, {}))
+    # SAMPLES: what a kind cannot default (where its tasks or tools come from)
+    config = config_with_defaults(spec.config_schema, SAMPLES.get(spec.name, {}))
     assert validate_config(spec.config_schema, config) == {}
 
 
@@ -75,7 +70,7 @@ def test_listing_kinds_does_not_import_torch():
         "import sys\n"
         "from trainers.registry import environment_kinds, criterion_kinds\n"
         "environment_kinds(); criterion_kinds()\n"
-        "import trainers.rubrics, trainers.toolcalls, trainers.sandbox\n"
+        "import trainers.rubrics, trainers.rollout.toolcalls, trainers.envs.sandbox\n"
         "import trainers.envs.base, trainers.envs.arithmetic, trainers.envs.countdown\n"
         "import trainers.envs.frozen_lake, trainers.envs.python_tool, trainers.envs.from_dataset\n"
         "import trainers.rubrics.criteria, trainers.rubrics.judge, trainers.rubrics.reward_model\n"

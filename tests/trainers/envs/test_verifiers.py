@@ -4,6 +4,7 @@ into the venv by `make test`) turn by turn, and its rubric as `verifiers_rubric`
 from __future__ import annotations
 
 import signal
+import sys
 
 import pytest
 
@@ -150,3 +151,18 @@ def test_the_criterion_says_why_it_cannot_score_a_pasted_transcript():
         {"criteria": [{"name": "vf", "kind": "verifiers_rubric"}]}, pasted, skip_unavailable=True
     )
     assert preview.components[0].skipped
+
+
+def test_a_verifiers_without_the_classic_api_is_refused_in_words(monkeypatch):
+    """verifiers 0.4 keeps everything in `verifiers.v1` and nothing at the root: say so, not AttributeError."""
+    import types
+
+    from trainers.envs import verifiers_env
+
+    monkeypatch.setitem(sys.modules, "verifiers", types.SimpleNamespace(__version__="0.4.0"))
+    monkeypatch.setattr(verifiers_env, "_LOADED", {})
+    with pytest.raises(
+        ValueError,
+        match=r"verifiers 0\.4\.0 is installed here: its 0\.4 stack .* runs from a venv of its own",
+    ):
+        verifiers_env.load_verifiers_environment("vf-anything", {})

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from trainers.backends.base import Completion, GenerationBackend, stop_index
-from trainers.toolformats import FORMATS, STUDIO
+from trainers.rollout.backends.base import Completion, GenerationBackend, stop_index
+from trainers.rollout.toolformats import FORMATS, STUDIO
 from trainers.types import ToolCall
 
 Rule = Callable[[str], tuple[str, str]]  # decoded context → (reply text, "eos" | "stop")

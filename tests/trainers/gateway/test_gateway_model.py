@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from tests.trainers.envs.agents import chatty_agent
-from trainers.backends import make_backend
 from trainers.envs.agent import AgentEnv, environment_agent
 from trainers.envs.arithmetic import ArithmeticCalculatorEnv
-from trainers.losses import completion_logprobs
-from trainers.rollout import ChatFormat, generate_rollouts
-from trainers.toolformats import resolve_tool_format
+from trainers.learn.losses import completion_logprobs
+from trainers.rollout.backends import make_backend
+from trainers.rollout.episodes import ChatFormat, generate_rollouts
+from trainers.rollout.toolformats import resolve_tool_format
 from trainers.types import Task
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,9 @@ from webapp.accounts.services import api_token_create
 from webapp.experiments.models import Run
 from webapp.experiments.services import run_create
 from webapp.projects.models import Membership
-from webapp.projects.services import invitation_create
+from webapp.projects.services import invitation_create, secret_set
 from webapp.review import services as review_services
+from webapp.review.models import QueueJudge
 from webapp.rewards.models import RewardModel
 from webapp.rollouts.ingest import insert_metrics
 
@@ -84,6 +85,7 @@ def world(users, project, environment, rubric, run) -> World:
     spare, _raw = api_token_create(user=alice, name="to revoke")
     dave = Membership.objects.get(project=project, user=users["dave"])
     invitation, _invitation_token = invitation_create(project=project, created_by=alice, role="viewer")
+    secret_set(project=project, name="JUDGE_KEY", value="sk-test", user=alice)
     run.ingest_token_nonce = Run.objects.get(pk=run.pk).ingest_token_nonce
     slug = project.slug
     p = "/api/projects/{slug}"
@@ -95,6 +97,8 @@ def world(users, project, environment, rubric, run) -> World:
             f"{p}/members/": {"slug": slug},
             f"{p}/members/{{id}}/": {"slug": slug, "id": dave.pk},
             f"{p}/invitations/": {"slug": slug},
+            f"{p}/secrets/": {"slug": slug},
+            f"{p}/secrets/{{name}}/": {"slug": slug, "name": "JUDGE_KEY"},
             f"{p}/invitations/{{id}}/": {"slug": slug, "id": invitation.pk},
             f"{p}/environments/": {"slug": slug},
             f"{p}/environments/preview/": {"slug": slug},
@@ -119,6 +123,11 @@ def world(users, project, environment, rubric, run) -> World:
             "/api/runs/{id}/event-log/": {"id": run.pk},
             "/api/runs/{id}/trajectories/": {"id": run.pk},
             "/api/runs/{id}/trajectories/{trajectory_id}/": {"id": run.pk, "trajectory_id": trajectory.pk},
+            "/api/runs/{id}/trajectories/{trajectory_id}/atif/": {
+                "id": run.pk,
+                "trajectory_id": trajectory.pk,
+            },
+            "/api/runs/{id}/atif/": {"id": run.pk},
             "/api/runs/{id}/metrics/": {"id": run.pk},
             "/api/runs/{id}/groups/": {"id": run.pk},
             "/api/runs/{run_id}/events": {"run_id": run.pk},
@@ -132,6 +141,11 @@ def world(users, project, environment, rubric, run) -> World:
             "/api/preference-snapshots/{id}/dpo-runs/": {"id": snapshot.pk},
             "/api/reward-models/{id}/": {"id": reward_model.pk},
             "/api/reward-models/{id}/register/": {"id": reward_model.pk},
+            "/api/reward-models/{id}/cancel/": {"id": reward_model.pk},
+            "/api/preference-queues/{id}/judges/{judge_id}/cancel/": {
+                "id": queue.pk,
+                "judge_id": QueueJudge.objects.create(queue=queue, criterion_name="tone").pk,
+            },
             "/api/tokens/{id}/": {"id": spare.pk},
         },
     )

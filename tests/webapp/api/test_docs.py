@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.webapp.api.openapi import DOCUMENT
-from trainers import wire
+from trainers.sdk import wire
 from webapp.api.schema import limits_markdown
 
 API_MD = Path(__file__).resolve().parents[3] / "docs" / "api.md"
@@ -37,6 +37,8 @@ def test_the_limits_table_is_the_schemas():
         ("event", wire.EVENT),
         ("trajectory", wire.TRAJECTORY),
         ("turn", wire.TURN),
+        ("token_stats_record", wire.TOKEN_STATS),
+        ("turn_token_stats", wire.TURN_TOKEN_STATS),
         ("component", wire.COMPONENT),
         *[(kind, shape) for kind, shape in wire.EVENTS.items() if shape.fields],
     ],

@@ -7,7 +7,15 @@ import pytest
 from django.urls import reverse
 
 # The browser fixtures (a daphne server on the test database, Chromium, a page) live with the browser tests.
-from tests.browser.conftest import browser, chromium_path, page, server, sign_in  # noqa: F401
+from tests.browser.conftest import (  # noqa: F401
+    _shared_chromium,
+    _shared_server,
+    browser,
+    chromium_path,
+    page,
+    server,
+    sign_in,
+)
 from tests.conftest import PASSWORD
 from trainers.config import recommended_knobs
 from webapp.experiments.models import Rubric

@@ -236,3 +236,16 @@ def test_every_error_of_an_environment_shows_in_one_pass(client_for, project):
     assert field_errors(response.content, "config-max_digits") == ["Max digits must be 1 or more (got 0)."]
     assert flat(form_data(response.content, "environment-form"))["config-max_turns"] == "many"
     assert Environment.objects.count() == 0
+
+
+def test_reasoning_gym_datasets_and_textarena_games_are_pick_lists(client_for, project):
+    bob = client_for("bob")
+    for kind, field, option in (
+        ("reasoning_gym", "config-dataset", "leg_counting"),
+        ("textarena", "config-game", "Mastermind-v0"),
+    ):
+        html = bob.get(
+            url("environment_config_fields", project), {"kind": kind}, HTTP_HX_REQUEST="true"
+        ).content.decode()
+        select = html[html.index(f'name="{field}"') :].split("</select>")[0]
+        assert f'<option value="{option}"' in select, (kind, select[:300])

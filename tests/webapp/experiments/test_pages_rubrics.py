@@ -306,3 +306,53 @@ def test_every_error_of_a_rubric_shows_in_one_pass_on_its_numbered_row(client_fo
     assert field_errors(response.content, "criteria-1-weight") == ["Weight must be 0 or more (got -1.0)."]
     assert "#<span data-row-number>2</span>" in html  # the row that message names
     assert Rubric.objects.count() == 0
+
+
+def test_a_stored_trajectory_previews_to_its_stored_total(client_for, project, run):
+    """The rubric that scored a trajectory, previewed on it, gives its stored total: the preview reads
+    the environment's own reward and the task's answer as they were stored (a typed answer does not
+    replace the trajectory's own)."""
+    from webapp.rollouts.ingest import ingest_batch
+    from webapp.rollouts.models import Trajectory
+
+    item = {
+        "group": 0,
+        "sample": 0,
+        "task_id": "add-2-3",
+        "prompt": "What is 2 + 3?",
+        "reward": 1.3,  # correct 1 × 1 + environment 0.6 × 0.5
+        "env_reward": 0.6,
+        "answer": "5",
+        "components": [
+            {"name": "correct", "kind": "numeric_match", "raw": 1.0, "weight": 1.0, "weighted": 1.0},
+            {"name": "environment", "kind": "env_reward", "raw": 0.6, "weight": 0.5, "weighted": 0.3},
+        ],
+        "turns": [
+            {"role": "user", "text": "What is 2 + 3?"},
+            {"role": "assistant", "text": "<answer>5</answer>"},
+        ],
+    }
+    ingest_batch(
+        run=run, payload={"events": [{"seq": 1, "type": "trajectories", "step": 1, "items": [item]}]}
+    )
+    stored = Trajectory.objects.get(run=run, task_id="add-2-3")
+    assert (stored.env_reward, stored.answer) == (0.6, "5")
+
+    rows = {
+        **row(
+            0,
+            "correct",
+            "numeric_match",
+            "1",
+            extract="answer_tag_or_last_number",
+            abs_tolerance="0.000001",
+            rel_tolerance="0",
+        ),
+        **row(1, "environment", "env_reward", "0.5"),
+    }
+    html = preview(
+        client_for("bob"), project, "", answer="7", trajectory=stored.pk, rows=rows
+    ).content.decode()
+    assert 'data-preview-total class="num total">1.3000<' in html, html
+    assert "<span data-preview-answer>5</span>" in html
+    assert "<span data-preview-env-reward>0.6000</span>" in html

@@ -6,27 +6,12 @@ import pytest
 from django import forms
 from django.utils.datastructures import MultiValueDict
 
+from tests.kind_examples import LIST_SAMPLES, REQUIRED_SAMPLES
 from tests.webapp.html_forms import form_data
 from trainers.config import KNOB_GROUPS, RUN_CONFIG_SCHEMA, resolve_run_config, validate_run_config
 from trainers.registry import config_with_defaults, criterion_kinds, environment_kinds, validate_config
 from webapp.experiments.forms import RUN_FORM_EXCLUDED_KNOBS
 from webapp.experiments.schema_forms import SchemaForm
-
-# Kinds with a required field whose default is empty: a user must type these, so the round trip
-# starts from a sample value.
-REQUIRED_SAMPLES = {
-    "regex": {"pattern": r"\d+"},
-    "learned_reward": {"path": "/models/reward"},
-    "custom_python": {"function": "my_pkg.rewards:score"},
-    "from_dataset": {"path": "/data/tasks.jsonl"},
-    "verifiers": {"environment": "vf-word-tools"},
-}
-# Kinds whose required value is a list (a JSON textarea), not one text field.
-LIST_SAMPLES = {
-    "mcp_tools": {
-        "mcp_servers": [{"name": "tools", "url": "http://127.0.0.1:8000/mcp", "allow_tools": ["add"]}]
-    },
-}
 
 
 def submit(form: SchemaForm) -> SchemaForm:

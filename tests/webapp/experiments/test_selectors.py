@@ -145,8 +145,11 @@ def test_recent_runs_stops_at_the_limit(project, lab):
 
 
 def test_best_reward_per_environment_ranks_rewarded_environments_first(project, lab):
-    rows = [(e.name, e.best_reward, e.run_count) for e in selectors.best_reward_per_environment(project)]
-    assert rows == [("sums", 0.5, 3), ("lake", None, 1), ("unused", None, 0)]
+    rows = [
+        (e.name, e.rubric, e.best_reward, e.run_count) for e in selectors.best_reward_per_environment(project)
+    ]
+    # One row per environment and rubric version: rewards on different rubrics' scales are not compared.
+    assert rows == [("sums", "correct v1", 0.5, 3), ("lake", "correct v1", None, 1), ("unused", "", None, 0)]
 
 
 def test_rubric_preview_scores_what_it_can_and_leaves_models_and_custom_code_to_the_workers():

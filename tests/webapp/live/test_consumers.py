@@ -234,7 +234,14 @@ def test_a_cancel_request_is_pushed_to_the_page(reporting_run, cookie_of):
         async with socket(run, alice) as ws:
             await receive_snapshot(ws)
             await sync_to_async(run_request_cancel)(run=await sync_to_async(Run.objects.get)(pk=run.pk))
-            assert await receive_events(ws, 1) == [{"type": "cancel_requested"}]
+            # With the actions that apply now: the page stops offering Cancel at once.
+            assert await receive_events(ws, 1) == [
+                {
+                    "type": "cancel_requested",
+                    "cancel_requested": True,
+                    "actions": {"cancel": False, "resume": False, "fork": False},
+                }
+            ]
 
     run_async(scenario)
 

@@ -161,3 +161,56 @@ def test_histograms_refuse_unknown_fields_and_hide_the_run_from_outsiders(client
     assert client_for("dave").get(f"{base}/bin.json", {"split": "test"}).status_code == 400
     empty = client_for("dave").get(f"{base}/histograms.json").json()
     assert empty["steps"] == [] and empty["counts"] == []
+
+
+def test_health_json_counts_staleness_and_the_truncated_and_aborted_share(client, client_for, run):
+    for step, sample, staleness, status in [
+        (1, 0, 0, "ok"),
+        (1, 1, 0, "truncated"),
+        (2, 0, 1, "error"),
+        (2, 1, 2, "ok"),
+    ]:
+        make_trajectory(run, step=step, sample=sample, staleness=staleness, status=status)
+    make_trajectory(run, step=2, sample=0, split="eval", staleness=5, status="error")  # not a trained sample
+    base = f"/p/{run.project.slug}/runs/{run.pk}"
+    assert client_for("eve").get(f"{base}/health.json").status_code == 404
+    body = client_for("dave").get(f"{base}/health.json").json()
+    assert body["staleness"] == [[0, 2], [1, 1], [2, 1]]
+    assert body["steps"] == [1, 2] and body["truncated"] == [0.5, 0.0] and body["aborted"] == [0.0, 0.5]
+    html = client_for("dave").get(f"{base}/").content.decode()
+    assert "data-async-health" in html and f'data-health-url="{base}/health.json"' in html
+
+
+def test_the_group_list_of_one_step_names_each_groups_best_and_worst(client_for, run):
+    best = make_trajectory(run, step=3, sample=0, reward=0.9)
+    worst = make_trajectory(run, step=3, sample=1, reward=0.1)
+    make_trajectory(run, step=4, sample=0, reward=0.5)
+    html = (
+        client_for("dave").get(f"/p/{run.project.slug}/runs/{run.pk}/groups/", {"step": 3}).content.decode()
+    )
+    assert "Groups at step 3" in html
+    assert f"/trajectories/{best.pk}/" in html and f"/trajectories/{worst.pk}/" in html
+    assert "best 0.900" in html and "worst 0.100" in html
+    assert html.count("data-best-worst") == 1  # step 4 is not listed
+    assert (
+        client_for("dave").get(f"/p/{run.project.slug}/runs/{run.pk}/groups/", {"step": "x"}).status_code
+        == 400
+    )
+
+
+def test_compare_names_the_two_max_turns_and_the_one_that_applied(
+    client_for, project, environment, rubric, users
+):
+    """The run's knob and the environment's own max_turns, each named, and the smaller that episodes got."""
+    first = make_run(project, environment, rubric, users["bob"], "short", overrides={"max_turns": 1})
+    second = make_run(project, environment, rubric, users["bob"], "long", overrides={"max_turns": 64})
+    response = client_for("dave").get(f"/p/{project.slug}/compare/", {"runs": f"{first.pk},{second.pk}"})
+    rows = {row["knob"]: row for row in response.context["differences"]}
+    assert rows["max_turns"]["values"] == ["1", "64"]
+    assert rows["max_turns"]["note"] == "the run's knob (0: the environment's own)"
+    applied = rows["max_turns (applied)"]
+    assert applied["values"] == ["1", "4"]  # the test environment's kind allows 4 turns by default
+    assert applied["note"] == "the smaller of the two: what episodes got"
+    assert '<span class="muted small" data-knob-note>the smaller of the two: what episodes got</span>' in (
+        response.content.decode()
+    )

@@ -8,6 +8,7 @@ A refused call writes nothing.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,8 +29,8 @@ from webapp.experiments.models import (
     Run,
 )
 from webapp.experiments.services import run_create
-from webapp.projects.models import ROLE_CAPABILITIES, Invitation, Membership, Project
-from webapp.projects.services import invitation_create
+from webapp.projects.models import ROLE_CAPABILITIES, Invitation, Membership, Project, ProjectSecret
+from webapp.projects.services import invitation_create, secret_set
 from webapp.review import services as review_services
 from webapp.review.models import (
     Activity,
@@ -37,6 +38,7 @@ from webapp.review.models import (
     Notification,
     PreferenceQueue,
     PreferenceSnapshot,
+    QueueJudge,
     Tag,
     TrajectoryTag,
     TurnJudgement,
@@ -68,18 +70,67 @@ class World:
     snapshot: PreferenceSnapshot
     invitation: Invitation
     reward_model: RewardModel  # ready and reliable
+    queued_model: RewardModel  # queued for training (not sent): can be cancelled
+    judge: QueueJudge  # an LLM judge queued on `queue` (not sent): can be cancelled
     checkpoint: Checkpoint  # of finished_run: a run can start from it
 
 
+# The world is built once for the module's ~800 tests, inside a transaction that is rolled back when the
+# module ends; each test runs in a savepoint of it (pytest-django's `db`) and is rolled back to it, as
+# Django's TestCase.setUpTestData does, and gets its own copies of the objects. Building it per test was
+# the biggest single cost of `make test-fast`.
+@pytest.fixture(scope="module")
+def _world_once(django_db_setup, django_db_blocker, tmp_path_factory):
+    from tests.conftest import story_once
+
+    with story_once(django_db_blocker) as story:
+        world = build_world(**story, tmp_path=tmp_path_factory.mktemp("world"))
+        yield {"world": world, "users": story["users"]}
+
+
 @pytest.fixture
-def world(users, project, environment, rubric, run, tmp_path) -> World:
+def _story(db, _world_once):
+    return copy.deepcopy(_world_once)
+
+
+@pytest.fixture
+def world(_story) -> World:
+    return _story["world"]
+
+
+@pytest.fixture
+def users(_story):
+    return _story["users"]
+
+
+@pytest.fixture
+def project(world):
+    return world.project
+
+
+@pytest.fixture
+def environment(world):
+    return world.environment
+
+
+@pytest.fixture
+def rubric(world):
+    return world.rubric
+
+
+@pytest.fixture
+def run(world):
+    return world.run
+
+
+def build_world(users, project, environment, rubric, run, tmp_path) -> World:
     trajectory = Trajectory.objects.create(
         run=run, step=1, task_id="t-1", prompt="What is 2 + 3?", reward=1.0
     )
     Turn.objects.create(trajectory=trajectory, index=0, role="user", text="What is 2 + 3?")
     Turn.objects.create(trajectory=trajectory, index=1, role="assistant", text="<answer>5</answer>")
     insert_metrics(run.pk, [(1, None, None, {"reward/mean": 0.5})])
-    # A checkpoint directory as trainers/checkpoint.py writes one (the bytes need not be a model here).
+    # A checkpoint directory as trainers/learn/checkpoint.py writes one (the bytes need not be a model here).
     (tmp_path / "step-000001").mkdir()
     (tmp_path / "step-000001" / "model.safetensors").write_bytes(b"weights")
     run.checkpoints.create(step=1, path=str(tmp_path / "step-000001"))
@@ -116,10 +167,15 @@ def world(users, project, environment, rubric, run, tmp_path) -> World:
         path="/tmp/reward-model",
         metrics={"held_out_accuracy": 0.9, "n_eval": 60},
     )
+    queued_model = RewardModel.objects.create(project=project, name="prefs", version=2, snapshot=snapshot)
+    judge = QueueJudge.objects.create(queue=queue, criterion_name="tone", criterion={"kind": "llm_judge"})
     invitation, _raw = invitation_create(project=project, created_by=users["alice"], role="viewer")
+    secret_set(project=project, name="JUDGE_KEY", value="sk-test", user=users["alice"])
     return World(
         invitation=invitation,
         reward_model=reward_model,
+        queued_model=queued_model,
+        judge=judge,
         checkpoint=finished_run.checkpoints.get(step=3),
         queue=queue,
         snapshot=snapshot,
@@ -176,6 +232,16 @@ ENDPOINTS: dict[str, Endpoint] = {
     "member-remove": Endpoint(
         "DELETE", lambda w, who: f"{_p(w)}/members/{w.memberships['dave'].pk}/", "manage", 204
     ),
+    # secrets: researchers and owners store values runs need; nobody reads them back
+    "secrets-list": Endpoint("GET", lambda w, who: f"{_p(w)}/secrets/", "launch"),
+    "secrets-set": Endpoint(
+        "POST",
+        lambda w, who: f"{_p(w)}/secrets/",
+        "launch",
+        201,
+        lambda w: {"name": "OTHER_KEY", "value": "v"},
+    ),
+    "secret-delete": Endpoint("DELETE", lambda w, who: f"{_p(w)}/secrets/JUDGE_KEY/", "launch", 204),
     # invitations
     "invitations-list": Endpoint("GET", lambda w, who: f"{_p(w)}/invitations/", "manage"),
     "invitations-create": Endpoint(
@@ -292,6 +358,12 @@ ENDPOINTS: dict[str, Endpoint] = {
     "run-trajectory": Endpoint(
         "GET", lambda w, who: f"/api/runs/{w.run.pk}/trajectories/{w.trajectory.pk}/", "read"
     ),
+    "run-trajectory-atif": Endpoint(
+        "GET", lambda w, who: f"/api/runs/{w.run.pk}/trajectories/{w.trajectory.pk}/atif/", "read"
+    ),
+    "run-atif": Endpoint(
+        "GET", lambda w, who: f"/api/runs/{w.run.pk}/atif/", "read", content_type="application/x-ndjson"
+    ),
     "run-metrics": Endpoint("GET", lambda w, who: f"/api/runs/{w.run.pk}/metrics/?keys=reward/mean", "read"),
     "run-groups": Endpoint("GET", lambda w, who: f"/api/runs/{w.run.pk}/groups/?split=train", "read"),
     # registries
@@ -351,6 +423,9 @@ ENDPOINTS: dict[str, Endpoint] = {
         201,
         lambda w: {"complete_only": True},
     ),
+    "queue-judge-cancel": Endpoint(
+        "POST", lambda w, who: f"/api/preference-queues/{w.queue.pk}/judges/{w.judge.pk}/cancel/", "launch"
+    ),
     "preference-snapshot-export": Endpoint(
         "GET",
         lambda w, who: f"/api/preference-snapshots/{w.snapshot.pk}/export/?format=dpo",
@@ -366,6 +441,9 @@ ENDPOINTS: dict[str, Endpoint] = {
     ),
     # learned reward models
     "reward-model-get": Endpoint("GET", lambda w, who: f"/api/reward-models/{w.reward_model.pk}/", "read"),
+    "reward-model-cancel": Endpoint(
+        "POST", lambda w, who: f"/api/reward-models/{w.queued_model.pk}/cancel/", "launch"
+    ),
     "reward-model-register": Endpoint(
         "POST",
         lambda w, who: f"/api/reward-models/{w.reward_model.pk}/register/",
@@ -417,6 +495,7 @@ def state() -> dict[str, Any]:
         "roles": sorted(Membership.objects.values_list("user__username", "role")),
         "runs": sorted(Run.objects.values_list("pk", "status", "cancel_requested")),
         "revoked": ApiToken.objects.exclude(revoked_at=None).count(),
+        "secrets": sorted(ProjectSecret.objects.values_list("name", "updated_at")),
         "names": sorted(
             [
                 *Environment.objects.values_list("name", "description"),
@@ -493,6 +572,8 @@ def test_every_api_route_is_in_the_matrix():
         "project": {"project-get"},
         "members": {"members-list", "members-add"},
         "member": {"member-update", "member-remove"},
+        "secrets": {"secrets-list", "secrets-set"},
+        "secret": {"secret-delete"},
         "invitations": {"invitations-list", "invitations-create"},
         "invitation": {"invitation-revoke"},
         "environments": {"environments-list", "environments-create"},
@@ -513,6 +594,8 @@ def test_every_api_route_is_in_the_matrix():
         "run-event-log": {"run-event-log"},
         "run-trajectories": {"run-trajectories"},
         "run-trajectory": {"run-trajectory"},
+        "run-trajectory-atif": {"run-trajectory-atif"},
+        "run-atif": {"run-atif"},
         "run-metrics": {"run-metrics"},
         "run-groups": {"run-groups"},
         "environment-kinds": {"kinds-environments"},
@@ -535,6 +618,8 @@ def test_every_api_route_is_in_the_matrix():
         "preference-snapshot-dpo-runs": {"preference-snapshot-dpo-runs"},
         "reward-model": {"reward-model-get"},
         "reward-model-register": {"reward-model-register"},
+        "reward-model-cancel": {"reward-model-cancel"},
+        "queue-judge-cancel": {"queue-judge-cancel"},
     }
     assert routes == set(covered)
     assert set().union(*covered.values()) == set(ENDPOINTS)

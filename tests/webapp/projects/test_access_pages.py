@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Environment, EnvironmentVersion, Rubric, RubricVersion, Run
-from webapp.projects.models import ROLE_CAPABILITIES, Invitation, Membership, Project
+from webapp.projects.models import ROLE_CAPABILITIES, Invitation, Membership, Project, ProjectSecret
 
 PEOPLE = [None, "alice", "bob", "carol", "dave", "eve"]
 ROLE_OF = {"alice": "owner", "bob": "researcher", "carol": "annotator", "dave": "viewer"}
@@ -35,7 +35,10 @@ class Page:
     ok: int = 200  # what an allowed person gets
 
     def url(self, world: dict) -> str:
-        args = [world[name] if name == "invitation_token" else world[name].pk for name in self.args]
+        args = [
+            world[name] if name in ("invitation_token", "secret_name") else world[name].pk
+            for name in self.args
+        ]
         if self.route.startswith(("projects:", "experiments:")) and self.route not in (
             "projects:list",
             "projects:invitation",
@@ -127,6 +130,17 @@ PAGES = [
         ok=302,
     ),
     Page("revoke invitation", "post", "manage", "projects:invitation_revoke", ("invitation",), ok=302),
+    # Secrets: names listed, values never shown back.
+    Page("secrets", "get", "launch", "projects:secrets"),
+    Page(
+        "store secret",
+        "post",
+        "launch",
+        "projects:secrets",
+        data=lambda w: {"name": "OTHER_KEY", "value": "v"},
+        ok=302,
+    ),
+    Page("delete secret", "post", "launch", "projects:secret_delete", ("secret_name",), ok=302),
     # The link itself: a newcomer signs up through it, a signed-in person joins with it.
     Page("invitation link", "get", "anyone", "projects:invitation", ("invitation_token",)),
     Page(
@@ -237,19 +251,22 @@ def everything_stored() -> dict[str, Any]:
         "runs": sorted(Run.objects.values_list("pk", "status", "cancel_requested")),
         "tokens": sorted(ApiToken.objects.values_list("pk", "revoked_at")),
         "invitations": sorted(Invitation.objects.values_list("pk", "revoked_at", "used_at")),
+        "secrets": sorted(ProjectSecret.objects.values_list("name", "updated_at")),
     }
 
 
 @pytest.fixture
 def world(project, environment, rubric, run, users):
     from webapp.accounts.services import api_token_create
-    from webapp.projects.services import invitation_create
+    from webapp.projects.services import invitation_create, secret_set
 
     tokens = {name: api_token_create(user=user, name=f"{name}'s script")[0] for name, user in users.items()}
     invitation, invitation_token = invitation_create(
         project=project, created_by=users["alice"], role="annotator"
     )
+    secret_set(project=project, name="JUDGE_KEY", value="sk-test", user=users["alice"])
     return {
+        "secret_name": "JUDGE_KEY",
         "project": project,
         "environment": environment,
         "rubric": rubric,

@@ -122,7 +122,7 @@ def test_both_exports_train_a_step_of_trls_dpo_trainer(snapshot, tmp_path):
     kernel (a default-sized step went from ~38 s to ~6 min)."""
     from transformers import TrainerCallback
 
-    from trainers.dpo import train_dpo
+    from trainers.learn.dpo import train_dpo
 
     bf16: list[bool] = []
 

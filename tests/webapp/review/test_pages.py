@@ -157,6 +157,7 @@ PAGES = [
         data=lambda w: {"in_snapshots": "on"},
         ok=302,
     ),
+    Page("cancel a judge", "post", "launch", "review:queue_judge_cancel", ("queue", "judge"), ok=302),
     Page("annotate", "get", "annotate", "review:annotate", ("queue",)),
     Page(
         "pair", "get", "annotate", "review:pair", ("queue", "pair"), ok=302

@@ -68,6 +68,7 @@ PAGES = [
         ok=302,
     ),
     Page("train again", "post", "launch", "rewards:reward_model_retrain", ("reward_model",), ok=302),
+    Page("cancel training", "post", "launch", "rewards:reward_model_cancel", ("reward_model",), ok=302),
     Page("lineage", "get", "read", "rewards:lineage_index"),
     Page("model lineage", "get", "read", "rewards:lineage_detail", ("reward_model",)),
     Page("dpo lineage", "get", "read", "rewards:dpo_lineage", ("dpo_run",)),
@@ -409,3 +410,44 @@ def test_text_from_users_and_models_renders_inert_in_every_page(
         assert "<script>alert" not in page and "<img src=x" not in page, url
         assert 'href="javascript' not in page, url
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page or url.endswith("/new/"), url
+
+
+def test_one_click_dpo_starts_from_a_chosen_checkpoint_and_its_page_shows_dpo_only(
+    client_for, project, run, users
+):
+    """The queue's DPO button offers the judged runs' checkpoints (the GRPO policy) beside the base model;
+    the DPO run starts from the chosen one's weights, linked under it. Its page has DPO's charts and
+    lineage, none of GRPO's rollout panels, and no Resume once it succeeded."""
+    snapshot = annotated_snapshot(
+        project=project,
+        run=run,
+        researcher=users["bob"],
+        annotator=users["carol"],
+        rows=preference_texts(3),
+        queue_name="tone queue",
+    )
+    policy = Checkpoint.objects.create(run=run, step=3, path="/ckpt/grpo-3")
+    bob = client_for("bob")
+    queue_page = bob.get(
+        reverse("review:queue_detail", args=[project.slug, snapshot.queue_id])
+    ).content.decode()
+    assert f'<option value="{policy.pk}">{run.name} · step 3</option>' in queue_page
+    url = reverse("review:snapshot_dpo_run", args=[project.slug, snapshot.pk])
+
+    refused = bob.post(url, {"max_steps": "2", "from_checkpoint": "999999"}, follow=True).content.decode()
+    assert "Choose a kept checkpoint of this project to start from." in refused
+    assert not Run.objects.filter(kind="dpo").exists()
+
+    bob.post(url, {"max_steps": "2", "from_checkpoint": str(policy.pk)})
+    dpo = Run.objects.get(kind="dpo")
+    assert dpo.resolved_config["model"] == "/ckpt/grpo-3"
+    assert (dpo.parent_id, dpo.parent_checkpoint_id, dpo.lineage) == (run.pk, policy.pk, "init")
+
+    Run.objects.filter(pk=dpo.pk).update(status="SUCCEEDED", current_step=2)
+    Checkpoint.objects.create(run=dpo, step=2, path="/ckpt/dpo-2")
+    page = bob.get(reverse("experiments:run_detail", args=[project.slug, dpo.pk])).content.decode()
+    assert 'data-kind="dpo"' in page and reverse("rewards:dpo_lineage", args=[project.slug, dpo.pk]) in page
+    assert "<div data-live-rollout-panels hidden>" in page
+    assert reverse("rollouts:group_list", args=[project.slug, dpo.pk]) not in page
+    resume = page[page.index('data-run-action="resume"') :].split(">")[0]
+    assert "hidden" in resume  # finished: start a new run from its checkpoint instead

@@ -176,7 +176,7 @@ def test_the_task_list_offers_first_vs_last_for_tasks_seen_at_several_steps(
     assert steps_url(project, run, "?task=add-12-30&amp;split=eval") in html
     assert "?task=once&amp;split=eval" not in html
     assert re.search(
-        r"<code>add-12-30</code></td>\s*<td class=\"num\">2</td>\s*<td class=\"num\">0</td>\s*"
+        r"<code>add-12-30</code></span></td>\s*<td class=\"num\">2</td>\s*<td class=\"num\">0</td>\s*"
         r"<td class=\"num\">0.000</td>\s*<td class=\"num\">9</td>\s*<td class=\"num\">1.200</td>",
         html,
     )
@@ -233,3 +233,31 @@ def test_hostile_text_is_inert_in_the_diff(client_for, project, run, hostile):
     assert "<img src=x" not in html
     assert 'href="javascript:' not in html
     assert "<ins>" in html or "<del>" in html
+
+
+def test_task_flips_default_to_first_and_last_steps_without_checkpoints_and_refuse_bad_input(
+    client_for, project, run
+):
+    for step, reward in ((0, 0.0), (3, 1.0)):
+        make_trajectory(run, step=step, task_id="t1", split="eval", reward=reward)
+    url = reverse("rollouts:task_flips", args=[project.slug, run.pk])
+    html = client_for("dave").get(url).content.decode()
+    assert "between step 0 and step 3" in html and 'data-flip-task="t1"' in html
+    assert client_for("dave").get(url, {"pass": "nan"}).status_code == 400
+    assert client_for("dave").get(url, {"a": "-1"}).status_code == 400
+    assert client_for("eve").get(url).status_code == 404
+    # A pass mark above every reward: nothing flips.
+    assert "data-flip-task" not in client_for("dave").get(url, {"pass": "2"}).content.decode()
+
+
+def test_compare_many_refuses_bad_lists_and_other_projects_trajectories(client_for, project, run):
+    a, b = make_trajectory(run, sample=0), make_trajectory(run, sample=1)
+    url = reverse("rollouts:compare_trajectories", args=[project.slug])
+    ok = client_for("dave").get(url, {"ids": f"{a.pk},{b.pk}"})
+    assert ok.status_code == 200 and ok.content.decode().count("data-compare-column=") == 2
+    assert client_for("dave").get(url, {"ids": f"{a.pk}"}).status_code == 400
+    assert client_for("dave").get(url, {"ids": ",".join(str(a.pk + i) for i in range(9))}).status_code == 400
+    assert client_for("dave").get(url, {"ids": "1,x"}).status_code == 400
+    assert client_for("dave").get(url, {"ids": f"{a.pk},999999"}).status_code == 404
+    assert client_for("eve").get(url, {"ids": f"{a.pk},{b.pk}"}).status_code == 404
+    assert client_for("dave").get(url, {"run": run.pk, "task": "nope"}).status_code == 404

@@ -1,5 +1,5 @@
 """One group, three readers: the live feed, the group page and the API give the same numbers, because all
-three ask `trainers.algorithms.group_stats`."""
+three ask `trainers.learn.algorithms.group_stats`."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from tests.webapp.factories import HOSTILE_TEXTS, make_trajectory, turn
-from trainers.algorithms import grpo_advantages
+from trainers.learn.algorithms import grpo_advantages
 from webapp.rollouts import reading
 
 
@@ -195,3 +195,35 @@ def test_hostile_answers_and_task_ids_are_inert_in_the_group_pages(client_for, p
             and "<img src=x" not in html
             and 'href="javascript:' not in html
         )
+
+
+def test_a_task_is_named_by_its_prompt_with_its_answer_wherever_it_appears(client_for, project, run):
+    """Not by its hash: the first line of its prompt (the whole prompt and its id on hover) and the
+    expected answer, in the groups list, the group page, the evaluation tasks, the trajectory and the
+    explorer; the group page's criterion columns say they hold weighted values."""
+    prompt = "What is 5 + 9?\nAnswer inside <answer></answer>."
+    for step in (1, 2):
+        stored = make_trajectory(
+            run, step=step, split="eval", task_id="add-5-9-3f2a", prompt=prompt, answer="14"
+        )
+    make_group(run, [0.0, 1.0], step=3, group=0)
+    Trajectory = type(stored)
+    Trajectory.objects.filter(step=3).update(prompt=prompt, answer="14")
+    dave = client_for("dave")
+    pages = {
+        "groups": reverse("rollouts:group_list", args=[project.slug, run.pk]),
+        "group": group_url(project, run, 3, 0),
+        "tasks": reverse("rollouts:task_list", args=[project.slug, run.pk]),
+        "trajectory": reverse("rollouts:trajectory_detail", args=[project.slug, stored.pk]),
+        "explorer": reverse("rollouts:explorer", args=[project.slug]) + f"?run={run.pk}",
+    }
+    for name, page in pages.items():
+        html = dave.get(page, HTTP_HX_REQUEST="true" if name == "explorer" else "").content.decode()
+        assert re.search(
+            r'<span class="task-text" data-task title="What is 5 \+ 9\?\nAnswer inside &lt;answer&gt;&lt;/answer&gt;\.'
+            r'\n\ntask add-5-9(-3f2a)?">What is 5 \+ 9\?</span> <span class="task-answer muted small" data-task-answer>'
+            r"expected <strong>14</strong></span>",
+            html,
+        ), name
+    group = dave.get(pages["group"]).content.decode()
+    assert 'correct <span class="muted small">weighted</span></th>' in group

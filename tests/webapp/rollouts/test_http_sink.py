@@ -1,4 +1,4 @@
-"""trainers.reporting.HttpSink against the real dashboard served over HTTP."""
+"""trainers.sdk.reporting.HttpSink against the real dashboard served over HTTP."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from trainers.reporting import HttpSink
+from trainers.sdk.reporting import HttpSink
 from webapp.experiments.models import Run
 from webapp.rollouts.models import MetricPoint, RunEvent, Trajectory
 
@@ -153,3 +153,49 @@ def test_a_phase_reaches_the_dashboard_at_once_even_with_a_long_flush_interval(l
         assert (stored["phase"], stored["done"], stored["total"]) == ("generating", 0, 4)
     finally:
         sink.close()
+
+
+def test_a_busy_sink_still_sends_the_processs_peak_memory_which_the_run_keeps_and_shows(
+    live_server, reporting_run, client
+):
+    """Issue 25 point 3: the sink's heartbeats carry the peak memory, one every heartbeat interval even
+    while events keep coming; the run keeps the highest, and its page and the Workers page show it."""
+    from webapp.fleet.services import worker_report
+
+    run, token = reporting_run
+    Run.objects.filter(pk=run.pk).update(status="RUNNING")
+    sink = HttpSink(live_server.url, run.pk, token, flush_interval_s=0.05, heartbeat_interval_s=0.3)
+    deadline = time.monotonic() + 5
+    while not Run.objects.get(pk=run.pk).peak_rss_mb and time.monotonic() < deadline:
+        sink.emit({"type": "log", "message": "busy"})  # never idle
+        time.sleep(0.05)
+    assert sink.close(30)
+    run.refresh_from_db()
+    from trainers.sdk.resources import peak_rss_mb
+
+    assert 0 < run.peak_rss_mb <= peak_rss_mb() and run.peak_gpu_mb is None
+    beats = RunEvent.objects.filter(run=run, type="heartbeat").count()
+    assert beats >= 1
+
+    # A lower report never lowers it; a higher one raises it.
+    for seq, value in ((10_000, 1), (10_001, run.peak_rss_mb + 1000)):
+        response = client.post(
+            f"/api/runs/{run.pk}/events",
+            data=json.dumps({"events": [{"seq": seq, "type": "heartbeat", "peak_rss_mb": value}]}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
+        assert response.status_code == 200, response.content
+    highest = run.peak_rss_mb + 1000
+    run.refresh_from_db()
+    assert run.peak_rss_mb == highest
+
+    worker_report(
+        hostname="cpu@box", queues=["cpu"], gpus=[], cpus=2, ray_address="", pid=1, current_run_id=run.pk
+    )
+    client.force_login(run.created_by)
+    page = client.get(f"/p/{run.project.slug}/runs/{run.pk}/").content.decode()
+    assert f"{highest} MB resident" in page.split("data-run-peak-memory>")[1].split("</dd>")[0]
+    workers = client.get("/workers/").content.decode()
+    assert f"peak {highest} MB resident" in workers.split("data-worker-peak-memory>")[1].split("</div>")[0]
+    assert client.get(f"/api/runs/{run.pk}/").json()["peak_rss_mb"] == highest

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tests.trainers.test_atif import wire_item, write_harbor_trial
-from trainers.atif import wire_to_atif
+from tests.trainers.sdk.test_atif import wire_item, write_harbor_trial
 from trainers.importers.cli import main as import_main
+from trainers.sdk.atif import wire_to_atif
 from webapp.experiments.models import Run, RunStatus
 from webapp.rollouts.models import MetricPoint, Trajectory
 

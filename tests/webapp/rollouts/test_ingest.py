@@ -262,3 +262,40 @@ def test_a_failed_status_keeps_the_error_and_traceback(client, reporting_run):
     run.refresh_from_db()
     assert run.status == "FAILED" and run.error_message == "CUDA out of memory"
     assert run.error_traceback.startswith("Traceback") and run.finished_at is not None
+
+
+def test_token_stats_join_turns_already_stored_and_refuse_turns_that_are_not(client, reporting_run):
+    from trainers.sdk import wire
+
+    run, token = reporting_run
+    item = trajectory()
+    item["turns"][1]["token_stats"] = {"logprob": wire.pack_halves([-0.5, -1.0, -2.0])}
+    post(client, run, token, {"events": [{"seq": 1, "type": "trajectories", "step": 1, "items": [item]}]})
+    gap = wire.pack_halves([0.0, 0.25, -0.5])
+    later = {
+        "group": 0,
+        "sample": 0,
+        "turn": 1,
+        "stats": {"gap": gap, "logprob": wire.pack_halves([-1, -1, -1])},
+    }
+    assert (
+        post(
+            client, run, token, {"events": [{"seq": 2, "type": "token_stats", "step": 1, "items": [later]}]}
+        ).status_code
+        == 200
+    )
+    stored = Turn.objects.get(trajectory__run=run, index=1).token_stats
+    assert stored == {
+        "logprob": wire.pack_halves([-1, -1, -1]),
+        "gap": gap,
+    }  # joined; a name sent again replaced
+
+    for bad, field in (
+        ({**later, "turn": 5}, "token_stats.items.0"),
+        ({**later, "stats": {"gap": wire.pack_halves([0.0])}}, "token_stats.items.0.stats.gap"),
+    ):
+        response = post(
+            client, run, token, {"events": [{"seq": 3, "type": "token_stats", "step": 1, "items": [bad]}]}
+        )
+        assert response.status_code == 400 and field in response.json()["fields"], response.json()
+    assert Turn.objects.get(trajectory__run=run, index=1).token_stats == stored

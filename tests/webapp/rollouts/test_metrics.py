@@ -68,8 +68,8 @@ def test_a_100k_point_curve_is_cut_to_max_points_keeping_min_and_max(run):
             assert max(near) >= max(wave(s) for s in range(lo, hi))
             assert min(near) <= min(wave(s) for s in range(lo, hi))
         print(f"downsampled 100k points against {x} in {elapsed * 1000:.0f} ms")
-        # Postgres ~0.2-0.4 s; the embedded SQLite unnests its chunks' JSON lists on every pass, ~1-1.6 s
-        # (docs/api.md, "Throughput").
+        # Postgres ~0.2-0.4 s; the embedded SQLite reads the chunks as stored and downsamples in Python,
+        # ~0.16 s at load 2 (was 1-2.3 s through the view; docs/api.md, "Throughput"). Loose: a busy machine.
         limit = 2.0 if connection.vendor == "postgresql" else 4.0
         assert elapsed < limit, f"downsampling 100k points against {x} took {elapsed:.2f}s"
 

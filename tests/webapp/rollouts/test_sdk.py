@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainers.sdk import Studio, StudioError, attach, trajectory_item
+from trainers.sdk.client import Studio, StudioError, attach, trajectory_item
 from trainers.types import Task, Trajectory, Turn
 from webapp.experiments.models import Checkpoint, Run, RunStatus
 from webapp.rollouts.models import MetricPoint, RunEvent

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from tests.webapp.rollouts.test_explorer import ingest
-from webapp.rollouts.explorer import ExplorerFilters, explorer_page
+from tests.webapp.review.test_explorer import ingest
+from webapp.review.explorer import ExplorerFilters, explorer_page
 from webapp.rollouts.models import CriterionScore, Trajectory, TrajectorySearch, Turn
 from webapp.rollouts.search import (
     FTS_TABLE,

@@ -272,8 +272,13 @@ ROUTES = [
     Route("trajectory_detail", ("best",)),
     Route("trajectory_turns", ("best",), "?start=0"),
     Route("trajectory_json", ("best",)),
+    Route("trajectory_atif", ("best",)),
+    Route("run_atif", ("run",)),
     Route("diff", (), "?a={best}&b={worst}"),
     Route("diff_task_runs", (), "?task=eval-1&x={run}&y={other_run}", ok=302),
+    Route("task_flips", ("run",)),
+    Route("trajectory_search", ("best",), "?q=answer"),
+    Route("compare_trajectories", (), "?ids={best},{worst}"),
 ]
 
 
@@ -359,3 +364,49 @@ def test_the_run_page_links_to_its_groups_and_evaluation_tasks(client_for, proje
     )
     assert reverse("rollouts:group_list", args=[project.slug, run.pk]) in html
     assert reverse("rollouts:task_list", args=[project.slug, run.pk]) in html
+
+
+def test_search_inside_a_trajectory_and_open_it_at_a_turn(client_for, project, run):
+    from tests.webapp.factories import long_turns
+
+    turns = long_turns(120)
+    turns[100]["text"] += " needle <b>here</b>"
+    turns[110]["tool_result"] = "tool said NEEDLE"
+    trajectory = make_trajectory(run, turns=turns)
+    url = reverse("rollouts:trajectory_search", args=[project.slug, trajectory.pk])
+    body = client_for("dave").get(url, {"q": "needle"}).json()
+    assert [m["index"] for m in body["matches"]] == [100, 110] and body["more"] is False
+    assert "needle <b>here</b>" in body["matches"][0]["snippet"]  # JSON: the page writes it as text
+    assert client_for("dave").get(url, {"q": ""}).status_code == 400
+    assert client_for("dave").get(url, {"q": "x" * 201}).status_code == 400
+    assert client_for("eve").get(url, {"q": "needle"}).status_code == 404
+    page = (
+        client_for("dave")
+        .get(reverse("rollouts:trajectory_detail", args=[project.slug, trajectory.pk]), {"from": 100})
+        .content.decode()
+    )
+    assert 'id="turn-100"' in page and 'id="turn-99"' not in page and "Turns before #100" in page
+
+
+def test_a_window_of_big_turns_stops_at_its_character_budget(project, run):
+    from webapp.rollouts import reading
+
+    trajectory = make_trajectory(
+        run, turns=[turn("tool", "x" * 50_000, tool_result="y" * 50_000) for _ in range(10)]
+    )
+    window, more = reading.turns_window(trajectory=trajectory, start=0, limit=30)
+    assert len(window) == 2 and more  # 200,000 characters > the 120,000 budget after the second turn
+    window, more = reading.turns_window(trajectory=trajectory, start=9, limit=30)
+    assert len(window) == 1 and not more
+
+
+def test_a_comment_on_a_turn_of_a_huge_trajectory_is_a_number_not_a_select_of_every_turn():
+    from webapp.review.forms import CommentForm
+
+    indexes = list(range(5000))
+    form = CommentForm({"body": "look", "turn_index": "4321"}, turn_indexes=indexes)
+    assert form.is_valid() and form.cleaned_data["turn_index"] == 4321
+    assert "<option" not in str(form["turn_index"])
+    assert not CommentForm({"body": "x", "turn_index": "5000"}, turn_indexes=indexes).is_valid()
+    small = CommentForm({"body": "x", "turn_index": "3"}, turn_indexes=[0, 1, 2, 3])
+    assert small.is_valid() and "turn #3" in str(small["turn_index"])

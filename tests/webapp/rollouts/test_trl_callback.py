@@ -21,7 +21,7 @@ transformers = pytest.importorskip("transformers")
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments  # noqa: E402
 
 from trainers.integrations.trl import RolloutStudioCallback  # noqa: E402
-from trainers.sdk import Studio  # noqa: E402
+from trainers.sdk.client import Studio  # noqa: E402
 from webapp.experiments.models import Checkpoint, Run, RunStatus  # noqa: E402
 from webapp.rollouts.models import MetricPoint, Trajectory  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The wire format (trainers/wire.py) is the only declaration of what a trainer may report. Every field it
+"""The wire format (trainers/sdk/wire.py) is the only declaration of what a trainer may report. Every field it
 declares goes through the SDK, ingestion and storage, and comes back from the API unchanged — so a field
 added to the format but forgotten in a model, the storage or the serializer fails here, not in a user's run."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from trainers import wire
-from trainers.sdk import Studio
+from trainers.sdk import wire
+from trainers.sdk.client import Studio
 from webapp.rollouts.models import Trajectory
 
 FAST = {"flush_interval_s": 0.02, "heartbeat_interval_s": 0.2}
@@ -19,6 +19,14 @@ def sample_value(field: wire.Field, index: int) -> Any:
     """A valid value for `field` that differs from its default, so storing the default by mistake shows."""
     if field.choices:
         return field.choices[-1] if field.default != field.choices[-1] else field.choices[0]
+    if field.type == "record":  # packed per-token arrays, one entry per token id ([1, 0, 1] below)
+        assert field.items is not None
+        return {
+            f.name: wire.pack_halves([-0.5, None, -2.0 - i])
+            if f.type == "halves"
+            else wire.pack_octets([1, 2, 3])
+            for i, f in enumerate(field.items.fields)
+        }
     return {
         "integer": 3 + index,
         "number": 0.25 + index,

@@ -5,6 +5,7 @@ rules that depend on who owns what (only the author edits a comment, only assign
 are checked here. Every write is atomic and records who did it in the project's Activity log.
 """
 
+from webapp.review.models import side_of_choice  # the rule lives on the model; views read it here
 from webapp.review.services.activity import log_activity
 from webapp.review.services.collaboration import (
     MAX_COMMENT,
@@ -21,6 +22,7 @@ from webapp.review.services.collaboration import (
     tag_remove,
 )
 from webapp.review.services.judges import (
+    queue_judge_cancel,
     queue_judge_claim,
     queue_judge_fail,
     queue_judge_finish,
@@ -42,7 +44,6 @@ from webapp.review.services.queues import (
     next_pair,
     queue_assign,
     queue_create,
-    side_of_choice,
 )
 from webapp.review.services.snapshots import (
     MAJORITY_RULE,
@@ -77,6 +78,7 @@ __all__ = [
     "next_pair",
     "notifications_mark_read",
     "queue_assign",
+    "queue_judge_cancel",
     "queue_judge_claim",
     "queue_judge_fail",
     "queue_judge_finish",

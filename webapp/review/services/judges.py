@@ -16,6 +16,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from webapp.core.dispatch import Queue, Task, queue_refusal, send_on_commit
+from webapp.core.jobs import job_request_cancel
 from webapp.experiments.models import RubricVersion
 from webapp.fleet.selectors import lost_jobs
 from webapp.review.models import ActivityVerb, JudgeStatus, JudgeVerdict, PreferenceQueue, QueueJudge
@@ -50,7 +51,7 @@ def queue_judge_start(
     dispatch: bool = True,
 ) -> QueueJudge:
     """Ask an `llm_judge` criterion of a project rubric to annotate every pair of `queue`, in both
-    orders, on a worker after commit. A failed judge of the same criterion is asked again (its answers
+    orders, on a worker after commit. A failed or cancelled judge of the same criterion is asked again (its answers
     so far kept); one that is queued, judging or done is refused."""
     if rubric_version.rubric.project_id != queue.project_id:
         raise ValidationError({"criterion": ["Choose a rubric of this project."]})
@@ -73,7 +74,7 @@ def queue_judge_start(
             },
         )
         if not created:
-            if judge.status != JudgeStatus.FAILED:
+            if judge.status not in (JudgeStatus.FAILED, JudgeStatus.CANCELLED):
                 raise ValidationError(
                     {
                         "criterion": [
@@ -87,9 +88,11 @@ def queue_judge_start(
             judge.pairs_total = pairs
             judge.error_message = ""
             judge.finished_at = None
+            judge.cancel_requested = False
             judge.save(
                 update_fields=[
                     "status",
+                    "cancel_requested",
                     "in_snapshots",
                     "worker_queue",
                     "pairs_total",
@@ -114,6 +117,13 @@ def queue_judge_set_in_snapshots(*, judge: QueueJudge, in_snapshots: bool) -> No
     """Whether the judge's verdicts count as one more vote in the queue's next dataset snapshots."""
     QueueJudge.objects.filter(pk=judge.pk).update(in_snapshots=in_snapshots)
     judge.in_snapshots = in_snapshots
+
+
+def queue_judge_cancel(*, judge: QueueJudge) -> str:
+    """Stop an LLM judge: dropped at once while queued, else its worker stops it within seconds (between
+    batches, or inside the model's decode loop: `webapp.core.jobs`). The answers it recorded stay, and
+    asking it again resumes from them. Returns "cancelled" or "cancel_requested"."""
+    return job_request_cancel(judge)
 
 
 def queue_judge_claim(judge_id: int, *, worker: str, task_id: str = "") -> bool:

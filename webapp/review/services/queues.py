@@ -377,12 +377,6 @@ def choice_from_side(side: str, *, left_is_a: bool) -> str:
     raise ValidationError({"choice": ["Choose left, right, tie or both bad."]})
 
 
-def side_of_choice(choice: str, *, left_is_a: bool) -> str:
-    if choice in (Choice.TIE, Choice.BOTH_BAD):
-        return choice
-    return "left" if (choice == Choice.A) == left_is_a else "right"
-
-
 def judgement_submit(*, pair: PreferencePair, annotator, choice: str, rationale: str = "") -> Judgement:
     """Record (or change) an annotator's judgement of a pair, in canonical A/B terms.
 

@@ -10,8 +10,8 @@ from django.db import transaction
 from django.db.models import Max, Prefetch
 from django.utils import timezone
 
+from trainers.learn.turn_credit import judged_turn_rewards
 from trainers.texts import trajectory_text
-from trainers.turn_credit import judged_turn_rewards
 from webapp.experiments.models import Run
 from webapp.review.models import (
     ActivityVerb,
@@ -232,7 +232,7 @@ def snapshot_pairs(snapshot: PreferenceSnapshot) -> list[dict[str, Any]]:
 TURN_ROWS_RULE = (
     "turns: a turn preference becomes a row (the winner's conversation up to its turn chosen, the "
     "other's up to the same turn rejected); a trajectory's 'went wrong' marks become its judged "
-    "per-turn rewards (trainers.turn_credit) and each labelled turn a row between the conversation up to "
+    "per-turn rewards (trainers.learn.turn_credit) and each labelled turn a row between the conversation up to "
     "it and up to the previous assistant turn — chosen the later one for a positive label, the earlier "
     "for a negative one. A reward model trained on them and scored per turn (learned_reward, per_turn) "
     "gives a marked turn a negative reward."

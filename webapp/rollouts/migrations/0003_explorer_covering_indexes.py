@@ -1,6 +1,6 @@
 """The explorer's keyset indexes become covering indexes on Postgres.
 
-A page is found in two steps (webapp.rollouts.explorer): first the ids in sort order, reading only the
+A page is found in two steps (webapp.review.explorer): first the ids in sort order, reading only the
 sort key and the filter columns, then the page's rows by id. With the filter columns INCLUDEd, the
 first step is an index-only scan — no visit to the wide trajectory rows for every candidate. Postgres
 needs the visibility map for that, so the table is vacuumed after every 2% of growth rather than 20%.

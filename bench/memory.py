@@ -1,0 +1,181 @@
+"""Where a CPU run's memory goes: the peak resident memory of each phase of a GRPO run with the demo's
+knobs, for the bundled SmolLM2-135M and for a 0.5B-class model (Qwen2.5-0.5B's shape, random weights
+built from its config: no download).
+
+    python bench/memory.py [--steps 2] [--models bundled,0.5b] [--eval-tasks 4]
+
+Each model runs in a fresh process (resident memory only grows within one). Prints, per phase (loading,
+evaluating, generating, scoring, updating, syncing), the highest resident set size sampled while it
+was under way, and what the process held after the run once the trainer's memory was given back
+(`trainers.learn.memory.release_memory`, as the Celery worker does). The floor of full fine-tuning with
+AdamW in fp32 is 16 bytes a parameter (weights, gradients, two moments): 2.2 GB for 135M, 7.9 GB for
+0.5B; the goal for the 135M demo run is ≤ 3 GB peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+PHASES = ("loading", "evaluating", "generating", "scoring", "updating", "syncing")
+
+
+def half_billion_model(directory: Path) -> str:
+    """A Qwen2.5-0.5B-shaped Llama with random weights and the bundled tokenizer, saved to `directory`."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from trainers.models import load_tokenizer
+
+    tokenizer = load_tokenizer("smollm2-135m")
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+    )
+    LlamaForCausalLM(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return str(directory)
+
+
+def measure(model: str, steps: int, eval_tasks: int) -> dict:
+    """Run in this process; returns the figures as JSON-able data."""
+    from _measure import PhaseRecorder
+    from demo_step import demo_config
+
+    from trainers.learn.memory import release_memory, resident_bytes
+    from trainers.learn.trainer import Trainer
+
+    config = {**demo_config(steps), "model": model, "eval_tasks": eval_tasks, "eval_every": 0}
+    recorder = PhaseRecorder()
+    Trainer(config, sink=recorder).run()
+    recorder.close()
+    params = None
+    try:
+        from transformers import AutoConfig
+
+        from trainers.models import model_dir
+
+        cfg = AutoConfig.from_pretrained(model_dir(model))
+        params = cfg.num_parameters if hasattr(cfg, "num_parameters") else None
+    except Exception:  # noqa: BLE001 — the parameter count is a nicety
+        pass
+    release_memory()
+    return {
+        "model": model,
+        "params": params,
+        "peaks": recorder.peak_by_phase,
+        "peak": recorder.peak,
+        "after": resident_bytes(),
+        "step_time": [m["step_time"] for m in recorder.steps],
+    }
+
+
+def floor() -> None:
+    """What a 135M run holds before any activation: the runtime, the fp32 policy, the bf16 sampling copy,
+    a gradient for every parameter and AdamW's two moments after one fused step (the policy's pages are
+    mapped from the safetensors file until touched, so they count once the step has read them)."""
+    import psutil
+    import torch
+    from demo_step import demo_config
+
+    from trainers.models import load_model, load_tokenizer
+
+    process = psutil.Process()
+
+    def show(label: str) -> None:
+        print(f"  {label:<34} {process.memory_info().rss / 2**30:.2f} GiB", flush=True)
+
+    print("resident memory, cumulative (bench/memory.py --floor)")
+    import transformers  # noqa: F401
+
+    show("torch and transformers imported")
+    demo_config(1)
+    show("Django set up")
+    model = load_model("smollm2-135m", "cpu", torch.float32)
+    load_tokenizer("smollm2-135m")
+    show("fp32 policy (mapped) and tokenizer")
+    load_model("smollm2-135m", "cpu", "bfloat16")
+    show("bf16 sampling copy")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    show("a gradient for every parameter")
+    optimizer.step()
+    show("AdamW moments, policy read")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--models", default="bundled,0.5b")
+    parser.add_argument("--eval-tasks", type=int, default=4)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--floor", action="store_true", help="only the 135M run's floor before activations")
+    args = parser.parse_args()
+    if args.floor:
+        floor()
+        return
+    if args.child:
+        print("RESULT " + json.dumps(measure(args.child, args.steps, args.eval_tasks)), flush=True)
+        return
+    from _measure import gib
+
+    with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:
+        results = []
+        for name in args.models.split(","):
+            model = "smollm2-135m" if name == "bundled" else half_billion_model(Path(tmp) / "half-b")
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    model,
+                    "--steps",
+                    str(args.steps),
+                    "--eval-tasks",
+                    str(args.eval_tasks),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            result = json.loads(
+                next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))[7:]
+            )
+            result["name"] = name
+            results.append(result)
+    print(
+        f"peak resident memory per phase, {args.steps} steps of the demo's knobs, {args.eval_tasks} evaluation tasks"
+    )
+    print(f"  {'phase':<12}" + "".join(f"{r['name']:>14}" for r in results))
+    for phase in PHASES:
+        print(f"  {phase:<12}" + "".join(f"{gib(r['peaks'].get(phase, 0)):>14}" for r in results))
+    print(f"  {'whole run':<12}" + "".join(f"{gib(r['peak']):>14}" for r in results))
+    print(f"  {'after':<12}" + "".join(f"{gib(r['after']):>14}" for r in results))
+    for r in results:
+        steps = ", ".join(f"{t:.0f} s" for t in r["step_time"])
+        print(f"  {r['name']}: steps {steps}")
+    bundled = next((r for r in results if r["name"] == "bundled"), None)
+    if bundled:
+        print(f"bundled model's run: peak {gib(bundled['peak'])}   goal ≤ 3 GiB")
+
+
+if __name__ == "__main__":
+    main()

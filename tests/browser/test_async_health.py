@@ -1,0 +1,112 @@
+"""The run page's async-health panel in real Chromium: per step the time stacked by phase with the wait
+(the step's time no phase accounts for), tokens/s, the staleness histogram, the truncated / aborted share —
+and a click on a step opens that step's groups with their best and worst samples."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import sign_in
+from tests.browser.test_run_page_charts import report
+from tests.conftest import PASSWORD
+from tests.webapp.factories import make_run
+
+
+def step_metrics(step: int) -> dict:
+    return {
+        "type": "metrics",
+        "step": step,
+        "values": {
+            "step_time": 10.0,
+            "time/generate": 5.0,
+            "time/score": 0.5,
+            "time/forward": 1.0,
+            "time/backward": 1.0,
+            "time/optimizer": 0.5,
+            "time/weight_sync": 0.5,
+            "tokens_per_s": 100.0 * step,
+            "reward/mean": 0.25 * step,
+        },
+    }
+
+
+def sample(group: int, sample_: int, *, reward: float, staleness: int, status: str = "ok") -> dict:
+    return {
+        "group": group,
+        "sample": sample_,
+        "task_id": f"task-{group}",
+        "reward": reward,
+        "staleness": staleness,
+        "status": status,
+        "turns": [{"role": "user", "text": "2 + 2?"}, {"role": "assistant", "text": f"answer {reward}"}],
+    }
+
+
+@pytest.fixture
+def async_run(transactional_db, project, environment, rubric, users, server):
+    run = make_run(project, environment, rubric, users["alice"], "async", overrides={"max_steps": 3})
+    items = {
+        1: [sample(0, 0, reward=1.0, staleness=0), sample(0, 1, reward=0.0, staleness=0, status="truncated")],
+        2: [
+            sample(0, 0, reward=0.25, staleness=1),
+            sample(0, 1, reward=0.75, staleness=1),
+            sample(1, 0, reward=0.5, staleness=2, status="error"),
+            sample(1, 1, reward=0.0, staleness=1),
+        ],
+    }
+    events = []
+    for step in (1, 2):
+        events += [step_metrics(step), {"type": "trajectories", "step": step, "items": items[step]}]
+    report(server, run, run.ingest_token(), events)
+    return project, run
+
+
+def test_async_health_charts_and_a_click_to_the_steps_groups(async_run, server, page):
+    project, run = async_run
+    sign_in(page, server, "dave", PASSWORD)
+    page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
+    page.wait_for_selector("[data-async-health][data-drawn='2']")
+    panel = page.locator("[data-async-health]")
+    assert panel.locator("[data-async-health-empty]").is_hidden()
+
+    timeline = page.evaluate(
+        "() => document.querySelector('[data-async-health-chart=timeline]').data"
+        ".map(t => [t.name, Array.from(t.x), Array.from(t.y)])"
+    )
+    assert [name for name, _, _ in timeline] == ["generate", "score", "learn", "sync", "wait"]
+    wait = dict((name, y) for name, _, y in timeline)["wait"]
+    assert wait == pytest.approx([1.5, 1.5])  # 10 s − 5 − 0.5 − 2.5 − 0.5
+    assert "Step time by phase" in panel.inner_text()
+    staleness = page.evaluate(
+        "() => { const t = document.querySelector('[data-async-health-chart=staleness]').data[0];"
+        " return [Array.from(t.x), Array.from(t.y)]; }"
+    )
+    assert staleness == [[0, 1, 2], [2, 3, 1]]
+    share = page.evaluate(
+        "() => document.querySelector('[data-async-health-chart=share]').data.map(t => [t.name, Array.from(t.y)])"
+    )
+    assert share == [["truncated", [0.5, 0.0]], ["aborted (error)", [0.0, 0.25]]]
+    tokens = page.evaluate(
+        "() => Array.from(document.querySelector('[data-async-health-chart=throughput]').data[0].y)"
+    )
+    assert tokens == [100.0, 200.0]
+
+    # A click on step 2's bar opens step 2's groups, each with its best and worst sample.
+    page.evaluate(
+        "() => { const div = document.querySelector('[data-async-health-chart=timeline]');"
+        " div.emit('plotly_click', {points: [{x: 2}]}); }"
+    )
+    page.wait_for_url("**/groups/?step=2")
+    assert "Groups at step 2" in page.inner_text("h1")
+    rows = page.locator("table.group-list tbody tr")
+    assert rows.count() == 2
+    page.locator("table.group-list tbody tr").first.locator("[data-worst]").click()
+    page.wait_for_url("**/trajectories/**")
+    assert "answer 0.25" in page.inner_text("ol[data-turns]")  # step 2, group 0: 0.25 vs 0.75
+
+    # The same from a point of the live reward curve.
+    page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
+    page.wait_for_selector("#chart-reward[data-step-click]")
+    page.evaluate("() => document.getElementById('chart-reward').emit('plotly_click', {points: [{x: 1}]})")
+    page.wait_for_url("**/groups/?step=1")
+    assert page.locator("table.group-list tbody tr").count() == 1

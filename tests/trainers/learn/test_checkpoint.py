@@ -1,0 +1,129 @@
+"""Checkpoints: keep-best-N pruning, and resume continuing exactly where a run stopped."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+
+from trainers.learn.checkpoint import CheckpointRegistry, checkpoint_kind, load_trainer_state
+from trainers.learn.trainer import Trainer
+from trainers.sdk.events import MemorySink
+
+
+def test_registry_keeps_the_best_n_and_the_latest(tmp_path):
+    registry = CheckpointRegistry(tmp_path, keep_best_n=2, metric="eval/reward/mean", mode="max")
+    rewards = {1: 0.5, 2: 0.9, 3: 0.1, 4: 0.7, 5: 0.2}
+    for step, reward in rewards.items():
+        path = registry.path_for(step)
+        path.mkdir()
+        registry.add(step, path, {"eval/reward/mean": reward})
+    assert [e.step for e in registry.entries] == [2, 4, 5]  # best two (0.9, 0.7) and the latest
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [
+        "step-000002",
+        "step-000004",
+        "step-000005",
+    ]
+    assert registry.best().step == 2 and registry.latest().step == 5
+    index = json.loads((tmp_path / "index.json").read_text())
+    assert index["best"].endswith("step-000002")
+    assert [e.step for e in CheckpointRegistry(tmp_path, 2, "eval/reward/mean").entries] == [2, 4, 5]
+
+
+def test_registry_min_mode_and_missing_metric(tmp_path):
+    registry = CheckpointRegistry(tmp_path, keep_best_n=1, metric="loss", mode="min")
+    for step, metrics in {1: {"loss": 0.3}, 2: {}, 3: {"loss": 0.1}, 4: {"loss": 0.5}}.items():
+        registry.path_for(step).mkdir()
+        registry.add(step, registry.path_for(step), metrics)
+    assert [e.step for e in registry.entries] == [3, 4]
+
+
+RESUME = {
+    "max_steps": 2,
+    "group_size": 4,
+    "prompts_per_step": 1,
+    "max_new_tokens": 10,
+    "eval_tasks": 0,
+    "checkpoint_every": 1,
+    "learning_rate": 1e-4,
+    "seed": 3,
+}
+
+
+def _step_metrics(sink: MemorySink, step: int) -> dict:
+    return next(e["values"] for e in sink.of_type("metrics") if e["step"] == step and e["split"] == "train")
+
+
+@pytest.mark.slow
+def test_resume_gives_the_same_next_step_as_an_uninterrupted_run(smollm, toy_env, tmp_path):
+    model, tokenizer = smollm
+    straight_sink = MemorySink()
+    straight = Trainer(
+        RESUME,
+        sink=straight_sink,
+        env_factory=toy_env,
+        out_dir=tmp_path / "a",
+        model=copy.deepcopy(model),
+        tokenizer=tokenizer,
+    )
+    assert straight.run().status == "SUCCEEDED"
+    step_one = tmp_path / "a" / "checkpoints" / "step-000001"
+    assert checkpoint_kind(step_one) == "full"
+    assert load_trainer_state(step_one)["step"] == 1
+    assert [e["kind"] for e in straight_sink.of_type("checkpoint")] == ["full", "full"]
+    assert _step_metrics(straight_sink, 2)["trained_sequences"] > 0  # the step really updated
+
+    resumed_sink = MemorySink()
+    resumed = Trainer(
+        RESUME,
+        sink=resumed_sink,
+        env_factory=toy_env,
+        out_dir=tmp_path / "b",
+        resume_from=step_one,
+        model=copy.deepcopy(model),
+        tokenizer=tokenizer,
+    )
+    assert resumed.run().status == "SUCCEEDED"
+    again, first = _step_metrics(resumed_sink, 2), _step_metrics(straight_sink, 2)
+    assert again["loss"] == first["loss"] and again["reward/mean"] == first["reward/mean"]
+    assert [e["step"] for e in resumed_sink.of_type("metrics")] == [2]
+    straight_items = next(e for e in straight_sink.of_type("trajectories") if e["step"] == 2)["items"]
+    resumed_items = resumed_sink.of_type("trajectories")[0]["items"]
+    assert [i["turns"] for i in straight_items] == [i["turns"] for i in resumed_items]
+    for (name, a), b in zip(
+        straight.model.state_dict().items(), resumed.model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), name
+
+
+@pytest.mark.slow
+def test_lora_checkpoints_hold_only_the_adapters_and_resume(smollm, toy_env, tmp_path):
+    model, tokenizer = smollm
+    config = {**RESUME, "max_steps": 1, "lora": {"enabled": True, "r": 4}}
+    sink = MemorySink()
+    trainer = Trainer(
+        config,
+        sink=sink,
+        env_factory=toy_env,
+        out_dir=tmp_path,
+        model=copy.deepcopy(model),
+        tokenizer=tokenizer,
+    )
+    trainer.run()
+    path = tmp_path / "checkpoints" / "step-000001"
+    assert checkpoint_kind(path) == "adapter" and not list(path.glob("model*.safetensors"))
+    assert sink.of_type("checkpoint")[0]["kind"] == "adapter"
+    resumed = Trainer(
+        {**config, "max_steps": 2},
+        env_factory=toy_env,
+        resume_from=path,
+        model=copy.deepcopy(model),
+        tokenizer=tokenizer,
+    )
+    resumed.setup()
+    assert resumed.step == 1
+    trained = {k: v for k, v in trainer.model.state_dict().items() if "lora_" in k}
+    loaded = resumed.model.state_dict()
+    assert trained and all(torch.equal(v, loaded[k]) for k, v in trained.items())

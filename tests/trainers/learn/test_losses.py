@@ -1,0 +1,179 @@
+"""The clipped policy loss, KL and aggregation modes against values computed by hand."""
+
+import math
+
+import pytest
+import torch
+
+from trainers.learn.losses import aggregate, k3_kl, policy_loss, truncated_importance_weights
+
+MASK = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+ADV = torch.tensor([2.0, -1.0])
+
+
+def on_policy(values=None):
+    logp = torch.zeros(2, 3, requires_grad=True) if values is None else values
+    return logp, logp.detach().clone()
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("token-mean", (-2 - 2 + 1) / 3),
+        ("seq-mean-token-mean", (-4 / 2 + 1 / 1) / 2),
+        ("seq-mean-token-sum", (-4 + 1) / 2),
+        ("seq-mean-token-sum-norm", (-4 + 1) / (2 * 4)),
+    ],
+)
+def test_aggregation_modes(mode, expected):
+    logp, old = on_policy()
+    loss, stats = policy_loss(logp, old, ADV, MASK, loss_agg=mode, norm_constant=4)
+    assert loss.item() == pytest.approx(expected)
+    assert stats.tokens == 3 and stats.clipped_tokens == 0
+
+
+def test_step_totals_override_micro_batch_counts():
+    # Two micro-batches of one sequence each must add up to the full-batch loss.
+    logp, old = on_policy()
+    full, _ = policy_loss(logp, old, ADV, MASK, loss_agg="token-mean")
+    parts = sum(
+        policy_loss(
+            logp[i : i + 1],
+            old[i : i + 1],
+            ADV[i : i + 1],
+            MASK[i : i + 1],
+            loss_agg="token-mean",
+            num_tokens=3,
+        )[0]
+        for i in range(2)
+    )
+    assert parts.item() == pytest.approx(full.item())
+
+
+def test_asymmetric_clip():
+    old = torch.zeros(1, 1)
+    up = torch.full((1, 1), math.log(1.5), requires_grad=True)
+    one = torch.ones(1, 1)
+    loss, stats = policy_loss(up, old, torch.tensor([1.0]), one, clip_low=0.2, clip_high=0.2)
+    assert loss.item() == pytest.approx(-1.2) and stats.clipped_tokens == 1
+    loss.backward()
+    assert up.grad.item() == 0  # clipped: no gradient pushes the ratio further up
+    loss, _ = policy_loss(up.detach(), old, torch.tensor([1.0]), one, clip_low=0.2, clip_high=0.28)
+    assert loss.item() == pytest.approx(-1.28)
+    down = torch.full((1, 1), math.log(0.5))
+    loss, stats = policy_loss(down, old, torch.tensor([-1.0]), one, clip_low=0.2, clip_high=0.28)
+    assert loss.item() == pytest.approx(0.8) and stats.clipped_tokens == 1
+    loss, stats = policy_loss(down, old, torch.tensor([1.0]), one, clip_low=0.2, clip_high=0.28)
+    assert loss.item() == pytest.approx(-0.5) and stats.clipped_tokens == 0
+
+
+def test_k3_kl_and_its_weight():
+    logp = torch.zeros(1, 1)
+    ref = torch.full((1, 1), math.log(2.0))
+    assert k3_kl(logp, ref).item() == pytest.approx(1 - math.log(2))
+    loss, stats = policy_loss(logp, logp, torch.tensor([0.0]), torch.ones(1, 1), ref_logp=ref, kl_coef=0.5)
+    assert loss.item() == pytest.approx(0.5 * (1 - math.log(2)))
+    assert stats.kl_sum == pytest.approx(1 - math.log(2))
+
+
+def test_masked_tool_tokens_get_exactly_zero_gradient():
+    # Sequence 0: model, model, tool, tool, model; sequence 1: model, tool, padding.
+    mask = torch.tensor([[1, 1, 0, 0, 1], [1, 0, 0, 0, 0]])
+    logp = torch.randn(2, 5, requires_grad=True)
+    ref = torch.randn(2, 5)
+    for mode in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"):
+        logp.grad = None
+        loss, _ = policy_loss(
+            logp,
+            logp.detach() - 0.1,
+            torch.tensor([1.5, -0.7]),
+            mask,
+            loss_agg=mode,
+            ref_logp=ref,
+            kl_coef=0.1,
+            norm_constant=8,
+        )
+        loss.backward()
+        assert torch.all(logp.grad[mask == 0] == 0), mode
+        assert torch.all(logp.grad[mask == 1] != 0), mode
+
+
+def test_unknown_mode_and_missing_constant():
+    with pytest.raises(ValueError):
+        aggregate(torch.zeros(1, 1), torch.ones(1, 1), "sum")
+    with pytest.raises(ValueError):
+        aggregate(torch.zeros(1, 1), torch.ones(1, 1), "seq-mean-token-sum-norm")
+
+
+def test_truncated_importance_weights_are_the_ratio_capped_and_masked():
+    learner = torch.tensor([[-1.0, -1.0, -2.0], [-0.5, 0.0, 0.0]])
+    behaviour = torch.tensor([[-1.5, -3.0, -2.0], [-0.5, 0.0, 0.0]])
+    weights = truncated_importance_weights(learner, behaviour, MASK, cap=2.0)
+    # exp(0.5) ≈ 1.65 kept, exp(2) ≈ 7.4 capped at 2, masked token 0, equal log-probs 1.
+    assert torch.allclose(weights, torch.tensor([[math.exp(0.5), 2.0, 0.0], [1.0, 0.0, 0.0]]))
+    assert not weights.requires_grad
+
+
+def test_importance_weights_scale_each_tokens_surrogate_and_gradient():
+    logp = torch.zeros(2, 3, requires_grad=True)
+    weights = torch.tensor([[0.5, 2.0, 0.0], [1.5, 0.0, 0.0]])
+    loss, _ = policy_loss(logp, logp.detach(), ADV, MASK, loss_agg="token-mean", is_weights=weights)
+    # On-policy ratio 1: each token's surrogate is -A · w.
+    assert loss.item() == pytest.approx((-2 * 0.5 - 2 * 2.0 + 1 * 1.5) / 3)
+    loss.backward()
+    assert torch.allclose(logp.grad, torch.tensor([[-1 / 3, -4 / 3, 0.0], [1.5 / 3, 0.0, 0.0]]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("max_tokens", [0, 50, 90])
+def test_parts_give_the_log_probs_and_gradients_of_the_whole_batch(policy_copy, max_tokens):
+    """Two prompts of four samples each: the learner's parts (a backward pass per part, then the prompt's)
+    add up to the gradients of one graph over the whole batch."""
+    import random
+
+    from trainers.learn.losses import completion_logprob_parts, completion_logprobs
+    from trainers.rollout.episodes import Rollout
+    from trainers.types import Task, Trajectory
+
+    model, _ = policy_copy
+    model.train()
+    rng = random.Random(0)
+    rollouts = []
+    for group in range(2):
+        prompt = [rng.randint(100, 40000) for _ in range(60)]
+        for sample in range(4):
+            length = 30 - 6 * sample
+            task = Task(id="t", prompt="x")
+            rollouts.append(
+                Rollout(
+                    group=group,
+                    sample=sample,
+                    task=task,
+                    seed=0,
+                    trajectory=Trajectory(task=task, turns=[]),
+                    prompt_ids=prompt,
+                    completion_ids=[rng.randint(100, 40000) for _ in range(length)],
+                    loss_mask=[1 if (i // 7) % 2 == 0 else 0 for i in range(length)],
+                )
+            )
+    masks = [r.loss_mask for r in rollouts]
+    weights = torch.randn(len(rollouts), 30, generator=torch.Generator().manual_seed(1))
+
+    def gradients() -> torch.Tensor:
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        model.zero_grad()
+        return grads
+
+    logp, _, entropy = completion_logprobs(model, rollouts, masks, with_entropy=True)
+    (logp * weights[:, : logp.shape[1]]).sum().backward()
+    whole = gradients()
+    part_entropy = 0.0
+    for part in completion_logprob_parts(model, rollouts, masks, with_entropy=True, max_tokens=max_tokens):
+        assert part.logp.shape[1] <= 30 and (
+            max_tokens == 0 or len(part.rows) == 1 or part.logp.numel() <= max_tokens
+        )
+        assert torch.allclose(part.logp.detach(), logp.detach()[part.rows, : part.logp.shape[1]], atol=1e-5)
+        (part.logp * weights[part.rows, : part.logp.shape[1]]).sum().backward()
+        part_entropy += part.entropy
+    assert float((gradients() - whole).norm() / whole.norm()) < 1e-4
+    assert part_entropy == pytest.approx(entropy, rel=1e-5)

@@ -1,0 +1,370 @@
+"""The clipped policy-gradient loss, its KL term and the loss aggregation modes.
+
+Tensors are (sequences, tokens) with a 0/1 `mask` saying which tokens the loss counts: tokens the
+model generated have 1; prompt, tool-output and padding tokens have 0 and so get no gradient at all
+(they are multiplied by 0 before any sum). `advantages` are one value per sequence (B,), or one per
+token (B, L) where per-turn rewards credit turns apart (`trainers.learn.turn_credit.advantage_tensor`).
+
+Aggregation modes (per optimizer step, across micro-batches, which is why the step's totals
+`num_sequences` / `num_tokens` are passed in rather than taken from the micro-batch):
+
+- token-mean: Σ over all loss tokens / number of loss tokens in the step (DAPO);
+- seq-mean-token-mean: mean over sequences of each sequence's token mean (GRPO);
+- seq-mean-token-sum: mean over sequences of each sequence's token sum;
+- seq-mean-token-sum-norm: mean over sequences of each token sum / `norm_constant` (Dr.GRPO).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainers.learn import checkpoint
+from trainers.models import cache_argument
+
+if TYPE_CHECKING:
+    from trainers.rollout.episodes import Rollout
+
+LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+
+
+@dataclass
+class LossStats:
+    """Sums over this micro-batch's loss tokens, so micro-batches add up before dividing."""
+
+    tokens: float
+    clipped_tokens: float
+    kl_sum: float
+    ratio_sum: float
+
+
+def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(π‖π_ref): exp(r) - r - 1 with r = ref - logp (always ≥ 0)."""
+    log_ratio = ref_logp - logp
+    return torch.exp(log_ratio) - log_ratio - 1
+
+
+def aggregate(
+    per_token: torch.Tensor,
+    mask: torch.Tensor,
+    loss_agg: str,
+    num_sequences: float | None = None,
+    num_tokens: float | None = None,
+    norm_constant: float | None = None,
+) -> torch.Tensor:
+    """Reduce a (sequences, tokens) loss to a scalar per `loss_agg` (see the module docstring)."""
+    mask = mask.to(per_token.dtype)
+    masked = per_token * mask
+    if loss_agg == "token-mean":
+        total = num_tokens if num_tokens is not None else mask.sum().item()
+        return masked.sum() / max(total, 1.0)
+    sequences = num_sequences if num_sequences is not None else (mask.sum(-1) > 0).sum().item()
+    sequences = max(sequences, 1.0)
+    if loss_agg == "seq-mean-token-mean":
+        return (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).sum() / sequences
+    if loss_agg == "seq-mean-token-sum":
+        return masked.sum() / sequences
+    if loss_agg == "seq-mean-token-sum-norm":
+        if not norm_constant:
+            raise ValueError("seq-mean-token-sum-norm needs a norm_constant (e.g. the generation budget)")
+        return masked.sum() / (sequences * norm_constant)
+    raise ValueError(f"unknown loss aggregation {loss_agg!r}; known: {', '.join(LOSS_AGGREGATIONS)}")
+
+
+def policy_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    loss_agg: str = "token-mean",
+    ref_logp: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+    num_sequences: float | None = None,
+    num_tokens: float | None = None,
+    norm_constant: float | None = None,
+    is_weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, LossStats]:
+    """PPO-clip surrogate with asymmetric clip range [1 - clip_low, 1 + clip_high], plus kl_coef · k3.
+
+    `is_weights` (no gradient; see `truncated_importance_weights`) multiply each token's surrogate:
+    the off-policy correction of a batch sampled by an older (behaviour) policy. The KL term is not
+    reweighted. Returns the scalar loss to backpropagate and the micro-batch's stats.
+    """
+    mask = mask.to(logp.dtype)
+    adv = advantages.to(logp.dtype)
+    if adv.dim() == 1:
+        adv = adv.unsqueeze(-1)
+    ratio = torch.exp(logp - old_logp)
+    unclipped = -adv * ratio
+    clipped = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    per_token = torch.maximum(unclipped, clipped)
+    if is_weights is not None:
+        per_token = per_token * is_weights.to(per_token.dtype)
+    kl = None
+    if ref_logp is not None and kl_coef > 0:
+        kl = k3_kl(logp, ref_logp)
+        per_token = per_token + kl_coef * kl
+    loss = aggregate(per_token, mask, loss_agg, num_sequences, num_tokens, norm_constant)
+    with torch.no_grad():
+        stats = LossStats(
+            tokens=float(mask.sum()),
+            clipped_tokens=float(((clipped > unclipped).to(mask.dtype) * mask).sum()),
+            kl_sum=float((kl * mask).sum()) if kl is not None else 0.0,
+            ratio_sum=float((ratio * mask).sum()),
+        )
+    return loss, stats
+
+
+def truncated_importance_weights(
+    learner_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor, cap: float
+) -> torch.Tensor:
+    """Per-token truncated importance weights min(π_learner / π_behaviour, cap) (TIS, as verl's
+    `tis_imp_ratio_cap` and AReaL's decoupled loss cap them), detached, 0 outside `mask`.
+
+    `learner_logp` is the learner's log-prob of each token before the update (the proximal policy),
+    `behaviour_logp` the one the sampler recorded: the batch's tokens were drawn from π_behaviour,
+    so weighting by the ratio makes the gradient an estimate under π_learner; the cap bounds its
+    variance when the two policies disagree (stale batches, a different inference engine)."""
+    with torch.no_grad():
+        log_ratio = (learner_logp - behaviour_logp).clamp(max=math.log(cap) if cap > 0 else 0.0)
+        return torch.exp(log_ratio) * mask.to(learner_logp.dtype)
+
+
+# --- log-probabilities of sampled tokens -------------------------------------------------------------
+
+
+def _decoder_and_head(model: Any) -> tuple[Any, Any]:
+    base = model.get_base_model() if checkpoint.is_peft_model(model) else model
+    return base.get_decoder(), base.get_output_embeddings()
+
+
+def completion_logprobs(
+    model: Any,
+    rollouts: list[Rollout],
+    masks: list[list[int]],
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Log-probs of each rollout's completion tokens at its mask-1 positions, in one autograd graph.
+
+    Returns (logp (B, L) zero outside the mask, mask (B, L) float, entropy sum over mask positions).
+    Each distinct prompt is run through the decoder once; its KV cache (with its autograd graph) is
+    repeated for the rollouts that share it, so gradients are the same as with separate forwards. The
+    learner's update uses `completion_logprob_parts`, which bounds the memory of the same computation.
+    """
+    decoder, head = _decoder_and_head(model)
+    device = next(model.parameters()).device
+    width = max((len(r.completion_ids) for r in rollouts), default=0)
+    logp_out = torch.zeros((len(rollouts), width), device=device)
+    mask_out = torch.zeros((len(rollouts), width), device=device)
+    entropy_sum = 0.0
+    for prompt, rows in _rows_by_prompt(rollouts, masks).items():
+        cache, last = _encode_prompt(decoder, prompt, device)
+        if len(rows) > 1:
+            cache.batch_repeat_interleave(len(rows))
+        block, select, entropy = _completion_block(
+            decoder, head, cache, last, rollouts, masks, rows, len(prompt), temperature, with_entropy
+        )
+        entropy_sum += float(entropy.sum()) if entropy is not None else 0.0
+        row_index = torch.tensor(rows, device=device)
+        logp_out = logp_out.index_copy(
+            0, row_index, torch.nn.functional.pad(block, (0, width - block.shape[1]))
+        )
+        mask_out[row_index, : block.shape[1]] = select.float()
+    return logp_out, mask_out, entropy_sum
+
+
+@dataclass
+class LogprobPart:
+    """The log-probs of some rollouts' completion tokens (`completion_logprob_parts`)."""
+
+    rows: list[int]  # indices into the rollouts passed in
+    logp: torch.Tensor  # (len(rows), L): zero outside the mask
+    mask: torch.Tensor  # (len(rows), L) float
+    entropy: float  # sum over the mask positions (when asked for)
+    # (len(rows), L) per-token entropy, zero outside the mask (when asked for; detached)
+    token_entropy: torch.Tensor | None = None
+
+
+def completion_logprob_parts(
+    model: Any,
+    rollouts: list[Rollout],
+    masks: list[list[int]],
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    max_tokens: int = 0,
+    backward_seconds: list[float] | None = None,
+    autocast: Callable[[], AbstractContextManager[Any]] = nullcontext,
+) -> Iterator[LogprobPart]:
+    """`completion_logprobs` in parts of at most `max_tokens` completion tokens (0: one part per prompt),
+    for a learner that takes a backward pass per part: the activations held at once are those of one
+    prompt and one part, whatever the batch (a step of 16 samples of ~800 tokens held ~10 GB in one
+    graph), and the gradients are exactly those of the whole batch.
+
+    Each distinct prompt is encoded once, with its autograd graph; its keys and values enter the parts as
+    leaf tensors, which collect the parts' gradients; after its last part the prompt's own backward pass
+    runs with them. So under autograd the caller must run `backward()` on a loss computed from each part
+    before it takes the next one (a `for` loop with the backward inside does that). Without autograd
+    (`torch.no_grad`) the parts are simply the batch's log-probs in pieces. `backward_seconds`, when
+    given, gets the duration of each prompt's backward pass (it runs inside this generator). `autocast`
+    is entered around each forward pass (the policy's precision; the backward passes run outside it).
+    """
+    decoder, head = _decoder_and_head(model)
+    device = next(model.parameters()).device
+    for prompt, rows in _rows_by_prompt(rollouts, masks).items():
+        with autocast():
+            cache, last = _encode_prompt(decoder, prompt, device)
+        states = [(layer.keys, layer.values) for layer in cache.layers]
+        track = torch.is_grad_enabled() and last.requires_grad
+        if track:
+            states = [(k.detach().requires_grad_(), v.detach().requires_grad_()) for k, v in states]
+            leaf_last = last.detach().requires_grad_()
+        for part in _parts(rows, rollouts, max_tokens):
+            part_cache = _cache_from(decoder.config, states, len(part))
+            with autocast():
+                block, select, entropy = _completion_block(
+                    decoder,
+                    head,
+                    part_cache,
+                    leaf_last if track else last,
+                    rollouts,
+                    masks,
+                    part,
+                    len(prompt),
+                    temperature,
+                    with_entropy,
+                )
+            yield LogprobPart(
+                part,
+                block,
+                select.to(block.dtype),
+                float(entropy.sum()) if entropy is not None else 0.0,
+                entropy,
+            )
+        if track:
+            # The prompt's backward pass, with the gradients its parts sent to its keys, values and last
+            # hidden state.
+            outputs, grads = [], []
+            for (key, value), layer in zip(states, cache.layers, strict=True):
+                for leaf, tensor in ((key, layer.keys), (value, layer.values)):
+                    if leaf.grad is not None:
+                        outputs.append(tensor)
+                        grads.append(leaf.grad)
+            if leaf_last.grad is not None:
+                outputs.append(last)
+                grads.append(leaf_last.grad)
+            if outputs:
+                started = time.perf_counter()
+                torch.autograd.backward(outputs, grads)
+                if backward_seconds is not None:
+                    backward_seconds.append(time.perf_counter() - started)
+
+
+def _rows_by_prompt(rollouts: list[Rollout], masks: list[list[int]]) -> dict[tuple[int, ...], list[int]]:
+    """Rows with at least one loss token, by their prompt (a GRPO group shares one)."""
+    by_prompt: dict[tuple[int, ...], list[int]] = {}
+    for i, r in enumerate(rollouts):
+        if r.completion_ids and any(masks[i]):
+            by_prompt.setdefault(tuple(r.prompt_ids), []).append(i)
+    return by_prompt
+
+
+def _parts(rows: list[int], rollouts: list[Rollout], max_tokens: int) -> list[list[int]]:
+    """`rows` in order, cut where a part would exceed `max_tokens` completion tokens (padded to its
+    longest row); a row longer than that is a part of its own."""
+    if max_tokens <= 0:
+        return [rows]
+    parts: list[list[int]] = [[]]
+    longest = 0
+    for i in rows:
+        length = len(rollouts[i].completion_ids)
+        if parts[-1] and max(longest, length) * (len(parts[-1]) + 1) > max_tokens:
+            parts.append([])
+            longest = 0
+        parts[-1].append(i)
+        longest = max(longest, length)
+    return parts
+
+
+def _encode_prompt(decoder: Any, prompt: tuple[int, ...], device: Any) -> tuple[Any, torch.Tensor]:
+    """The prompt's KV cache (batch 1) and its last hidden state (1, 1, hidden)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=decoder.config)
+    hidden = decoder(
+        input_ids=torch.tensor([prompt], device=device), **cache_argument(decoder, cache), use_cache=True
+    ).last_hidden_state
+    return cache, hidden[:, -1:]
+
+
+def _cache_from(config: Any, states: list[tuple[torch.Tensor, torch.Tensor]], rows: int) -> Any:
+    """A cache that starts from a prompt's keys and values (batch 1), seen by `rows` rows."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=config)
+    layers: list[Any] = list(cache.layers)
+    for layer, (key, value) in zip(layers, states, strict=True):
+        layer.lazy_initialization(key, value)
+        layer.keys, layer.values = key.expand(rows, -1, -1, -1), value.expand(rows, -1, -1, -1)
+    return cache
+
+
+def _completion_block(
+    decoder: Any,
+    head: Any,
+    cache: Any,
+    last: torch.Tensor,
+    rollouts: list[Rollout],
+    masks: list[list[int]],
+    rows: list[int],
+    prompt_length: int,
+    temperature: float,
+    with_entropy: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Log-probs (k, L) of `rows`' completion tokens after a prompt in `cache` (its last hidden state
+    `last`), zero outside their masks; the mask positions (k, L) bool; the entropy there (k, L), zero
+    elsewhere (when asked for; detached)."""
+    device = last.device
+    k = len(rows)
+    length = max(len(rollouts[i].completion_ids) for i in rows)
+    suffix = torch.zeros((k, length), dtype=torch.long, device=device)
+    attention = torch.zeros((k, prompt_length + length), dtype=torch.long, device=device)
+    attention[:, :prompt_length] = 1
+    select = torch.zeros((k, length), dtype=torch.bool, device=device)
+    for j, i in enumerate(rows):
+        ids = rollouts[i].completion_ids
+        suffix[j, : len(ids)] = torch.tensor(ids, device=device)
+        attention[j, prompt_length : prompt_length + len(ids)] = 1
+        select[j, : len(ids)] = torch.tensor(masks[i][: len(ids)], device=device).bool()
+    positions = (prompt_length + torch.arange(length, device=device)).unsqueeze(0).expand(k, -1)
+    hidden = decoder(
+        input_ids=suffix,
+        attention_mask=attention,
+        position_ids=positions,
+        **cache_argument(decoder, cache),
+        use_cache=True,
+    ).last_hidden_state
+    # The hidden state at position t predicts token t + 1: the prompt's last state predicts the first
+    # completion token.
+    predictors = torch.cat([last.expand(k, 1, -1), hidden[:, :-1]], dim=1)
+    scale = temperature if temperature > 0 else 1.0
+    logits = head(predictors[select]).float() / scale
+    logprobs = torch.log_softmax(logits, dim=-1)
+    token_logp = logprobs.gather(-1, suffix[select].unsqueeze(-1)).squeeze(-1)
+    block = torch.zeros((k, length), dtype=token_logp.dtype, device=device).masked_scatter(select, token_logp)
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            per_token = -(logprobs.exp() * logprobs).sum(-1)
+            entropy = torch.zeros((k, length), dtype=per_token.dtype, device=device).masked_scatter(
+                select, per_token
+            )
+    return block, select, entropy

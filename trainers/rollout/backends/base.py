@@ -1,0 +1,84 @@
+"""The generation interface every rollout backend implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+FinishReason = Literal["stop", "eos", "length"]
+# A prompt is either token ids (exact, what multi-turn rollouts use) or a chat: a list of
+# {"role", "content"} messages rendered with the tokenizer's chat template.
+Prompt = Sequence[int] | Sequence[Mapping[str, Any]]
+
+
+@dataclass
+class Completion:
+    """One sampled continuation.
+
+    `token_ids` are exactly the sampled tokens (including a final eos or the token that completed a
+    stop string), so the trainer can score them without re-tokenizing. `text` is their decoded text
+    without special tokens, cut right after the stop string when one matched. `logprobs[i]` is the
+    log-probability of `token_ids[i]` under the sampling policy's logits divided by the temperature
+    (before top-p), the same quantity the learner computes.
+    """
+
+    token_ids: list[int]
+    text: str
+    finish_reason: FinishReason
+    logprobs: list[float] | None = None
+    stop: str | None = None  # the stop string that ended it, when finish_reason == "stop"
+
+
+class GenerationBackend(ABC):
+    """Samples completions; `update_weights` loads new policy weights between steps."""
+
+    tokenizer: Any
+
+    @abstractmethod
+    def generate(
+        self,
+        prompts: Sequence[Prompt],
+        n: int = 1,
+        max_new_tokens: int = 128,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] | None = None,
+        seed: int | None = None,
+    ) -> list[Completion]:
+        """`n` completions per prompt, prompt-major: [p0s0, p0s1, …, p1s0, …]."""
+
+    @abstractmethod
+    def update_weights(self, state_dict: Mapping[str, Any]) -> None:
+        """Load (a subset of) policy weights, keyed like the policy's state_dict."""
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """Calls inside may reuse what earlier calls inside computed; the weights must not change inside.
+        `generate_rollouts` opens one per batch of episodes. Nothing to reuse by default (vLLM caches
+        prefixes itself)."""
+        yield
+
+    def close(self) -> None:  # noqa: B027 — optional hook, most backends hold nothing to release
+        """Release what the backend holds (processes, GPU memory)."""
+
+    def prompt_token_ids(self, prompt: Prompt) -> list[int]:
+        """Token ids of one prompt; chats get the chat template with the generation prompt."""
+        if len(prompt) and isinstance(prompt[0], Mapping):
+            rendered = self.tokenizer.apply_chat_template(
+                list(prompt), add_generation_prompt=True, tokenize=False
+            )
+            return list(self.tokenizer(rendered, add_special_tokens=False)["input_ids"])
+        return [int(t) for t in prompt]  # type: ignore[arg-type]
+
+
+def stop_index(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
+    """(end index of the earliest stop string in `text`, that stop) or None."""
+    best: tuple[int, str] | None = None
+    for stop in stops:
+        found = text.find(stop)
+        if found >= 0 and (best is None or found + len(stop) < best[0]):
+            best = (found + len(stop), stop)
+    return best

@@ -1,0 +1,535 @@
+"""Batched sampling with a KV cache on plain transformers models (CPU or GPU).
+
+Our own loop rather than `model.generate`, for three reasons that matter on a small CPU:
+- identical prompts (a GRPO group) are prefilled once and their cache rows copied, so a group of 8
+  pays for one prompt forward instead of 8;
+- finished rows (stopped on `</tool_call>`, `</answer>` or eos) leave the batch at once, so the rest
+  decode with a smaller batch instead of carrying padding to the longest completion;
+- the sampled tokens' log-probabilities come out for free, the same quantity the learner computes
+  (log-softmax of logits / temperature).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+import torch
+
+from trainers.models import PolicyPrecision, cache_argument
+from trainers.rollout.backends.base import Completion, GenerationBackend, Prompt, stop_index
+from trainers.rollout.backends.prefix_store import MIN_SHARED_PREFIX, PrefixStore, common_prefix
+from trainers.sdk import cancel
+from trainers.sdk.cancel import check_cancel
+
+log = logging.getLogger(__name__)
+
+# What a session may keep of prefixes' keys and values (trainers.rollout.backends.prefix_store). The demo's 16
+# episodes of ~800 tokens keep ~600 MB in fp32 at the end of a turn (SmolLM2-135M: 46 KB per token).
+DEFAULT_PREFIX_BUDGET_BYTES = 1 << 30
+# What one generation wave's KV cache may take (rows × (longest prompt + new tokens) × bytes a token). A
+# wider call (an evaluation of 256 tasks × 256 new tokens: ~6 GB of bf16 cache for the 135M model) runs
+# as several waves of this size, one after another: the rows' buffers are allocated, seeded with the
+# shared prefix and compacted when rows finish, and each of those touches the whole buffer; at 6 GB that
+# cost minutes of page faults and copies. The demo's step (16 rows of ~850 tokens) is one wave.
+DEFAULT_WAVE_BYTES = 1 << 30
+
+
+def _preallocated_cache(config: Any, capacity: int) -> Any:
+    """A DynamicCache whose layers write into preallocated buffers instead of concatenating.
+
+    The stock DynamicLayer copies the whole cache at every decoded token (torch.cat): on 2 CPU cores
+    that was about a fifth of a decode step. Models with sliding-window layers keep the stock cache.
+    """
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    class PreallocatedLayer(DynamicLayer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.length = 0
+
+        def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+            self.dtype, self.device = key_states.dtype, key_states.device
+            batch, heads, _, dim = key_states.shape
+            self._keys = key_states.new_empty((batch, heads, capacity, dim))
+            self._values = value_states.new_empty((batch, heads, capacity, value_states.shape[-1]))
+            self.length = 0
+            self.is_initialized = True
+
+        def _views(self) -> None:
+            self.keys = self._keys[:, :, : self.length]
+            self.values = self._values[:, :, : self.length]
+
+        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            new = key_states.shape[-2]
+            if self.length + new > self._keys.shape[-2]:  # more than planned: grow by doubling
+                grow = max(self.length + new, 2 * self._keys.shape[-2]) - self._keys.shape[-2]
+                self._keys = torch.cat(
+                    [self._keys, self._keys.new_empty((*self._keys.shape[:2], grow, self._keys.shape[-1]))],
+                    dim=2,
+                )
+                self._values = torch.cat(
+                    [
+                        self._values,
+                        self._values.new_empty((*self._values.shape[:2], grow, self._values.shape[-1])),
+                    ],
+                    dim=2,
+                )
+            self._keys[:, :, self.length : self.length + new] = key_states
+            self._values[:, :, self.length : self.length + new] = value_states
+            self.length += new
+            self._views()
+            return self.keys, self.values
+
+        def get_seq_length(self) -> int:
+            return self.length if self.is_initialized else 0
+
+        def batch_select_indices(self, indices: torch.Tensor) -> None:
+            if self.is_initialized:
+                self._keys = self._keys[indices]
+                self._values = self._values[indices]
+                self._views()
+
+        def seed(self, rows: list[torch.Tensor | None], width: int, like: torch.Tensor) -> None:
+            """Start from stored states: row i's (2, heads, length, dim) right-aligned in slots
+            [width - length, width); slots before it are zero (they are masked out)."""
+            batch = len(rows)
+            _, heads, _, dim = like.shape
+            self.dtype, self.device = like.dtype, like.device
+            self._keys = like.new_empty((batch, heads, capacity, dim))
+            self._values = like.new_empty((batch, heads, capacity, dim))
+            first = rows[0]
+            if first is not None and first.shape[-2] == width and all(states is first for states in rows):
+                # Every row starts from the same prefix (an evaluation's shared system prompt): one
+                # broadcast copy instead of a zero fill and a copy per row.
+                self._keys[:, :, :width] = first[0]
+                self._values[:, :, :width] = first[1]
+                self.length = width
+                self.is_initialized = True
+                self._views()
+                return
+            self._keys[:, :, :width].zero_()
+            self._values[:, :, :width].zero_()
+            for i, states in enumerate(rows):
+                if states is not None:
+                    length = states.shape[-2]
+                    self._keys[i, :, width - length : width] = states[0]
+                    self._values[i, :, width - length : width] = states[1]
+            self.length = width
+            self.is_initialized = True
+            self._views()
+
+        def row_states(self, row: int, slots: torch.Tensor) -> torch.Tensor:
+            """Row `row`'s keys and values at `slots`, as (2, heads, len(slots), dim)."""
+            return torch.stack(
+                [self._keys[row].index_select(1, slots), self._values[row].index_select(1, slots)]
+            )
+
+    cache = DynamicCache(config=config)
+    if all(type(layer) is DynamicLayer for layer in cache.layers) and cache.layers:
+        cache.layers = [PreallocatedLayer() for _ in cache.layers]
+    return cache
+
+
+def kv_bytes_per_token(model: Any) -> int:
+    """Bytes of keys and values one token takes in the cache of `model` (0 when its config does not say)."""
+    config = getattr(model, "config", None)
+    config = getattr(config, "get_text_config", lambda: config)()
+    layers = getattr(config, "num_hidden_layers", 0)
+    heads = getattr(config, "num_attention_heads", 0)
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or (
+        getattr(config, "hidden_size", 0) // heads if heads else 0
+    )
+    try:
+        size = next(model.parameters()).element_size()
+    except (StopIteration, AttributeError):
+        return 0
+    return int(layers * 2 * kv_heads * head_dim * size)
+
+
+def _decoder_layers(model: Any) -> list[Any]:
+    """The model's stack of decoder layers (the first module list of more than one module)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) > 1:
+            return list(module)
+    return []
+
+
+@contextmanager
+def checking_cancel(model: Any) -> Iterator[None]:
+    """`check_cancel()` before every decoder layer while inside, where a cancellation check is installed
+    (trainers.sdk.cancel): one forward over a long prompt (a shared system prompt, a wide batch's prefill)
+    takes seconds on a busy CPU, and a cancel should not wait for it to end."""
+    if not cancel.installed():
+        yield
+        return
+    handles = [layer.register_forward_pre_hook(lambda *_: check_cancel()) for layer in _decoder_layers(model)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def eos_token_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), getattr(model, "config", None)):
+        value = getattr(source, "eos_token_id", None) if source is not None else None
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return ids
+
+
+def sample_next(
+    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one token per row; return (tokens, log-prob of each under logits / temperature)."""
+    logits = logits.float()
+    if temperature <= 0:
+        tokens = logits.argmax(dim=-1)
+        logprobs = torch.log_softmax(logits, dim=-1)
+        return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
+    logprobs = torch.log_softmax(logits / temperature, dim=-1)
+    probs = logprobs.exp()
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        # Keep the smallest prefix whose mass reaches top_p (always at least the top token).
+        outside = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= top_p
+        sorted_probs = sorted_probs.masked_fill(outside, 0.0)
+        tokens = order.gather(-1, _inverse_cdf(sorted_probs, generator)[:, None]).squeeze(-1)
+    else:
+        tokens = _inverse_cdf(probs, generator)
+    return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def _inverse_cdf(weights: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One draw per row from unnormalised `weights`: a uniform number looked up in the cumulative sum.
+
+    Same distribution as torch.multinomial, which draws an exponential variate per vocabulary entry:
+    that was 8% of decoding time with a 49k vocabulary on CPU; this draws one number per row.
+    """
+    cdf = weights.cumsum(dim=-1)
+    u = (
+        torch.rand((weights.shape[0], 1), generator=generator, device=weights.device, dtype=cdf.dtype)
+        * cdf[:, -1:]
+    )
+    index = torch.searchsorted(cdf, u, right=True).squeeze(-1)
+    # Never land on a zero-weight entry past the end (u == total by rounding).
+    return index.clamp(max=weights.shape[-1] - 1)
+
+
+class TransformersBackend(GenerationBackend):
+    """Generation on a `transformers` causal LM, optionally the very model object the learner trains.
+
+    Sharing the learner's model (the default in a single process) means `update_weights` has
+    nothing to do: the next `generate` already sees the new weights.
+    """
+
+    def __init__(
+        self,
+        model: Any = None,
+        tokenizer: Any = None,
+        model_name: str | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        lora: Mapping[str, Any] | None = None,
+        precision: PolicyPrecision | None = None,
+        prefix_budget_bytes: int = DEFAULT_PREFIX_BUDGET_BYTES,
+        wave_bytes: int = DEFAULT_WAVE_BYTES,
+    ) -> None:
+        """`precision`: the trained policy's `trainers.models.PolicyPrecision` when `model` is the policy
+        itself, so sampling runs under the learner's autocast; None samples in the model's own dtype."""
+        if model is None or tokenizer is None:
+            from trainers.models import DEFAULT_MODEL, load_model, load_tokenizer
+
+            name = model_name or DEFAULT_MODEL
+            model = model if model is not None else load_model(name, device, dtype)
+            tokenizer = tokenizer if tokenizer is not None else load_tokenizer(name)
+            if lora and lora.get("enabled"):
+                from trainers.models import apply_lora
+
+                model = apply_lora(model, lora)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.precision = precision
+        self.eos_ids = eos_token_ids(model, tokenizer)
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else next(iter(self.eos_ids)))
+        self.prefix_budget_bytes = prefix_budget_bytes
+        self.wave_bytes = wave_bytes
+        self.prefixes: PrefixStore | None = None  # only inside `session()`
+        self.last_session = (0, 0)  # (prompt tokens reused, prompt tokens encoded) of the last session
+        # Models with sliding-window layers keep the stock cache, which cannot start from stored states.
+        probe = _preallocated_cache(model.config, 1)
+        self._seedable = bool(probe.layers) and all(hasattr(layer, "seed") for layer in probe.layers)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def update_weights(self, state_dict: Mapping[str, Any]) -> None:
+        if self.prefixes is not None:  # states computed with the old weights
+            self.prefixes = PrefixStore(self.prefix_budget_bytes)
+        own = self.model.state_dict()
+        unknown = [k for k in state_dict if k not in own]
+        if unknown:
+            raise KeyError(
+                f"weights not in the generation model: {unknown[:5]}{'…' if len(unknown) > 5 else ''}"
+            )
+        with torch.no_grad():
+            for key, value in state_dict.items():
+                if (
+                    own[key].data_ptr() != value.data_ptr()
+                ):  # the same tensor when sharing the learner's model
+                    own[key].copy_(value)
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        prompts: Sequence[Prompt],
+        n: int = 1,
+        max_new_tokens: int = 128,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] | None = None,
+        seed: int | None = None,
+    ) -> list[Completion]:
+        if not prompts or n < 1:
+            return []
+        stops = [s for s in (stop or []) if s]
+        generator = None
+        if seed is not None:
+            generator = torch.Generator(device=self.device).manual_seed(int(seed))
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with (
+                self.precision.autocast() if self.precision is not None else nullcontext(),
+                checking_cancel(self.model),
+            ):
+                return self._generate(
+                    [self.prompt_token_ids(p) for p in prompts],
+                    n,
+                    max_new_tokens,
+                    temperature,
+                    top_p,
+                    stops,
+                    generator,
+                )
+        finally:
+            self.model.train(was_training)
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """Calls inside reuse the keys and values of token prefixes that earlier calls inside computed
+        (trainers.rollout.backends.prefix_store): a multi-turn episode's next turn encodes only its new tokens,
+        and prompts that share a long beginning (a system prompt with its tools and worked example)
+        encode it once. The weights must not change inside; a nested session is the outer one."""
+        if self.prefixes is not None or not self._seedable or self.prefix_budget_bytes <= 0:
+            yield
+            return
+        self.prefixes = PrefixStore(self.prefix_budget_bytes)
+        try:
+            yield
+        finally:
+            self.last_session = (self.prefixes.reused_tokens, self.prefixes.encoded_tokens)
+            self.prefixes = None
+
+    def _generate(
+        self,
+        prompt_ids: list[list[int]],
+        n: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        stops: list[str],
+        generator: torch.Generator | None,
+    ) -> list[Completion]:
+        waves = self._waves(prompt_ids, n, max_new_tokens)
+        if len(waves) > 1:
+            return [
+                completion
+                for wave in waves
+                for completion in self._generate(
+                    wave, n, max_new_tokens, temperature, top_p, stops, generator
+                )
+            ]
+        device = self.device
+        unique: dict[tuple[int, ...], int] = {}
+        for ids in prompt_ids:
+            unique.setdefault(tuple(ids), len(unique))
+        unique_prompts = list(unique)
+        # Row r of the decode batch is sample r % n of prompt r // n.
+        sources = [unique[tuple(ids)] for ids in prompt_ids for _ in range(n)]
+        row_source = torch.tensor(sources, device=device)
+        total = len(row_source)
+
+        cache, mask, positions, logits = self._prefill(unique_prompts, max_new_tokens)
+        logits = logits[row_source]
+        cache.batch_select_indices(row_source)
+        mask = mask[row_source]
+        next_position = positions[row_source, -1] + 1
+        row_prompts = [unique_prompts[i] for i in sources]
+
+        tokens: list[list[int]] = [[] for _ in range(total)]
+        logprobs: list[list[float]] = [[] for _ in range(total)]
+        finish: list[tuple[str, str | None] | None] = [None] * total
+        active = list(range(total))  # original row index of each row still in the batch
+        window = max((len(s) for s in stops), default=0) + 2  # tokens enough to contain any stop string
+
+        for step in range(max_new_tokens):
+            check_cancel()  # every decode step: a cancel lands mid-turn (trainers.sdk.cancel; polled cheaply)
+            chosen, chosen_logprobs = sample_next(logits, temperature, top_p, generator)
+            keep: list[int] = []
+            for batch_row, (row, token, logprob) in enumerate(
+                zip(active, chosen.tolist(), chosen_logprobs.tolist(), strict=True)
+            ):
+                tokens[row].append(token)
+                logprobs[row].append(logprob)
+                if token in self.eos_ids:
+                    finish[row] = ("eos", None)
+                elif stops and (hit := stop_index(self.tokenizer.decode(tokens[row][-window:]), stops)):
+                    finish[row] = ("stop", hit[1])
+                elif step + 1 == max_new_tokens:
+                    finish[row] = ("length", None)
+                else:
+                    keep.append(batch_row)
+            if self.prefixes is not None and len(keep) < len(active):
+                kept = set(keep)
+                for batch_row, row in enumerate(active):
+                    if batch_row not in kept:
+                        self._keep_states(cache, mask, batch_row, row_prompts[row] + tuple(tokens[row][:-1]))
+            if not keep:
+                break
+            if len(keep) < len(active):
+                index = torch.tensor(keep, device=device)
+                cache.batch_select_indices(index)
+                mask, next_position, chosen = mask[index], next_position[index], chosen[index]
+                active = [active[i] for i in keep]
+            mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1)
+            out = self.model(
+                input_ids=chosen[:, None],
+                attention_mask=mask,
+                position_ids=next_position[:, None],
+                **cache_argument(self.model, cache),
+                use_cache=True,
+            )
+            logits = out.logits[:, -1]
+            next_position = next_position + 1
+
+        completions = []
+        for row in range(total):
+            reason, stop = finish[row] or ("length", None)
+            text = self.tokenizer.decode(tokens[row], skip_special_tokens=True)
+            if stop is not None and (hit := stop_index(text, [stop])):
+                text = text[: hit[0]]
+            completions.append(
+                Completion(
+                    token_ids=tokens[row],
+                    text=text,
+                    finish_reason=reason,  # type: ignore[arg-type]
+                    logprobs=logprobs[row],
+                    stop=stop,
+                )
+            )
+        return completions
+
+    def _waves(self, prompt_ids: list[list[int]], n: int, max_new_tokens: int) -> list[list[list[int]]]:
+        """`prompt_ids` in consecutive pieces whose KV cache fits `wave_bytes` (at least one prompt each)."""
+        per_token = kv_bytes_per_token(self.model)
+        longest = max(len(ids) for ids in prompt_ids)
+        if not per_token or self.wave_bytes <= 0:
+            return [prompt_ids]
+        per_prompt = n * (longest + max_new_tokens) * per_token
+        size = max(1, self.wave_bytes // per_prompt)
+        return [prompt_ids[i : i + size] for i in range(0, len(prompt_ids), size)]
+
+    def _prefill(
+        self, prompts: list[tuple[int, ...]], max_new_tokens: int
+    ) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Encode `prompts` into a fresh cache with room for `max_new_tokens` more; returns (cache, attention
+        mask, the encoded tokens' positions, the logits after each prompt).
+
+        In a session, each prompt starts from the longest stored prefix of it: those states are copied into
+        the cache's first `width` slots, right-aligned, and only the rest of the prompt (left-padded to
+        `depth`) runs through the model. The mask has holes where a row's stored part is shorter than
+        `width` or its new part shorter than `depth`; positions count only the unmasked slots, so every
+        token sees exactly its own prompt, as if it were encoded alone."""
+        device = self.device
+        store = self.prefixes
+        stored: list[torch.Tensor | None] = [None] * len(prompts)
+        cached = [0] * len(prompts)
+        if store is not None:
+            self._share_common_prefix(prompts)
+            used = set()
+            for i, prompt in enumerate(prompts):
+                hit = store.longest(prompt)
+                if hit is not None:
+                    key, stored[i] = hit
+                    cached[i] = len(key)
+                    used.add(key)
+            for key in used:  # the rows that extend it will store their longer prefixes
+                store.drop(key)
+        width = max(cached, default=0)
+        new = [prompt[c:] for prompt, c in zip(prompts, cached, strict=True)]
+        depth = max((len(ids) for ids in new), default=0)
+        cache = _preallocated_cache(self.model.config, width + depth + max_new_tokens)
+        if width:
+            like = next(states for states in stored if states is not None)
+            same = all(s is like for s in stored)  # one stored prefix for every row: seeded by one copy
+            for index, layer in enumerate(cache.layers):
+                check_cancel()  # a wide batch's buffers take long to fill (trainers.sdk.cancel)
+                rows = (
+                    [like[index]] * len(stored) if same else [None if s is None else s[index] for s in stored]
+                )
+                layer.seed(rows, width, like[index])
+        input_ids = torch.full((len(prompts), depth), self.pad_id, dtype=torch.long, device=device)
+        mask = torch.zeros((len(prompts), width + depth), dtype=torch.long, device=device)
+        for i, ids in enumerate(new):
+            mask[i, width - cached[i] : width] = 1
+            if ids:
+                input_ids[i, depth - len(ids) :] = torch.tensor(ids, device=device)
+                mask[i, width + depth - len(ids) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, width:]
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            **cache_argument(self.model, cache),
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        if store is not None:
+            store.reused_tokens += sum(cached)
+            store.encoded_tokens += sum(len(ids) for ids in new)
+        return cache, mask, positions, out.logits[:, -1]
+
+    def _share_common_prefix(self, prompts: list[tuple[int, ...]]) -> None:
+        """Encode once, and store, the beginning that prompts without a stored prefix share (the
+        groups of a step, the evaluation tasks: one system prompt, tools and worked example)."""
+        assert self.prefixes is not None
+        fresh = [p for p in prompts if self.prefixes.longest(p) is None]
+        shared = common_prefix(fresh)
+        if len(shared) < MIN_SHARED_PREFIX:
+            return
+        cache, mask, _, _ = self._prefill([shared], 0)
+        self._keep_states(cache, mask, 0, shared)
+
+    def _keep_states(self, cache: Any, mask: torch.Tensor, batch_row: int, key: tuple[int, ...]) -> None:
+        """Store the cache row `batch_row` (its unmasked slots) as the states of the tokens `key`."""
+        assert self.prefixes is not None
+        slots = mask[batch_row].nonzero().squeeze(-1)
+        if len(slots) != len(key):  # never expected; a wrong entry would be worse than none
+            log.warning("prefix store: %d slots for %d tokens, not stored", len(slots), len(key))
+            return
+        self.prefixes.put(key, torch.stack([layer.row_states(batch_row, slots) for layer in cache.layers]))

@@ -1,0 +1,711 @@
+"""Multi-turn rollouts at the token level.
+
+A rollout keeps the exact token sequence the model saw and produced: the initial prompt (system
+prompt with the tools, the task), then alternately the tokens the model sampled (loss mask 1) and
+the tokens the environment added (the end of the assistant message, the tool's answer, the header of
+the next assistant message: loss mask 0). Nothing is re-tokenized after sampling, so the learner
+scores exactly what was sampled.
+
+All active trajectories of all groups generate together, one batched call per turn; the first turn
+of a group shares one prompt, which the transformers backend prefills once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from trainers.rollout.backends.base import GenerationBackend
+from trainers.rollout.toolformats import STUDIO, ToolFormat
+from trainers.sdk.cancel import check_cancel
+from trainers.types import Task, ToolCall, ToolSpec, Trajectory, Turn, applied_max_turns
+
+log = logging.getLogger(__name__)
+
+DEFAULT_STOP = STUDIO.stop
+# Called after each generation turn with (turn, groups done, groups in all).
+GenerationProgress = Callable[[int, int, int], None]
+
+
+class ChatFormat:
+    """Token ids of chat pieces under the tokenizer's chat template, appended turn by turn.
+
+    The template is rendered around placeholder messages and the rendered texts are diffed, so this
+    works for any template that renders a conversation as the concatenation of its messages (ChatML,
+    Llama 3, Qwen, Mistral…) without knowing its markup. `tool_format` (trainers.rollout.toolformats) says how
+    tools reach the template: a native format passes them as `tools=` and sends tool results as the
+    template's own tool messages (with call ids); the studio format writes them into the system prompt.
+    """
+
+    # Placeholder conversations tried in order: some templates (Mistral) only show the system prompt
+    # in the last user message, so the diff needs a conversation without one.
+    _BASES = (
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
+        [{"role": "user", "content": "U"}],
+    )
+    _PLAIN_ASSISTANT = {"role": "assistant", "content": "Z"}
+
+    def __init__(self, tokenizer: Any, tool_format: ToolFormat | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.tool_format = tool_format or STUDIO
+        self.eos_text = tokenizer.eos_token or ""
+        self._base = self._BASES[0]
+        self.close_text = self.eos_text + "\n"  # a template that rewrites assistant content: end with eos
+        for base in self._BASES:
+            try:
+                prompt = self.render(base, generation_prompt=True)
+                after = self.render([*base, self._PLAIN_ASSISTANT], generation_prompt=False)
+            except Exception:  # noqa: BLE001 — templates raise anything (TemplateError, ValueError) on what they refuse
+                continue
+            if after.startswith(prompt + "Z"):
+                self._base, self.close_text = base, after[len(prompt) + 1 :]
+                break
+        self._role_ok: dict[str, bool] = {}
+
+    def render(
+        self,
+        messages: list[dict[str, Any]],
+        generation_prompt: bool,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> str:
+        extra = {"tools": tools} if tools else {}
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=generation_prompt, **extra
+        )
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _template_tools(
+        self, tools: Sequence[ToolSpec] | None, tool_format: ToolFormat | None
+    ) -> list[dict[str, Any]] | None:
+        return (tool_format or self.tool_format).template_tools(list(tools or []))
+
+    def _message(self, message: dict[str, Any]) -> dict[str, Any]:
+        """`message` as the template takes it: a role it rejects ("tool" in some) is sent as "user".
+        A message a native format built for the template (tool calls, call ids) goes as it is."""
+        if set(message) - {"role", "content"} or self._supports_role(message["role"]):
+            return dict(message)
+        return {"role": "user", "content": message["content"]}
+
+    def prompt(
+        self,
+        system: str,
+        user: str,
+        examples: Sequence[dict[str, Any]] = (),
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_format: ToolFormat | None = None,
+    ) -> tuple[list[int], list[int]]:
+        """(system message + example ids, user message + assistant header ids): the initial prompt.
+
+        `examples` are the environment's few-shot messages, placed between the system prompt and the
+        task; a role the template rejects ("tool" in some) is sent as "user", as in `run_episode`.
+        `tools` reach a native template as its `tools=` argument.
+        """
+        template_tools = self._template_tools(tools, tool_format)
+        prefix = [{"role": "system", "content": system}, *(self._message(m) for m in examples)]
+        full = self.render([*prefix, {"role": "user", "content": user}], True, template_tools)
+        try:
+            prefix_text = self.render(prefix, False, template_tools)
+        except Exception:  # noqa: BLE001 — e.g. Llama 3 puts tools in the first user message and refuses a prefix without one
+            return [], self.encode(full)
+        if full.startswith(prefix_text):
+            return self.encode(prefix_text), self.encode(full[len(prefix_text) :])
+        return [], self.encode(full)
+
+    def continuation(
+        self,
+        role: str,
+        content: str,
+        ended_with_eos: bool,
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        assistant: dict[str, Any] | None = None,
+        message: dict[str, Any] | None = None,
+        tool_format: ToolFormat | None = None,
+    ) -> list[int]:
+        """Ids that close the assistant message just sampled, add a `role` message and open the next
+        assistant message. `ended_with_eos`: the sample already ends with the end-of-message token.
+
+        `assistant` / `message`: the sampled message and the new one as the template should see them
+        (a native format's `tool_calls` and tool message with its call id); by default plain text.
+        """
+        [ids] = self.continuation_messages(
+            [message or {"role": role, "content": content}],
+            ended_with_eos,
+            tools=tools,
+            assistant=assistant,
+            tool_format=tool_format,
+            plain=[content],
+        )
+        return ids
+
+    def continuation_messages(
+        self,
+        messages: Sequence[dict[str, Any]],
+        ended_with_eos: bool,
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        assistant: dict[str, Any] | None = None,
+        tool_format: ToolFormat | None = None,
+        plain: Sequence[str] | None = None,
+    ) -> list[list[int]]:
+        """`continuation` for several new messages (an agent's tool results, a user reply): the ids of
+        each, the first including the close of the sampled message, the last the next assistant header.
+
+        Templates that merge consecutive messages (Qwen puts successive tool results in one block) do
+        not render message by message; then all ids go to the last message (the others get none).
+        `plain`: each message's text for templates that refuse the conversation (default: its content).
+        """
+        template_tools = self._template_tools(tools, tool_format)
+        messages = [self._message(m) for m in messages]
+        close = self.close_text
+        if ended_with_eos and self.eos_text and close.startswith(self.eos_text):
+            close = close[len(self.eos_text) :]
+        if getattr(tool_format or self.tool_format, "closes_itself", False):
+            close = ""  # harmony: a sampled message ends with its own <|call|> / <|end|>
+        # The sampled message as the template sees it first (some templates only accept a tool
+        # result after a tool call); plain text when the template refuses that. Qwen3's template
+        # shows an empty <think> block only on the last message: the glue is read with a non-empty one.
+        thinking = (
+            {**assistant, "reasoning_content": "R"}
+            if assistant and "reasoning_content" in assistant
+            else None
+        )
+        for previous in (assistant, thinking, self._PLAIN_ASSISTANT):
+            if previous is None:
+                continue
+            try:
+                texts = [self.render([*self._base, previous], False, template_tools)]
+                for i in range(1, len(messages) + 1):
+                    texts.append(
+                        self.render(
+                            [*self._base, previous, *messages[:i]], i == len(messages), template_tools
+                        )
+                    )
+            except Exception:  # noqa: BLE001 — templates raise anything on conversations they refuse
+                continue
+            if all(after.startswith(before) for before, after in zip(texts, texts[1:], strict=False)):
+                pieces = [after[len(before) :] for before, after in zip(texts, texts[1:], strict=False)]
+            elif texts[-1].startswith(texts[0]):
+                pieces = [""] * (len(messages) - 1) + [texts[-1][len(texts[0]) :]]
+            else:
+                continue
+            pieces[0] = close + pieces[0]
+            return [self.encode(piece) if piece else [] for piece in pieces]
+        texts = list(plain) if plain is not None else [str(m.get("content") or "") for m in messages]
+        pieces = [text + self.eos_text for text in texts]
+        pieces[0] = close + pieces[0]
+        return [self.encode(piece) for piece in pieces]
+
+    def _supports_role(self, role: str) -> bool:
+        if role in ("system", "user", "assistant"):
+            return True  # every chat template has these (a probe could trip over role-alternation rules)
+        if role not in self._role_ok:
+            try:
+                self.render([*self._base, self._PLAIN_ASSISTANT, {"role": role, "content": "x"}], True)
+                self._role_ok[role] = True
+            except Exception:  # noqa: BLE001 — templates raise anything (TemplateError, ValueError) for roles they reject
+                self._role_ok[role] = False
+        return self._role_ok[role]
+
+
+@dataclass
+class Rollout:
+    """One trajectory with its tokens, ready for the learner."""
+
+    group: int
+    sample: int
+    task: Task
+    seed: int
+    trajectory: Trajectory
+    prompt_ids: list[int]  # the initial prompt: identical across the group
+    completion_ids: list[int] = field(default_factory=list)  # everything after the prompt
+    loss_mask: list[int] = field(default_factory=list)  # 1 = sampled by the model
+    behaviour_logprobs: list[float] = field(default_factory=list)  # sampler's log-probs (0 for env tokens)
+    finish_reasons: list[str] = field(default_factory=list)
+    env_state: Any = None
+    policy_version: int = 0
+    split: str = "train"
+    staleness: int = 0  # policy versions between the sampler and the learner that trained on it
+    # Filled in after scoring.
+    reward: float = 0.0
+    components: list[dict[str, Any]] = field(default_factory=list)
+    turn_rewards: dict[int, float] = field(default_factory=dict)
+    advantage: float = 0.0
+    # Per completion token, where per-turn rewards credit turns apart (trainers.learn.turn_credit); else None.
+    token_advantages: list[float] | None = None
+
+    def has_signal(self) -> bool:
+        """Whether the policy-gradient term can be non-zero: some token's advantage is not exactly 0."""
+        return self.advantage != 0.0 or any(v != 0.0 for v in self.token_advantages or ())
+
+    @property
+    def model_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+    @property
+    def longest_turn(self) -> int:
+        lengths = [len(t.token_ids or []) for t in self.trajectory.turns if t.role == "assistant"]
+        return max(lengths, default=0)
+
+    def to_item(self) -> dict[str, Any]:
+        """This trajectory in the wire format of a `trajectories` event (`trainers.sdk.wire.TRAJECTORY`).
+
+        Per-turn rewards from the rubric travel on their turns (`turns[i].reward`)."""
+        traj = self.trajectory
+        turns = [t.to_dict() for t in traj.turns]
+        for index, reward in self.turn_rewards.items():
+            if 0 <= index < len(turns):
+                turns[index]["reward"] = reward
+        return {
+            "group": self.group,
+            "sample": self.sample,
+            "task_id": self.task.id,
+            "prompt": self.task.prompt,
+            "seed": self.seed,
+            "split": self.split,
+            "reward": self.reward,
+            "components": self.components,
+            "advantage": self.advantage,
+            "status": traj.status,
+            "policy_version": self.policy_version,
+            "staleness": self.staleness,
+            "prompt_tokens": len(self.prompt_ids),
+            "completion_tokens": self.model_tokens,
+            "turns": turns,
+            "env_state": _jsonable(self.env_state),
+            "env_reward": float(traj.env_reward),
+            "answer": answer_text(self.task.answer),
+        }
+
+
+def answer_text(answer: Any) -> str:
+    """A task's expected answer as the dashboard stores it: text as it is, anything else as JSON, None as ""."""
+    if answer is None:
+        return ""
+    if isinstance(answer, str):
+        return answer
+    return json.dumps(_jsonable(answer))
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "to_dict"):
+        return _jsonable(value.to_dict())
+    return str(value)
+
+
+@dataclass
+class _Episode:
+    env: Any
+    rollout: Rollout
+    max_turns: int
+    tool_format: ToolFormat = (
+        STUDIO  # the run's format, or studio for an environment that reads calls its own way
+    )
+    done: bool = False
+
+    @property
+    def tools(self) -> list[ToolSpec]:
+        return list(getattr(self.env, "tools", None) or [])
+
+
+def _failed_start(
+    env: Any, exc: Exception, task: Any, seed: int, group: int, sample: int, policy_version: int, split: str
+) -> _Episode:
+    """An episode whose environment could not start (reset raised: a dead server, a bad task): an
+    `error` trajectory with the exception's text and no tokens, so it takes no turn and adds no loss,
+    and the rest of the group goes on."""
+    log.warning("environment reset failed: %r", exc)
+    trajectory = Trajectory(task=task, turns=[], status="error")
+    trajectory.info["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    rollout = Rollout(
+        group=group,
+        sample=sample,
+        task=task,
+        seed=int(seed),
+        trajectory=trajectory,
+        prompt_ids=[],
+        policy_version=policy_version,
+        split=split,
+    )
+    return _Episode(env, rollout, 0, done=True)
+
+
+def adopt_tool_format(env: Any, tool_format: ToolFormat) -> ToolFormat:
+    """Give `env` the run's tool format; the format the episode is rendered with (studio when the
+    environment does not take one)."""
+    adopt = getattr(env, "use_tool_format", None)
+    return tool_format if adopt is not None and adopt(tool_format) else STUDIO
+
+
+def tool_fields(
+    text: str, tools: list[ToolSpec], tool_format: ToolFormat
+) -> tuple[str | None, dict[str, Any] | None]:
+    """The (tool name, arguments) an assistant turn records: its first call; ("invalid" or the named
+    tool, None) for a malformed one; (None, None) without a call."""
+    if not tool_format.has_call(text):
+        return None, None
+    parsed = tool_format.parse(text, tools or None)
+    if isinstance(parsed, list) and parsed:
+        return parsed[0].name, parsed[0].arguments
+    return getattr(parsed, "tool_name", None) or "invalid", None
+
+
+def episode_turns(max_turns: int, env: Any) -> int:
+    """Model turns an episode may take: the smaller of the run's `max_turns` and the environment's
+    own (0 = no limit from that side); 1 when neither sets one."""
+    return applied_max_turns(max_turns, getattr(env, "max_turns", 0) or 0)
+
+
+def generate_rollouts(
+    backend: GenerationBackend,
+    chat: ChatFormat,
+    make_env: Callable[[], Any],
+    tasks: Sequence[Task],
+    seeds: Sequence[Sequence[int]],
+    *,
+    max_turns: int,
+    max_new_tokens: int,
+    max_context_tokens: int,
+    temperature: float,
+    top_p: float,
+    generation_seed: int | None,
+    stop: Sequence[str] = DEFAULT_STOP,
+    policy_version: int = 0,
+    split: str = "train",
+    first_group: int = 0,
+    progress: GenerationProgress | None = None,
+) -> list[list[Rollout]]:
+    """Roll out `len(seeds[i])` episodes of `tasks[i]` (a group each); returns rollouts per group.
+
+    `max_turns` caps model turns (0: the environment's own `max_turns`). A trajectory ends `ok`
+    when the environment says done, `truncated` when it runs out of turns or context or its last
+    message hit `max_new_tokens`, `error` when the environment raised. `progress(turn, groups_done,
+    groups)` is called after each turn (turn counts from 1), so a long generation is never silent.
+
+    An environment that drives the model itself (the `agent` kind: the user's agent calls the model
+    through the OpenAI-compatible gateway) has `drive_rollouts`, which gets every argument here and
+    returns the rollouts in the same shape.
+    """
+    first_env = make_env() if any(seeds) else None
+    drive = getattr(first_env, "drive_rollouts", None)
+    if drive is not None:
+        with backend.session():  # the agent's calls through the gateway reuse their conversations' prefixes
+            return drive(
+                backend,
+                chat,
+                tasks,
+                seeds,
+                max_turns=max_turns,
+                max_new_tokens=max_new_tokens,
+                max_context_tokens=max_context_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                generation_seed=generation_seed,
+                stop=stop,
+                policy_version=policy_version,
+                split=split,
+                first_group=first_group,
+            )
+    episodes: list[list[_Episode]] = []
+    for g, (task, group_seeds) in enumerate(zip(tasks, seeds, strict=True)):
+        group = []
+        for s, seed in enumerate(group_seeds):
+            env, first_env = (first_env, None) if first_env is not None else (make_env(), None)
+            tool_format = adopt_tool_format(env, chat.tool_format)
+            try:
+                user_text = env.reset(task, seed)
+                system_text = env.system_prompt()
+                examples = env.example_messages() if hasattr(env, "example_messages") else []
+            except Exception as exc:  # noqa: BLE001 — a dead remote env fails its episodes, not the run
+                group.append(_failed_start(env, exc, task, seed, first_group + g, s, policy_version, split))
+                continue
+            # The few-shot example's tokens ride with the system turn (all masked): the model sees
+            # them, but they are not turns of this trajectory, so no rubric counts the example's call.
+            system_ids, user_ids = chat.prompt(
+                system_text, user_text, examples, tools=getattr(env, "tools", None), tool_format=tool_format
+            )
+            trajectory = Trajectory(
+                task=task,
+                turns=[
+                    Turn(
+                        role="system", text=system_text, token_ids=system_ids, loss_mask=[0] * len(system_ids)
+                    ),
+                    Turn(role="user", text=user_text, token_ids=user_ids, loss_mask=[0] * len(user_ids)),
+                ],
+            )
+            if examples:
+                trajectory.info["prompt_examples"] = list(examples)
+            turns = episode_turns(max_turns, env)
+            group.append(
+                _Episode(
+                    env,
+                    Rollout(
+                        group=first_group + g,
+                        sample=s,
+                        task=task,
+                        seed=int(seed),
+                        trajectory=trajectory,
+                        prompt_ids=system_ids + user_ids,
+                        policy_version=policy_version,
+                        split=split,
+                    ),
+                    turns,
+                    tool_format,
+                )
+            )
+        episodes.append(group)
+    flat = [e for group in episodes for e in group]
+    with backend.session():  # each turn encodes only what the environment added (trainers/rollout/backends)
+        _take_turns(
+            backend,
+            chat,
+            episodes,
+            max_new_tokens=max_new_tokens,
+            max_context_tokens=max_context_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            generation_seed=generation_seed,
+            stop=stop,
+            progress=progress,
+        )
+    for e in flat:
+        try:
+            e.rollout.env_state = e.env.state() if hasattr(e.env, "state") else None
+        except Exception as exc:  # noqa: BLE001 — a broken env's state() must not lose the rollout
+            e.rollout.env_state = {"error": repr(exc)}
+        if hasattr(e.env, "close"):
+            e.env.close()  # release what the episode held (MCP sessions)
+        e.rollout.trajectory.info.setdefault(
+            "turns", sum(1 for t in e.rollout.trajectory.turns if t.role == "assistant")
+        )
+    return [[e.rollout for e in group] for group in episodes]
+
+
+def _take_turns(
+    backend: GenerationBackend,
+    chat: ChatFormat,
+    episodes: list[list[_Episode]],
+    *,
+    max_new_tokens: int,
+    max_context_tokens: int,
+    temperature: float,
+    top_p: float,
+    generation_seed: int | None,
+    stop: Sequence[str],
+    progress: GenerationProgress | None,
+) -> None:
+    """All active episodes take turns together until none can take another (see `generate_rollouts`);
+    an episode may already be over (a broken env)."""
+    flat = [e for group in episodes for e in group]
+    turn = 0
+    while True:
+        check_cancel()  # between turns (trainers.sdk.cancel)
+        active = [e for e in flat if not e.done and turn < e.max_turns]
+        for e in flat:
+            if not e.done and turn >= e.max_turns:
+                e.done = True
+                e.rollout.trajectory.status = "truncated"
+        if not active:
+            break
+        by_budget: dict[int, list[_Episode]] = {}
+        for e in active:
+            used = len(e.rollout.prompt_ids) + len(e.rollout.completion_ids)
+            budget = min(max_new_tokens, max_context_tokens - used)
+            if budget < 1:
+                e.done = True
+                e.rollout.trajectory.status = "truncated"
+                continue
+            by_budget.setdefault(budget, []).append(e)
+        for budget, batch in sorted(by_budget.items()):
+            check_cancel()  # between generation batches
+            turn_seed = None if generation_seed is None else generation_seed + 7919 * turn + budget
+            completions = backend.generate(
+                [e.rollout.prompt_ids + e.rollout.completion_ids for e in batch],
+                n=1,
+                max_new_tokens=budget,
+                temperature=temperature,
+                top_p=top_p,
+                stop=stop,
+                seed=turn_seed,
+            )
+            for e, completion in zip(batch, completions, strict=True):
+                _advance(e, completion, chat, turn, max_context_tokens)
+        turn += 1
+        if progress is not None:
+            # A group is done when none of its episodes can take another turn.
+            done = sum(all(e.done or turn >= e.max_turns for e in group) for group in episodes)
+            progress(turn, done, len(episodes))
+
+
+def _advance(e: _Episode, completion: Any, chat: ChatFormat, turn: int, max_context_tokens: int) -> None:
+    r = e.rollout
+    traj = r.trajectory
+    # The text as the episode's format reads it (harmony needs the control tokens a decoder drops).
+    text = e.tool_format.completion_text(chat.tokenizer, list(completion.token_ids), completion.text)
+    r.completion_ids += completion.token_ids
+    r.loss_mask += [1] * len(completion.token_ids)
+    r.behaviour_logprobs += list(completion.logprobs or [0.0] * len(completion.token_ids))
+    r.finish_reasons.append(completion.finish_reason)
+    assistant = Turn(
+        role="assistant",
+        text=text,
+        token_ids=list(completion.token_ids),
+        loss_mask=[1] * len(completion.token_ids),
+    )
+    traj.turns.append(assistant)
+    try:
+        result = e.env.step(text)
+    except Exception as exc:  # noqa: BLE001 — the environment ran untrusted model output; record, don't crash
+        log.warning("environment step failed: %r", exc)
+        traj.status = "error"
+        traj.info["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        e.done = True
+        return
+    info = dict(getattr(result, "info", None) or {})
+    # The environment knows which tool it ran; parse only when it does not say.
+    if "tool_name" in info or info.get("tool_error"):
+        assistant.tool_name = info.get("tool_name") or "invalid"
+        assistant.tool_args = info.get("tool_args")
+    else:
+        assistant.tool_name, assistant.tool_args = tool_fields(text, e.tools, e.tool_format)
+    reward = float(getattr(result, "reward", 0.0) or 0.0)
+    traj.env_reward += reward
+    traj.info.setdefault("step_rewards", []).append(reward)
+    if reward:
+        assistant.reward = reward
+    if info:
+        traj.info["last_step"] = _jsonable(info)
+        for key in ("correct", "answer"):
+            if key in info:
+                traj.info[key] = _jsonable(info[key])
+    truncated = bool(info.get("truncated")) or completion.finish_reason == "length"
+    if getattr(result, "done", False):
+        e.done = True
+        traj.status = "truncated" if truncated else "ok"
+        return
+    if turn + 1 >= e.max_turns:
+        e.done = True
+        traj.status = "truncated"
+        return
+    observation = str(getattr(result, "observation", "") or "")
+    role: Literal["tool", "user"] = "tool" if assistant.tool_name else "user"
+    fmt = e.tool_format
+    # What the template sees: the sampled message with its tool call, and the result as a tool
+    # message tied to the call's id (native formats), or plain text (studio). Only the tokens after
+    # the sampled ones are rendered: what the model sampled is never re-tokenized.
+    call = None
+    if role == "tool" and assistant.tool_args is not None:
+        call = ToolCall(
+            assistant.tool_name or "", assistant.tool_args, info.get("tool_call_id") or fmt.call_id(turn + 1)
+        )
+    message = fmt.tool_message(observation, call) if role == "tool" else None
+    ids = chat.continuation(
+        role,
+        observation,
+        ended_with_eos=completion.finish_reason == "eos",
+        tools=e.tools,
+        assistant=fmt.assistant_message(text, [call] if call else []),
+        message=message,
+        tool_format=fmt,
+    )
+    if len(r.prompt_ids) + len(r.completion_ids) + len(ids) >= max_context_tokens:
+        e.done = True
+        traj.status = "truncated"
+        return
+    r.completion_ids += ids
+    r.loss_mask += [0] * len(ids)
+    r.behaviour_logprobs += [0.0] * len(ids)
+    traj.turns.append(
+        Turn(
+            role=role,
+            text=observation,
+            tool_name=assistant.tool_name if role == "tool" else None,
+            tool_result=observation if role == "tool" else None,
+            token_ids=ids,
+            loss_mask=[0] * len(ids),
+        )
+    )
+
+
+class LocalRollouts:
+    """Rollouts generated in the learner's process (the transformers backend shares the model).
+
+    `progress`, when set, hears after every generation turn how many groups are done (the run page's
+    "generating" progress)."""
+
+    progress: GenerationProgress | None = None
+
+    def __init__(
+        self,
+        backend: Any,
+        chat: ChatFormat,
+        make_env: Callable[[], Any],
+        config: dict[str, Any],
+        stop: tuple[str, ...],
+        push_weights: bool,
+    ) -> None:
+        self.backend = backend
+        self.chat = chat
+        self.make_env = make_env
+        self.config = config
+        self.stop = stop
+        self.push_weights = push_weights
+
+    def generate(
+        self,
+        tasks: list[Any],
+        seeds: list[list[int]],
+        *,
+        max_turns: int,
+        generation_seed: int,
+        policy_version: int,
+        temperature: float | None = None,
+        split: str = "train",
+        first_group: int = 0,
+    ) -> list[list[Rollout]]:
+        cfg = self.config
+        return generate_rollouts(
+            self.backend,
+            self.chat,
+            self.make_env,
+            tasks,
+            seeds,
+            max_turns=max_turns,
+            max_new_tokens=cfg["max_new_tokens"],
+            max_context_tokens=cfg["max_context_tokens"],
+            temperature=cfg["temperature"] if temperature is None else temperature,
+            top_p=cfg["top_p"],
+            generation_seed=generation_seed,
+            stop=self.stop,
+            policy_version=policy_version,
+            split=split,
+            first_group=first_group,
+            progress=self.progress,
+        )
+
+    def submit(self, tasks: list[Any], seeds: list[list[int]], **kwargs: Any) -> list[list[Rollout]]:
+        """In process there is nothing to overlap with: generate now, `collect` hands it back."""
+        return self.generate(tasks, seeds, **kwargs)
+
+    def collect(self, pending: list[list[Rollout]]) -> list[list[Rollout]]:
+        return pending
+
+    def update_weights(self, state_dict_fn: Callable[[], dict[str, Any]], version: int) -> None:
+        if self.push_weights:
+            self.backend.update_weights(state_dict_fn())
+
+    def close(self) -> None:
+        self.backend.close()

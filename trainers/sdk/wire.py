@@ -1,0 +1,1078 @@
+"""The run event wire format, declared once.
+
+Every event a trainer reports — the built-in trainer through `trainers.sdk.reporting.HttpSink`, any other
+through `trainers.sdk` or its own HTTP client — is a JSON object of one of the shapes below. This module
+is their only declaration; everything else is derived from it:
+
+- `check_batch` / `check_item`: the validator ingestion runs on every batch (compiled from the shapes
+  into plain closures: it is on the hot path) and the SDK runs on what it is about to send, so a piece
+  the server would refuse is dropped at the client with the same message;
+- `Shape.columns`: which model field each stored value lands in, so ingestion stores and the API
+  serializes a new field without code of their own;
+- `json_schema()`: the JSON Schema of a batch, published in the OpenAPI document;
+- `markdown_table()`: the field tables of docs/api.md (a test keeps the two equal).
+
+Plain Python: no Django, no torch (the SDK installs without either).
+
+Adding a stored trajectory or turn field: declare it here with its `column`, add the column to the model
+(`webapp/rollouts/models.py` + a migration), show it in `templates/rollouts/trajectory.html`, and
+regenerate its row in docs/api.md. Nothing else changes (docs/architecture.md has a worked example).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+# Integer columns: Django's PositiveIntegerField is a signed 32-bit `integer` on Postgres,
+# BigIntegerField a 64-bit `bigint`. A value must fit its column, or the database refuses the batch.
+INT32_MAX = 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+MAX_TEXT = 200_000
+# The dashboard answers 413 past this many events in one batch (its INGEST_MAX_EVENTS setting defaults to it).
+MAX_EVENTS_PER_BATCH = 5000
+MAX_ITEMS_PER_EVENT = 2000
+MAX_TURNS_PER_TRAJECTORY = 2000
+MAX_COMPONENTS = 100
+MAX_METRICS_PER_EVENT = 10_000
+MAX_METRIC_NAME = 100
+MAX_TOKENS_PER_TURN = 1_000_000
+# Free-form JSON objects (tool arguments, environment state, provenance) nest at most this deep: deeper
+# documents are refused rather than risking Python's recursion limit when they are read back.
+MAX_JSON_DEPTH = 32
+
+ROLES = ("system", "user", "assistant", "tool")
+SPLITS = ("train", "eval")
+TRAJECTORY_STATUSES = ("ok", "truncated", "error")
+# What a trainer may report; QUEUED and LOST are the dashboard's own.
+TRAINER_STATUSES = ("STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
+FINAL_STATUSES = ("SUCCEEDED", "FAILED", "CANCELLED")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+CHECKPOINT_KINDS = ("full", "adapter")
+# What a trainer is doing now (the run page's progress line). `done` / `total` count the phase's units:
+# evaluation tasks, groups generated, micro-batches learned.
+PHASES = (
+    "loading",
+    "evaluating",
+    "generating",
+    "scoring",
+    "updating",
+    "syncing",
+    "checkpointing",
+    "finishing",
+)
+# How a step's `time/<part>` metrics (seconds) group into what the run page stacks in its step-time chart
+# and the trainer writes in its per-step log line: generate, score, learn, sync.
+STEP_TIME_PARTS = {
+    "generate": ("generate",),
+    "score": ("score",),
+    "learn": ("forward", "backward", "optimizer"),
+    "sync": ("weight_sync",),
+}
+
+Errors = dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a shape.
+
+    `type`: integer | number | string | boolean | integers (a list of integers) | numbers (an object of
+    name → number or null) | object (free-form JSON, depth-limited) | list (of objects of `items`) |
+    record (one object of `items`) | halves / octets (a packed array: `pack_halves`, `pack_octets`;
+    `max_length` counts entries).
+    `column`: the model field a stored value lands in (None: not a column of its own). `default`: what is
+    stored when the field is left out.
+    """
+
+    name: str
+    type: str
+    doc: str
+    required: bool = False
+    nullable: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    min_length: int = 0
+    max_length: int | None = None
+    choices: tuple[str, ...] | None = None
+    items: Shape | None = None
+    default: Any = None
+    column: str | None = None
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    fields: tuple[Field, ...]
+    # Rules across fields: obj → [(field name, message)]; run when every field is valid on its own.
+    rules: tuple[Callable[[dict[str, Any]], list[tuple[str, str]]], ...] = ()
+    _by_name: dict[str, Field] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {f.name: f for f in self.fields})
+
+    def __getitem__(self, name: str) -> Field:
+        return self._by_name[name]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    @property
+    def columns(self) -> dict[str, Field]:
+        """{model field: wire field} of the fields stored as columns."""
+        return {f.column: f for f in self.fields if f.column}
+
+    def stored_values(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """{model field: value} for a valid object, defaults filled in."""
+        return {column: obj.get(f.name, f.default) for column, f in self.columns.items()}
+
+
+# --- packed per-token arrays ----------------------------------------------------------------------------
+# Per-token values travel packed, not as JSON numbers: base64 of little-endian IEEE half floats
+# ("halves", 2 bytes a token: a log-prob of -12.34 is 6-7 JSON characters, 2.7 base64 ones) or of
+# unsigned bytes ("octets"). A missing value is NaN. A half float keeps 3 significant digits and tops out
+# at ±65504 (larger values are clipped to it).
+HALF_MAX = 65504.0
+
+
+def pack_halves(values: Iterable[float | None]) -> str:
+    """Half floats as base64 (None and non-finite values: NaN; beyond ±65504: clipped)."""
+    clean = [math.nan if v is None or v != v else max(-HALF_MAX, min(HALF_MAX, float(v))) for v in values]
+    return base64.b64encode(struct.pack(f"<{len(clean)}e", *clean)).decode("ascii")
+
+
+def unpack_halves(text: str) -> list[float | None]:
+    """The values `pack_halves` packed (NaN: None)."""
+    raw = base64.b64decode(text)
+    return [None if v != v else v for v in struct.unpack(f"<{len(raw) // 2}e", raw)]
+
+
+def pack_octets(values: Iterable[int]) -> str:
+    """Small non-negative integers (each clipped to 0–255) as base64, one byte each."""
+    return base64.b64encode(bytes(max(0, min(255, int(v))) for v in values)).decode("ascii")
+
+
+def unpack_octets(text: str) -> list[int]:
+    return list(base64.b64decode(text))
+
+
+def packed_length(text: str, width: int) -> int | None:
+    """How many `width`-byte entries a packed array holds; None when it is not valid base64 of whole
+    entries."""
+    try:
+        raw = binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return None
+    return None if len(raw) % width else len(raw) // width
+
+
+# --- the shapes -------------------------------------------------------------------------------------------
+
+
+def _int(name: str, doc: str, *, maximum: int = INT32_MAX, minimum: int = 0, **kw: Any) -> Field:
+    return Field(name, "integer", doc, minimum=minimum, maximum=maximum, **kw)
+
+
+def _equal_token_lengths(turn: dict[str, Any]) -> list[tuple[str, str]]:
+    ids, mask = turn.get("token_ids"), turn.get("loss_mask")
+    if ids is not None and mask is not None and len(ids) != len(mask):
+        return [("loss_mask", f"Must have one entry per token id ({len(ids)}), not {len(mask)}.")]
+    return []
+
+
+# Per-token statistics of a model turn (what the trajectory page colours tokens by). All optional; each
+# array has one entry per token id of its turn.
+TOKEN_STATS = Shape(
+    "token_stats",
+    (
+        Field(
+            "logprob",
+            "halves",
+            "log-probability of each token under the policy that sampled it (the rollout engine's)",
+            max_length=MAX_TOKENS_PER_TURN,
+        ),
+        Field(
+            "entropy",
+            "halves",
+            "entropy (nats) of the learner's next-token distribution at each position",
+            max_length=MAX_TOKENS_PER_TURN,
+        ),
+        Field(
+            "advantage",
+            "halves",
+            "the advantage the loss gave each token: its advantage × its loss mask (0 where masked)",
+            max_length=MAX_TOKENS_PER_TURN,
+        ),
+        Field(
+            "gap",
+            "halves",
+            "learner log-prob − sampling log-prob of each token: the train/inference mismatch "
+            "(0 when both engines agree)",
+            max_length=MAX_TOKENS_PER_TURN,
+        ),
+        Field(
+            "text_lengths",
+            "octets",
+            "characters (Unicode code points) of the turn's text each token decodes to, so the page can "
+            "show the text token by token; only when the pieces add up to the text",
+            max_length=MAX_TOKENS_PER_TURN,
+        ),
+    ),
+)
+TOKEN_STAT_NAMES = ("logprob", "entropy", "advantage", "gap")
+
+
+def _token_stats_fit(turn: dict[str, Any]) -> list[tuple[str, str]]:
+    stats, ids = turn.get("token_stats"), turn.get("token_ids")
+    if not stats:
+        return []
+    if ids is None:
+        return [("token_stats", "Needs the turn's token_ids (one entry per token).")]
+    width = {"halves": 2, "octets": 1}
+    problems = []
+    for name, packed in stats.items():
+        if packed is None:
+            continue
+        count = packed_length(packed, width[TOKEN_STATS[name].type])
+        if count != len(ids):
+            problems.append(
+                (f"token_stats.{name}", f"Must have one entry per token id ({len(ids)}), not {count}.")
+            )
+    return problems
+
+
+TURN = Shape(
+    "turn",
+    (
+        Field("role", "string", "who speaks", required=True, choices=ROLES, column="role"),
+        Field("text", "string", "the message", max_length=MAX_TEXT, default="", column="text"),
+        Field(
+            "tool_name",
+            "string",
+            "on an assistant turn that calls a tool, and on the tool's answer",
+            max_length=100,
+            default="",
+            column="tool_name",
+        ),
+        Field("tool_args", "object", "the call's arguments", nullable=True, column="tool_args"),
+        Field(
+            "tool_result",
+            "string",
+            "what the tool returned (tool turns)",
+            max_length=MAX_TEXT,
+            default="",
+            column="tool_result",
+        ),
+        Field(
+            "reward",
+            "number",
+            "this turn's own reward, where a criterion gives one (process rewards)",
+            nullable=True,
+            column="reward",
+        ),
+        Field(
+            "token_ids",
+            "integers",
+            "the turn's tokens as the model saw or sampled them",
+            nullable=True,
+            minimum=0,
+            maximum=INT32_MAX,
+            max_length=MAX_TOKENS_PER_TURN,
+            column="token_ids",
+        ),
+        Field(
+            "loss_mask",
+            "integers",
+            "1 where the token was sampled by the model (it trains), 0 elsewhere; one entry per token id",
+            nullable=True,
+            minimum=0,
+            maximum=1,
+            max_length=MAX_TOKENS_PER_TURN,
+            column="loss_mask",
+        ),
+        Field(
+            "token_stats",
+            "record",
+            "per-token statistics of a model turn, packed (below); opt-in per run",
+            nullable=True,
+            items=TOKEN_STATS,
+            column="token_stats",
+        ),
+    ),
+    rules=(_equal_token_lengths, _token_stats_fit),
+)
+
+COMPONENT = Shape(
+    "component",
+    (
+        Field(
+            "name",
+            "string",
+            "the criterion's name in the rubric",
+            required=True,
+            min_length=1,
+            max_length=200,
+        ),
+        Field("raw", "number", "the criterion's own value", required=True),
+        Field("weight", "number", "its weight in the rubric", required=True),
+        Field(
+            "weighted",
+            "number",
+            "its share of the total reward (the total is the sum of these)",
+            required=True,
+        ),
+        Field("kind", "string", "the criterion kind (exact_match, regex, llm_judge…)", max_length=64),
+        Field("explanation", "string", "why it scored so, shown beside the value", max_length=MAX_TEXT),
+        Field("normalized", "number", "the group z-score (group-normalized rubrics)", nullable=True),
+        Field(
+            "turn_rewards", "numbers", "per-turn values of this criterion (turn index → value)", nullable=True
+        ),
+        Field("skipped", "boolean", "could not score here; weighted is 0"),
+        Field(
+            "counted",
+            "boolean",
+            "false: scored, but not counted because a check it is gated on failed; weighted is 0",
+        ),
+        Field("provenance", "object", "where the value came from (model, version…)", nullable=True),
+    ),
+)
+
+TRAJECTORY = Shape(
+    "trajectory",
+    (
+        _int("group", "the GRPO group (same task) within the step", required=True, column="group_index"),
+        _int("sample", "the sample's index within its group", required=True, column="sample_index"),
+        Field(
+            "task_id",
+            "string",
+            'stable across steps: "this task at step 10 vs step 200" pairs on it',
+            required=True,
+            min_length=1,
+            max_length=200,
+            column="task_id",
+        ),
+        Field(
+            "reward",
+            "number",
+            "the total reward (normally the sum of the components' weighted)",
+            required=True,
+            column="reward",
+        ),
+        Field(
+            "turns",
+            "list",
+            "the conversation (may be empty)",
+            required=True,
+            items=TURN,
+            max_length=MAX_TURNS_PER_TRAJECTORY,
+        ),
+        Field(
+            "prompt",
+            "string",
+            "the task prompt, for search and pairing",
+            max_length=MAX_TEXT,
+            default="",
+            column="prompt",
+        ),
+        Field(
+            "components",
+            "list",
+            "the reward per rubric criterion, raw and weighted",
+            items=COMPONENT,
+            max_length=MAX_COMPONENTS,
+            default=[],
+            column="components",
+        ),
+        Field(
+            "advantage", "number", "the sample's advantage in its group", nullable=True, column="advantage"
+        ),
+        Field(
+            "split",
+            "string",
+            "training sample or held-out evaluation",
+            choices=SPLITS,
+            default="train",
+            column="split",
+        ),
+        Field(
+            "status",
+            "string",
+            "how the episode ended",
+            choices=TRAJECTORY_STATUSES,
+            default="ok",
+            column="status",
+        ),
+        _int(
+            "seed",
+            "the environment seed of the episode (null when unknown)",
+            nullable=True,
+            minimum=INT64_MIN,
+            maximum=INT64_MAX,
+            column="seed",
+        ),
+        _int(
+            "policy_version",
+            "the policy version that sampled it (updates since the start)",
+            default=0,
+            column="policy_version",
+        ),
+        _int(
+            "staleness",
+            "policy versions between the policy that sampled it and the one trained on it "
+            "(0: on-policy; at most the run's max_staleness)",
+            default=0,
+            column="staleness",
+        ),
+        _int("prompt_tokens", "tokens of the initial prompt", default=0, column="prompt_tokens"),
+        _int("completion_tokens", "tokens the model sampled", default=0, column="completion_tokens"),
+        _int("rubric_version", "the rubric version that scored it", nullable=True, column="rubric_version"),
+        Field(
+            "env_state",
+            "object",
+            "the environment's final state, shown on the trajectory page",
+            nullable=True,
+            column="env_state",
+        ),
+        Field(
+            "dropped",
+            "boolean",
+            "generated but not trained on (a zero-variance group dynamic sampling replaced)",
+            default=False,
+            column="dropped",
+        ),
+        Field(
+            "env_reward",
+            "number",
+            "the sum of the rewards the environment itself returned (what an env_reward criterion reads)",
+            nullable=True,
+            column="env_reward",
+        ),
+        Field(
+            "answer",
+            "string",
+            "the task's expected answer as text (JSON for a non-text answer; empty when the task has none)",
+            max_length=MAX_TEXT,
+            default="",
+            column="answer",
+        ),
+    ),
+)
+
+# Statistics known only after a trajectory was sent (the learner's, computed by the update that follows
+# the step's early report) travel in a `token_stats` event, one item per turn, and join the turn's own.
+TURN_TOKEN_STATS = Shape(
+    "turn_token_stats",
+    (
+        _int("group", "the trajectory's group, as its trajectories event sent it", required=True),
+        _int("sample", "its sample index in the group", required=True),
+        Field("split", "string", "its split", choices=SPLITS, default="train"),
+        _int("turn", "the turn's index in the trajectory", required=True, maximum=MAX_TURNS_PER_TRAJECTORY),
+        Field(
+            "stats",
+            "record",
+            "what to add to the turn's token_stats (a quantity already there is replaced); one entry per "
+            "token id of the turn",
+            required=True,
+            items=TOKEN_STATS,
+        ),
+    ),
+)
+
+EVENT = Shape(
+    "event",
+    (
+        _int(
+            "seq",
+            "the event's per-run sequence number; unique within the batch",
+            required=True,
+            minimum=1,
+            maximum=INT64_MAX,
+        ),
+        Field("type", "string", "the event type, below", required=True),
+        Field("time", "number", "Unix seconds when it happened (the metrics' wall-clock axis)"),
+    ),
+)
+
+EVENTS: dict[str, Shape] = {
+    "status": Shape(
+        "status",
+        (
+            Field(
+                "status",
+                "string",
+                "the trainer's lifecycle; applied where the status machine allows it",
+                required=True,
+                choices=TRAINER_STATUSES,
+            ),
+            Field("message", "string", "for FAILED, the run's error message", max_length=5000),
+            Field(
+                "traceback", "string", "for FAILED, shown on the run page", max_length=MAX_TEXT, nullable=True
+            ),
+            _int("step", "the step reached"),
+        ),
+    ),
+    "metrics": Shape(
+        "metrics",
+        (
+            _int("step", "the training step", required=True),
+            Field(
+                "values",
+                "numbers",
+                "metric name (1–100 characters) → finite number, or null (skipped: how a NaN travels)",
+                required=True,
+                min_length=1,
+                max_length=MAX_METRICS_PER_EVENT,
+            ),
+            Field(
+                "split",
+                "string",
+                "train or eval (informational; eval metrics are named eval/…)",
+                choices=SPLITS,
+            ),
+            _int("tokens", "tokens seen so far, an alternative x-axis", maximum=INT64_MAX),
+        ),
+    ),
+    "trajectories": Shape(
+        "trajectories",
+        (
+            _int("step", "the training step", required=True),
+            Field(
+                "items",
+                "list",
+                "the rollouts",
+                required=True,
+                items=TRAJECTORY,
+                min_length=1,
+                max_length=MAX_ITEMS_PER_EVENT,
+            ),
+        ),
+    ),
+    "checkpoint": Shape(
+        "checkpoint",
+        (
+            _int("step", "the step saved", required=True),
+            Field(
+                "path",
+                "string",
+                "where the trainer saved it (as the workers see it)",
+                required=True,
+                min_length=1,
+                max_length=500,
+            ),
+            Field("kind", "string", "full weights or adapters only", choices=CHECKPOINT_KINDS),
+            Field("metrics", "numbers", "metrics at the checkpoint", nullable=True, max_length=1000),
+        ),
+    ),
+    "log": Shape(
+        "log",
+        (
+            Field(
+                "message", "string", "one line (or a few) for the run's log", required=True, max_length=20_000
+            ),
+            Field("level", "string", "severity", choices=LOG_LEVELS),
+        ),
+    ),
+    "phase": Shape(
+        "phase",
+        (
+            Field("phase", "string", "what the trainer is doing now", required=True, choices=PHASES),
+            _int("step", "the step it works towards"),
+            _int("done", "units of the phase finished (tasks evaluated, groups generated…)"),
+            _int("total", "units the phase has in all (0: unknown)"),
+            Field("message", "string", 'the phase in words, e.g. "generating turn 2"', max_length=500),
+            Field(
+                "elapsed_s",
+                "number",
+                "seconds since the phase began (0 when it starts; progress updates of one "
+                "phase carry the time so far)",
+            ),
+        ),
+    ),
+    "token_stats": Shape(
+        "token_stats",
+        (
+            _int("step", "the step of the trajectories the turns belong to", required=True),
+            Field(
+                "items",
+                "list",
+                "statistics for turns already sent (below)",
+                required=True,
+                items=TURN_TOKEN_STATS,
+                min_length=1,
+                max_length=MAX_ITEMS_PER_EVENT * 8,
+            ),
+        ),
+    ),
+    "heartbeat": Shape(
+        "heartbeat",
+        (
+            _int(
+                "peak_rss_mb",
+                "the trainer process's peak resident memory (MB) since the run started; the run keeps the "
+                "highest reported (trainers.sdk.resources)",
+            ),
+            _int("peak_gpu_mb", "the most GPU memory it allocated at once (MB), where it uses a GPU"),
+        ),
+    ),
+}
+EVENT_TYPES = tuple(EVENTS)
+# Events that show a trainer moving forward (a heartbeat or a log line alone does not): the dashboard flags
+# a run that heartbeats without any of these for a while as stalled.
+PROGRESS_EVENTS = ("status", "metrics", "trajectories", "checkpoint", "phase")
+
+
+# --- the checker: compiled once from the shapes ---------------------------------------------------------
+# Each field becomes a closure value → message (None when valid); an object's checker walks the
+# object's own keys. Paths are built only on failure: a valid batch (the common case) allocates none.
+
+# A message, or (key inside the value, message) when the problem is one entry of an object.
+_Check = Callable[[Any], "str | tuple[str, str] | None"]
+
+
+def _finite(value: Any) -> bool:
+    if type(value) is float:
+        return math.isfinite(value)
+    try:
+        return math.isfinite(float(value))  # an int too large for a double is not storable either
+    except OverflowError:
+        return False
+
+
+def json_depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a parsed JSON value nests deeper than `limit` (iterative: no recursion to overflow)."""
+    stack = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(current, dict):
+            stack.extend((v, depth + 1) for v in current.values() if isinstance(v, (dict, list)))
+        elif isinstance(current, list):
+            stack.extend((v, depth + 1) for v in current if isinstance(v, (dict, list)))
+    return False
+
+
+def _field_check(f: Field) -> _Check:
+    nullable = f.nullable
+    null_msg = "Must not be null."
+    if f.type == "integer":
+        low = INT64_MIN if f.minimum is None else int(f.minimum)
+        high = INT64_MAX if f.maximum is None else int(f.maximum)
+        out_of_range = f"Must be an integer between {low} and {high}."
+
+        def check(v: Any) -> str | tuple[str, str] | None:
+            if type(v) is int:  # exact type: bool is not an integer here
+                return None if low <= v <= high else out_of_range
+            if v is None:
+                return None if nullable else null_msg
+            return "Must be an integer."
+
+        return check
+    if f.type == "number":
+
+        def check(v: Any) -> str | tuple[str, str] | None:
+            if type(v) is float or type(v) is int:
+                return None if _finite(v) else "Must be a finite number."
+            if v is None:
+                return None if nullable else null_msg
+            return "Must be a number."
+
+        return check
+    if f.type == "string":
+        choices = frozenset(f.choices) if f.choices else None
+        longest, shortest = f.max_length, f.min_length
+        choice_msg = f"Must be one of: {', '.join(f.choices or ())}."
+
+        def check(v: Any) -> str | tuple[str, str] | None:
+            if type(v) is str:
+                if choices is not None:
+                    return None if v in choices else choice_msg
+                if longest is not None and len(v) > longest:
+                    return f"At most {longest} characters (this one has {len(v)})."
+                if len(v) < shortest:
+                    return "Must not be empty."
+                return None
+            if v is None:
+                return None if nullable else null_msg
+            return "Must be a string."
+
+        return check
+    if f.type == "boolean":
+
+        def check(v: Any) -> str | tuple[str, str] | None:
+            if v is True or v is False:
+                return None
+            if v is None:
+                return None if nullable else null_msg
+            return "Must be true or false."
+
+        return check
+    if f.type == "integers":
+        low, high = int(f.minimum or 0), int(f.maximum or INT64_MAX)
+        most: int = f.max_length or INT64_MAX
+
+        def check(v: Any) -> str | tuple[str, str] | None:
+            if type(v) is list:
+                if not v:
+                    return None
+                # set(map(type, …)), min() and max() run in C: token lists are thousands long.
+                if set(map(type, v)) != {int}:
+                    return "Must be a list of integers."
+                if len(v) > most:
+                    return f"At most {most} entries."
+                if min(v) < low or max(v) > high:
+                    return f"Every entry must be between {low} and {high}."
+                return None
+            if v is None:
+                return None if nullable else null_msg
+            return "Must be a list of integers."
+
+        return check
+    if f.type == "numbers":
+        longest, shortest = f.max_length or INT64_MAX, f.min_length
+
+        def check(v: Any) -> str | tuple[str, str] | None:
+            if type(v) is dict:
+                if len(v) < shortest:
+                    return "Must not be empty."
+                if len(v) > longest:
+                    return f"At most {longest} entries."
+                for key, value in v.items():
+                    if not key or len(key) > MAX_METRIC_NAME:
+                        return f"Name {key[:40]!r} must be 1 to {MAX_METRIC_NAME} characters."
+                    if value is not None and (type(value) not in (int, float) or not _finite(value)):
+                        return key, "Must be a finite number or null."
+                return None
+            if v is None:
+                return None if nullable else null_msg
+            return "Must be an object of name → number."
+
+        return check
+    if f.type in ("halves", "octets"):
+        width = 2 if f.type == "halves" else 1
+        most = f.max_length or INT64_MAX
+        words = "half floats" if width == 2 else "bytes"
+
+        def check(v: Any) -> str | tuple[str, str] | None:
+            if type(v) is str:
+                count = packed_length(v, width)
+                if count is None:
+                    return f"Must be base64 of little-endian {words}."
+                return f"At most {most} entries." if count > most else None
+            if v is None:
+                return None if nullable else null_msg
+            return f"Must be a string: base64 of little-endian {words}."
+
+        return check
+    if f.type == "object":
+
+        def check(v: Any) -> str | tuple[str, str] | None:
+            if type(v) is dict:
+                return f"Nested deeper than {MAX_JSON_DEPTH} levels." if json_depth_exceeds(v) else None
+            if v is None:
+                return None if nullable else null_msg
+            return "Must be an object."
+
+        return check
+    raise ValueError(
+        f"field {f.name}: type {f.type!r} has no checker (lists of objects are walked by the shape)"
+    )
+
+
+_ShapeCheck = Callable[[Any, str, Errors], None]
+
+
+def _fail(errors: Errors, path: str, message: str) -> None:
+    errors.setdefault(path, []).append(message)
+
+
+def _compile(shape: Shape, extra: Iterable[Field] = ()) -> _ShapeCheck:
+    fields = (*extra, *shape.fields)
+    plain: dict[str, _Check] = {}
+    nested: dict[str, tuple[Field, _ShapeCheck]] = {}
+    for f in fields:
+        if f.type in ("list", "record"):
+            assert f.items is not None
+            nested[f.name] = (f, _compile(f.items))
+        else:
+            plain[f.name] = _field_check(f)
+    required = frozenset(f.name for f in fields if f.required)
+    known = frozenset(plain) | frozenset(nested)
+    known_list = ", ".join(f.name for f in fields)
+    rules = shape.rules
+
+    def check(obj: Any, path: str, errors: Errors) -> None:
+        if type(obj) is not dict:
+            _fail(errors, path, "Must be a JSON object.")
+            return
+        before = len(errors)
+        missing = required - obj.keys()
+        for name in sorted(missing):
+            _fail(errors, f"{path}.{name}", "This field is required.")
+        for key, value in obj.items():
+            check_value = plain.get(key)
+            if check_value is not None:
+                message = check_value(value)
+                if message is not None:
+                    if isinstance(message, tuple):
+                        _fail(errors, f"{path}.{key}.{message[0]}", message[1])
+                    else:
+                        _fail(errors, f"{path}.{key}", message)
+                continue
+            if key in nested:
+                list_field, check_item = nested[key]
+                if list_field.type == "record":
+                    if value is not None or not list_field.nullable:
+                        check_item(value, f"{path}.{key}", errors)
+                else:
+                    _check_list(list_field, check_item, value, f"{path}.{key}", errors)
+            elif key not in known:
+                _fail(errors, f"{path}.{key}", f"Unknown field; a {shape.name} has: {known_list}.")
+        if rules and len(errors) == before:
+            for rule in rules:
+                for name, message in rule(obj):
+                    _fail(errors, f"{path}.{name}", message)
+
+    return check
+
+
+def _check_list(f: Field, check_item: _ShapeCheck, value: Any, path: str, errors: Errors) -> None:
+    if type(value) is not list:
+        if value is None and not f.required:
+            return
+        _fail(errors, path, "Must be a list.")
+        return
+    if len(value) < f.min_length:
+        _fail(errors, path, "Must not be empty.")
+    if f.max_length is not None and len(value) > f.max_length:
+        _fail(errors, path, f"At most {f.max_length} entries (this one has {len(value)}).")
+        return
+    for index, item in enumerate(value):
+        check_item(item, f"{path}.{index}", errors)
+
+
+_EVENT_CHECKS = {kind: _compile(shape, EVENT.fields) for kind, shape in EVENTS.items()}
+_CHECK_TRAJECTORY = _compile(TRAJECTORY)
+_CHECK_SEQ = _field_check(EVENT["seq"])
+
+
+def check_batch(payload: Any) -> Errors:
+    """Every problem with a batch as {field path: [messages]} ({} when it is valid)."""
+    if type(payload) is not dict or type(payload.get("events")) is not list:
+        return {"events": ["The body must be a JSON object with a list under 'events'."]}
+    unknown = set(payload) - {"events"}
+    if unknown:
+        return {sorted(unknown)[0]: ["Unknown field; a batch has only 'events'."]}
+    events = payload["events"]
+    if not events:
+        return {"events": ["The batch is empty."]}
+    errors: Errors = {}
+    seen: set[int] = set()
+    for index, event in enumerate(events):
+        path = f"events.{index}"
+        if type(event) is not dict:
+            _fail(errors, path, "Each event must be a JSON object.")
+            continue
+        kind = event.get("type")
+        check = _EVENT_CHECKS.get(kind) if type(kind) is str else None
+        if check is None:
+            _fail(errors, f"{path}.type", f"Must be one of: {', '.join(EVENT_TYPES)}.")
+            continue
+        check(event, path, errors)
+        seq = event.get("seq")
+        if _CHECK_SEQ(seq) is None and seq is not None:
+            if seq in seen:
+                _fail(errors, f"{path}.seq", f"Sequence number {seq} appears twice in this batch.")
+            seen.add(seq)
+        if kind == "trajectories" and type(event.get("items")) is list:
+            _check_unique_samples(event["items"], f"{path}.items", errors)
+    return errors
+
+
+def _check_unique_samples(items: list[Any], path: str, errors: Errors) -> None:
+    """A (split, group, sample) names one trajectory of a step: twice in one event is a client bug."""
+    first: dict[tuple[Any, Any, Any], int] = {}
+    for index, item in enumerate(items):
+        if type(item) is not dict:
+            continue
+        key = (item.get("split", "train"), item.get("group"), item.get("sample"))
+        if key in first:
+            _fail(
+                errors,
+                f"{path}.{index}.sample",
+                f"Group {key[1]} sample {key[2]} ({key[0]}) appears twice in this event (also item {first[key]}).",
+            )
+        else:
+            first[key] = index
+
+
+def check_item(item: Any) -> Errors:
+    """Problems with one trajectory item, paths relative to it (the SDK checks before it sends)."""
+    errors: Errors = {}
+    _CHECK_TRAJECTORY(item, "", errors)
+    return {path.lstrip("."): messages for path, messages in errors.items()}
+
+
+def check_event(event: Any) -> Errors:
+    """Problems with one event, paths relative to it."""
+    errors = check_batch({"events": [event]})
+    return {path.removeprefix("events.0").lstrip("."): messages for path, messages in errors.items()}
+
+
+# --- derived documents: JSON Schema and the docs tables ------------------------------------------------
+
+
+def _field_schema(f: Field) -> dict[str, Any]:
+    schema: dict[str, Any]
+    if f.type == "integer":
+        schema = {"type": "integer", "minimum": f.minimum, "maximum": f.maximum}
+    elif f.type == "number":
+        schema = {"type": "number"}
+    elif f.type == "string":
+        schema = {"type": "string"}
+        if f.choices:
+            schema["enum"] = list(f.choices)
+        else:
+            if f.max_length is not None:
+                schema["maxLength"] = f.max_length
+            if f.min_length:
+                schema["minLength"] = f.min_length
+    elif f.type == "boolean":
+        schema = {"type": "boolean"}
+    elif f.type == "integers":
+        schema = {
+            "type": "array",
+            "maxItems": f.max_length,
+            "items": {"type": "integer", "minimum": f.minimum, "maximum": f.maximum},
+        }
+    elif f.type == "numbers":
+        schema = {
+            "type": "object",
+            "additionalProperties": {"type": ["number", "null"]},
+            "propertyNames": {"minLength": 1, "maxLength": MAX_METRIC_NAME},
+        }
+        if f.min_length:
+            schema["minProperties"] = f.min_length
+        if f.max_length is not None:
+            schema["maxProperties"] = f.max_length
+    elif f.type == "object":
+        schema = {"type": "object", "description": f"nested at most {MAX_JSON_DEPTH} levels deep"}
+    elif f.type in ("halves", "octets"):
+        words = "little-endian IEEE half floats, NaN: none" if f.type == "halves" else "unsigned bytes"
+        schema = {"type": "string", "contentEncoding": "base64", "description": f"base64 of {words}"}
+    elif f.type == "record":
+        assert f.items is not None
+        schema = shape_schema(f.items)
+    else:  # list of objects
+        assert f.items is not None
+        schema = {"type": "array", "items": shape_schema(f.items)}
+        if f.min_length:
+            schema["minItems"] = f.min_length
+        if f.max_length is not None:
+            schema["maxItems"] = f.max_length
+    if f.nullable:
+        schema["type"] = [schema["type"], "null"]
+    schema["description"] = f.doc if "description" not in schema else f"{f.doc}; {schema['description']}"
+    return schema
+
+
+def shape_schema(shape: Shape, extra: Iterable[Field] = ()) -> dict[str, Any]:
+    fields = (*extra, *shape.fields)
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {f.name: _field_schema(f) for f in fields},
+        "additionalProperties": False,
+    }
+    required = [f.name for f in fields if f.required]
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (2020-12) of an ingestion batch: one event shape per `type`."""
+    variants = []
+    for kind, shape in EVENTS.items():
+        variant = shape_schema(shape, EVENT.fields)
+        variant["title"] = f"{kind} event"
+        variant["properties"]["type"] = {"const": kind, "description": "the event type"}
+        variants.append(variant)
+    return {
+        "type": "object",
+        "required": ["events"],
+        "additionalProperties": False,
+        "properties": {
+            "events": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_EVENTS_PER_BATCH,
+                "items": {"oneOf": variants},
+            }
+        },
+    }
+
+
+def _type_words(f: Field) -> str:
+    if f.type == "integer":
+        low = "" if f.minimum is None else f"{int(f.minimum):,}"
+        words = f"integer {low} – {int(f.maximum or INT64_MAX):,}"
+    elif f.type == "string":
+        words = (
+            " \\| ".join(f"`{c}`" for c in f.choices)
+            if f.choices
+            else (f"string ≤ {f.max_length:,}" if f.max_length else "string")
+        )
+    elif f.type == "list":
+        words = f"list ≤ {f.max_length:,} of {f.items.name if f.items else ''}"
+    else:
+        words = {
+            "number": "finite number",
+            "boolean": "boolean",
+            "integers": f"list of integers {int(f.minimum or 0)} – {int(f.maximum or 0):,}",
+            "numbers": "object name → number",
+            "object": "object",
+            "halves": f"base64 half floats ≤ {int(f.max_length or 0):,}",
+            "octets": f"base64 bytes ≤ {int(f.max_length or 0):,}",
+            "record": f"{f.items.name if f.items else ''} object",
+        }[f.type]
+    return f"{words} or `null`" if f.nullable else words
+
+
+def markdown_table(shape: Shape) -> str:
+    """The docs/api.md table of a shape (docs and code are compared by a test)."""
+    lines = [f"| {shape.name} field | type | required | meaning |", "|---|---|---|---|"]
+    for f in shape.fields:
+        lines.append(f"| `{f.name}` | {_type_words(f)} | {'yes' if f.required else 'no'} | {f.doc} |")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "COMPONENT",
+    "EVENT",
+    "EVENTS",
+    "EVENT_TYPES",
+    "PHASES",
+    "TOKEN_STATS",
+    "TOKEN_STAT_NAMES",
+    "TURN_TOKEN_STATS",
+    "TRAJECTORY",
+    "TURN",
+    "Field",
+    "Shape",
+    "check_batch",
+    "check_event",
+    "check_item",
+    "json_schema",
+    "markdown_table",
+    "pack_halves",
+    "pack_octets",
+    "unpack_halves",
+    "unpack_octets",
+]
