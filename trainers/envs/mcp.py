@@ -192,9 +192,16 @@ class McpHub:
                 try:
                     self.run(connection.open(), connect_timeout_s)
                 except BaseException as exc:  # noqa: BLE001 — any failure to start is the same visible error
-                    reason = "did not answer in time" if isinstance(exc, TimeoutError) else _reason(exc)
+                    reason = (
+                        f"did not answer in {connect_timeout_s:g} s"
+                        if isinstance(exc, TimeoutError)
+                        else _reason(exc)
+                    )
                     tail = connection.stderr_tail()
-                    self.run(connection.close(), 10)
+                    try:
+                        self.run(connection.close(), 10)
+                    except TimeoutError:  # the reason above is what the user needs, not the failed clean-up
+                        log.warning("MCP server %s: closing the failed session took over 10 s", server.name)
                     raise McpServerError(
                         f"MCP server {server.name!r} ({server.describe()}) could not be reached: {reason}.{tail}"
                     ) from None
@@ -248,8 +255,14 @@ def _close_soon(connection: _Connection) -> None:
 def hub() -> McpHub:
     global _hub
     with _hub_lock:
+        if _hub is not None and not _hub.thread.is_alive():
+            # Its loop thread ended (SystemExit or KeyboardInterrupt out of a callback): every call would wait out
+            # its time-out, so the next caller gets a fresh loop.
+            log.warning("the MCP hub's event loop had stopped; starting a new one")
+            _hub = None
         if _hub is None:
             _hub = McpHub()
+            # A replaced hub registers again: harmless, close_all closes whichever hub is current.
             atexit.register(close_all)
         return _hub
 

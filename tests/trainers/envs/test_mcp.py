@@ -261,3 +261,15 @@ def test_an_existing_kind_takes_mcp_tools_beside_its_own():
     assert env.step(call("shout", text="ok")).observation == "Result: OK"
     assert env.step(call("calculator", expression="2*3")).observation == "Result: 6"
     env.close()
+
+
+def test_a_stopped_hub_loop_is_replaced_and_the_next_build_reaches_its_server():
+    stopped = hub()
+    stopped.loop.call_soon_threadsafe(stopped.loop.stop)
+    stopped.thread.join(timeout=5)
+    assert not stopped.thread.is_alive()
+    started = time.monotonic()
+    env = mcp_env({"command": STDIO, "allow_tools": ["add"]})
+    assert env.step(call("add", a=2, b=3)).observation == "Result: 5"
+    assert hub() is not stopped and time.monotonic() - started < 20  # not a connect time-out
+    env.close()
