@@ -430,7 +430,7 @@ def check_checkpoint(trainer: Any, config: dict[str, Any], config_path: Path, ou
     say("  " + tail.replace("\n", "\n  "))
     evs = events(resumed_out / "events.jsonl") if (resumed_out / "events.jsonl").is_file() else []
     logs = [e["message"] for e in evs if e["type"] == "log"]
-    resumed = any("resumed from" in m for m in logs)
+    resumed = any(m.startswith("resumed at step") for m in logs)
     steps = [e for e in evs if e["type"] == "metrics" and e.get("split") == "train"]
     original = next(
         (
@@ -483,6 +483,7 @@ def check_update(trainer: Any, config: dict[str, Any], work: Path) -> tuple[Path
     from trainers.sdk.events import NullSink
 
     trainer.sink = NullSink()  # the run closed its sinks
+    trainer.events.sink = trainer.sink
     trainer.sampler.rollouts = make_rollouts(
         trainer.config,
         trainer.learner,
