@@ -12,7 +12,7 @@ from webapp.experiments.models import Run, RunStatus
 from webapp.experiments.services.lineage import run_auto_resume
 from webapp.experiments.services.transitions import run_transition
 from webapp.fleet.models import ONLINE_WITHIN, WorkerNode
-from webapp.fleet.selectors import is_online, queue_states, queued_run_ids
+from webapp.fleet.selectors import is_online, lost_run_ids, queue_states, queued_run_ids
 
 
 def worker_report(
@@ -71,17 +71,13 @@ def reap_lost_runs(*, now=None, timeout_s: int | None = None) -> list[int]:
     for it). Returns the ids it marked LOST.
 
     A run is heartbeated by every ingested batch (the trainer's sink sends a heartbeat event when it
-    has nothing else to say); STARTING runs are heartbeated by the worker before the trainer starts.
+    has nothing else to say); STARTING runs are heartbeated by the worker before the trainer starts; a
+    worker's own report vouches for the run it trains (`lost_run_ids`).
     """
     now = now or timezone.now()
     timeout = timedelta(seconds=timeout_s if timeout_s is not None else settings.RUN_HEARTBEAT_TIMEOUT_S)
-    stale = list(
-        Run.objects.filter(
-            status__in=[RunStatus.STARTING, RunStatus.RUNNING], heartbeat_at__lt=now - timeout
-        ).values_list("pk", flat=True)
-    )
     lost = []
-    for run_id in stale:
+    for run_id in lost_run_ids(now=now, timeout_s=int(timeout.total_seconds())):
         with transaction.atomic():
             if run_transition(
                 run_id,
