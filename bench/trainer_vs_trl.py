@@ -7,7 +7,14 @@ no KL term, no gradient checkpointing (TRL turns it on by default: `--trl-gradie
 keeps it). TRL runs its own training loop; a callback runs one of our steps after each TRL step,
 so both see the same machine load. The first `--warmup` pairs are excluded.
 
-    python bench/trainer_vs_trl.py [--steps 6] [--warmup 1] [--threads 2]
+    python bench/trainer_vs_trl.py [--steps 6] [--warmup 1] [--threads 2] [--ours float32,auto] [--trl-bf16]
+
+`--ours` lists our variants, each a trainer of its own, run one after another after each TRL step (same
+load for all): a run config `dtype` (`float32`, the fp32 path above; `auto`, the default:
+`trainers.models.policy_precision`), or `mixed`: fp32 weights, gradients and AdamW moments with the
+learner's passes (update and KL reference) under bf16 autocast, as `auto` does on CUDA, while sampling
+stays fp32 — the candidate rule for a CPU with bf16 matrix units (AVX512-BF16/AMX). `--trl-bf16` gives
+TRL its own default (bf16 autocast, `bf16=True`) instead of fp32.
 
 Per-phase breakdown: ours from the trainer's own timers; TRL's by wrapping its generation, its
 generate-and-score, `compute_loss` (forward) and the optimizer callbacks (backward is the rest).
@@ -99,6 +106,8 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-6)
+    parser.add_argument("--ours", default="float32", help="our learner's dtypes, comma-separated")
+    parser.add_argument("--trl-bf16", action="store_true", help="TRL's default bf16 autocast, not fp32")
     parser.add_argument(
         "--generation-dtype",
         default="auto",
@@ -122,35 +131,42 @@ def main() -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from trainers.learn.trainer import Trainer
-    from trainers.models import load_tokenizer, model_dir
+    from trainers.models import PolicyPrecision, load_tokenizer, model_dir
 
     transformers.logging.set_verbosity_error()
     path = model_dir("smollm2-135m")
     tokenizer = load_tokenizer("smollm2-135m")
 
-    ours = Trainer(
-        {
-            "model": "smollm2-135m",
-            "device": "cpu",
-            "dtype": "float32",
-            "generation_dtype": args.generation_dtype,
-            "torch_threads": args.threads,
-            "group_size": args.group,
-            "prompts_per_step": 1,
-            "max_new_tokens": args.tokens,
-            "max_turns": 1,
-            "temperature": 1.0,
-            "learning_rate": args.lr,
-            "max_grad_norm": 1.0,
-            "max_steps": 10_000,
-            "eval_tasks": 0,
-            "checkpoint_every": 0,
-            "seed": 0,
-            "preset": "grpo",
-        },
-        env_factory=BenchEnv,
-    )
-    ours.setup()
+    def our_trainer(dtype: str) -> Trainer:
+        return Trainer(
+            {
+                "model": "smollm2-135m",
+                "device": "cpu",
+                "dtype": dtype,
+                "generation_dtype": args.generation_dtype,
+                "torch_threads": args.threads,
+                "group_size": args.group,
+                "prompts_per_step": 1,
+                "max_new_tokens": args.tokens,
+                "max_turns": 1,
+                "temperature": 1.0,
+                "learning_rate": args.lr,
+                "max_grad_norm": 1.0,
+                "max_steps": 10_000,
+                "eval_tasks": 0,
+                "checkpoint_every": 0,
+                "seed": 0,
+                "preset": "grpo",
+            },
+            env_factory=BenchEnv,
+        )
+
+    ours = {label: our_trainer("float32" if label == "mixed" else label) for label in args.ours.split(",")}
+    for label, trainer in ours.items():
+        trainer.setup()
+        if label == "mixed":
+            # After setup: the sampler (the policy itself) keeps the fp32 precision it was given.
+            trainer.learner.precision = PolicyPrecision(torch.float32, torch.bfloat16, "cpu")
 
     dataset = Dataset.from_list(
         [
@@ -183,7 +199,7 @@ def main() -> None:
         report_to="none",
         save_strategy="no",
         seed=0,
-        bf16=False,
+        bf16=args.trl_bf16,
         max_grad_norm=1.0,
         dataloader_num_workers=0,
         lr_scheduler_type="constant",
@@ -242,58 +258,64 @@ def main() -> None:
                 "optimizer": phases.get("optimizer", 0.0),
             }
             trl_row["backward"] = total - sum(v for k, v in trl_row.items() if k not in ("total", "cpu"))
-            t0, cpu0 = time.perf_counter(), time.process_time()
-            metrics = ours.train_step()
-            our_total = time.perf_counter() - t0
-            our_row = {
-                "total": our_total,
-                "cpu": time.process_time() - cpu0,
-                "generate": metrics["time/generate"],
-                "score": metrics["time/score"],
-                "forward": metrics.get("time/forward", 0.0),
-                "backward": metrics.get("time/backward", 0.0),
-                "optimizer": metrics.get("time/optimizer", 0.0),
-                "reward": metrics["reward/mean"],
-                "tokens": metrics["response_length"] * args.group,
-            }
-            rows.append({"trl": trl_row, "ours": our_row})
-            n = len(rows)
-            print(
-                f"pair {n}: TRL {total:.2f}s  ours {our_total:.2f}s  (ours: gen {our_row['generate']:.2f} "
-                f"fwd {our_row['forward']:.2f} bwd {our_row['backward']:.2f} opt {our_row['optimizer']:.2f}; "
-                f"{our_row['tokens']:.0f} tokens)",
-                flush=True,
+            row: dict[str, Any] = {"trl": trl_row}
+            for dtype, trainer in ours.items():
+                t0, cpu0 = time.perf_counter(), time.process_time()
+                metrics = trainer.train_step()
+                row[dtype] = {
+                    "total": time.perf_counter() - t0,
+                    "cpu": time.process_time() - cpu0,
+                    "generate": metrics["time/generate"],
+                    "score": metrics["time/score"],
+                    "forward": metrics.get("time/forward", 0.0),
+                    "backward": metrics.get("time/backward", 0.0),
+                    "optimizer": metrics.get("time/optimizer", 0.0),
+                    "tokens": metrics["response_length"] * args.group,
+                    "mismatch": metrics.get("logprob_mismatch/mean", float("nan")),
+                }
+            rows.append(row)
+            line = "; ".join(
+                f"{d} {r['total']:.2f}s (gen {r['generate']:.2f} fwd {r['forward']:.2f} bwd {r['backward']:.2f} "
+                f"opt {r['optimizer']:.2f}; {r['tokens']:.0f} tokens)"
+                for d, r in row.items()
+                if d != "trl"
             )
+            print(f"pair {len(rows)}: TRL {total:.2f}s  ours {line}", flush=True)
 
     trl.add_callback(Alternate())
     trl.train()
 
     measured = rows[args.warmup :] or rows
     load = os.getloadavg()
-    trained = sum(1 for r in measured if r["ours"]["forward"] > 0)
+    labels = list(ours)
+    trained = {d: sum(1 for r in measured if r[d]["forward"] > 0) for d in labels}
     print(
         f"\nmedians over {len(measured)} steps (after {args.warmup} warm-up), {args.threads} threads, "
-        f"group {args.group} × {args.tokens} tokens, fp32, full fine-tuning; load average at the end "
-        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}; our update ran on {trained} of {len(measured)} steps "
+        f"group {args.group} × {args.tokens} tokens, TRL {'bf16 autocast' if args.trl_bf16 else 'fp32'}, "
+        f"full fine-tuning; load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}; our "
+        f"update ran on {', '.join(f'{trained[d]} ({d})' for d in labels)} of {len(measured)} steps "
         f"(steps whose advantages are all 0 skip it)"
     )
-    print(f"{'phase':<12}{'TRL s':>10}{'ours s':>10}")
+    print(f"{'phase':<12}{'TRL s':>10}" + "".join(f"{d:>12}" for d in labels))
     for phase in ("generate", "score", "forward", "backward", "optimizer", "total", "cpu"):
-        trl_value = statistics.median(r["trl"][phase] for r in measured)
-        our_value = statistics.median(r["ours"][phase] for r in measured)
-        print(f"{phase:<12}{trl_value:>10.2f}{our_value:>10.2f}")
+        values = [statistics.median(r[key][phase] for r in measured) for key in ["trl", *labels]]
+        print(f"{phase:<12}{values[0]:>10.2f}" + "".join(f"{v:>12.2f}" for v in values[1:]))
+    mismatches = [statistics.median(r[d]["mismatch"] for r in measured) for d in labels]
+    print(f"{'mismatch':<12}{'':>10}" + "".join(f"{v:>12.4f}" for v in mismatches))
     trl_total = statistics.median(r["trl"]["total"] for r in measured)
-    our_total = statistics.median(r["ours"]["total"] for r in measured)
     trl_cpu = statistics.median(r["trl"]["cpu"] for r in measured)
-    our_cpu = statistics.median(r["ours"]["cpu"] for r in measured)
-    per_pair = sorted(r["ours"]["total"] / r["trl"]["total"] for r in measured)
-    print(
-        f"CPU time (all threads) ratio ours/TRL = {our_cpu / trl_cpu:.2f}; per-pair wall ratios "
-        f"{', '.join(f'{x:.2f}' for x in per_pair)}"
-    )
-    print(
-        f"ratio ours/TRL = {our_total / trl_total:.2f} (ours {our_total:.2f} s/step, TRL {trl_total:.2f} s/step)"
-    )
+    for d in labels:
+        our_total = statistics.median(r[d]["total"] for r in measured)
+        our_cpu = statistics.median(r[d]["cpu"] for r in measured)
+        per_pair = sorted(r[d]["total"] / r["trl"]["total"] for r in measured)
+        print(
+            f"ours ({d}): CPU time (all threads) ratio ours/TRL = {our_cpu / trl_cpu:.2f}; per-pair wall "
+            f"ratios {', '.join(f'{x:.2f}' for x in per_pair)}"
+        )
+        print(
+            f"ours ({d}): ratio ours/TRL = {our_total / trl_total:.2f} (ours {our_total:.2f} s/step, "
+            f"TRL {trl_total:.2f} s/step)"
+        )
 
 
 if __name__ == "__main__":
