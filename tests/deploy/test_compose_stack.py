@@ -170,11 +170,19 @@ def admin(stack):
     return {"api": api, "browser": browser, "project": "agents"}
 
 
-def launch(admin, name: str, overrides: dict) -> dict:
+def launch(
+    admin,
+    name: str,
+    overrides: dict,
+    *,
+    env_kind: str = "arithmetic_calculator",
+    env_config: dict | None = None,
+    criterion: str = "numeric_match",
+) -> dict:
     api, slug = admin["api"], admin["project"]
     env = api.post(
         f"{BASE}/api/projects/{slug}/environments/",
-        json={"name": f"{name} env", "kind": "arithmetic_calculator", "config": {}},
+        json={"name": f"{name} env", "kind": env_kind, "config": env_config or {}},
         timeout=30,
     )
     assert env.status_code == 201, env.text
@@ -182,7 +190,7 @@ def launch(admin, name: str, overrides: dict) -> dict:
         f"{BASE}/api/projects/{slug}/rubrics/",
         json={
             "name": f"{name} rubric",
-            "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1}],
+            "criteria": [{"name": "score", "kind": criterion, "weight": 1}],
         },
         timeout=30,
     )
@@ -200,6 +208,19 @@ def launch(admin, name: str, overrides: dict) -> dict:
     )
     assert run.status_code == 201, run.text
     return run.json()
+
+
+# A small GRPO run: one rollout worker on ray-worker, no evaluation or checkpoints.
+SMALL = {
+    "group_size": 2,
+    "prompts_per_step": 2,
+    "max_new_tokens": 8,
+    "max_turns": 1,
+    "num_rollout_workers": 1,
+    "eval_tasks": 0,
+    "checkpoint_every": 0,
+}
+FINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "LOST"}
 
 
 def follow(admin, run_id: int, timeout: float) -> tuple[str, list[dict]]:
@@ -222,7 +243,7 @@ def follow(admin, run_id: int, timeout: float) -> tuple[str, list[dict]]:
                     status = (frame.get("run") or {}).get("status") if frame["type"] == "snapshot" else None
                     if frame["type"] == "status":
                         status = frame.get("status")
-                    if status in {"SUCCEEDED", "FAILED", "CANCELLED", "LOST"}:
+                    if status in FINAL:
                         return status, frames
 
     return asyncio.run(go())
@@ -251,16 +272,7 @@ def test_a_grpo_run_rolls_out_on_the_second_ray_node_and_succeeds(stack, admin):
     run = launch(
         admin,
         "two rollout workers",
-        {
-            "max_steps": 2,
-            "group_size": 2,
-            "prompts_per_step": 2,
-            "max_new_tokens": 8,
-            "max_turns": 1,
-            "num_rollout_workers": 2,
-            "eval_tasks": 0,
-            "checkpoint_every": 0,
-        },
+        {**SMALL, "max_steps": 2, "num_rollout_workers": 2},
     )
 
     # Placement from Ray's own state: the GCS actor table, read on the head node while the run's
@@ -270,7 +282,7 @@ def test_a_grpo_run_rolls_out_on_the_second_ray_node_and_succeeds(stack, admin):
         rollout = [a for a in state["actors"] if "RolloutWorker" in a["class"] and a["node_id"]]
         alive = [a for a in rollout if a["state"] == "ALIVE"]
         status = run_state(admin, run["id"])["status"]
-        if len(alive) == 2 or status in {"SUCCEEDED", "FAILED", "CANCELLED", "LOST"}:
+        if len(alive) == 2 or status in FINAL:
             return state, alive or rollout
         return None
 
@@ -307,21 +319,218 @@ def stored_keys(admin, run_id: int) -> list[tuple[int, int, int]]:
     return keys
 
 
+def wait_until_step(admin, run_id: int, step: int, timeout: float = 600) -> dict:
+    """The run once it has stored `step` (and is still running), so that a fault lands mid-run."""
+
+    def reached():
+        state = run_state(admin, run_id)
+        assert state["status"] not in FINAL, (state["status"], state["error_message"])
+        return state if (state["current_step"] or 0) >= step else None
+
+    return wait_for(f"run {run_id} at step {step}", reached, timeout, every=2)
+
+
+def event_seqs(admin, run_id: int) -> list[int]:
+    reply = admin["api"].get(f"{BASE}/api/runs/{run_id}/event-log/", timeout=60)
+    assert reply.status_code == 200, reply.text[:300]
+    return [json.loads(line)["seq"] for line in reply.text.splitlines() if line.strip()]
+
+
+def metric_series(admin, run_id: int) -> dict[str, dict]:
+    url = f"{BASE}/api/runs/{run_id}/metrics/"
+    keys = admin["api"].get(url, timeout=60).json()["keys"]
+    reply = admin["api"].get(url, params={"keys": ",".join(keys), "max_points": 10_000}, timeout=60)
+    return reply.json()["series"]
+
+
+def assert_each_event_and_step_stored_once(admin, run_id: int, steps: int) -> None:
+    """Nothing lost, nothing twice: the event log's sequence has no gap and no repeat, every metric has
+    one point per step, the busiest ones one for each of the run's `steps`."""
+    seqs = event_seqs(admin, run_id)
+    assert seqs and seqs == list(range(seqs[0], seqs[-1] + 1)), seqs
+    series = metric_series(admin, run_id)
+    assert series
+    for key, points in series.items():
+        assert len(points["steps"]) == len(set(points["steps"])), (key, points["steps"])
+    assert max(len(set(points["steps"])) for points in series.values()) == steps, series.keys()
+    keys = stored_keys(admin, run_id)
+    assert keys and len(keys) == len(set(keys))
+
+
+def test_restarting_web_mid_run_loses_no_event(stack, admin):
+    """`docker-compose restart web` while the trainer reports: its reporter retries until web is back, and
+    the server stores each retried event once."""
+    steps = 4
+    run = launch(admin, "web restarted", {**SMALL, "max_steps": steps})
+    wait_until_step(admin, run["id"], 1)
+    stack.compose("restart", "web")
+    wait_for("web healthy again", lambda: requests.get(f"{BASE}/healthz", timeout=5).status_code == 200, 180)
+    status, frames = follow(admin, run["id"], timeout=900)
+    assert status == "SUCCEEDED", run_state(admin, run["id"])["error_message"]
+    # The restart did land while the run reported: its reporter logged the failed posts it retried.
+    worker_log = stack.compose("logs", "--no-color", "worker-cpu").stdout
+    assert f"/api/runs/{run['id']}/events failed" in worker_log
+    assert_each_event_and_step_stored_once(admin, run["id"], steps)
+
+
+def test_with_redis_stopped_mid_run_the_web_answers_503_json_and_the_run_ends_visibly(stack, admin):
+    """Redis (broker and channel layer) stopped while a run trains, then started again: while it is away
+    /healthz answers 503 with a JSON body naming it; the run then finishes, or fails with its reason, and
+    what was ingested is stored once."""
+    steps = 4
+    run = launch(admin, "redis stopped", {**SMALL, "max_steps": steps})
+    wait_until_step(admin, run["id"], 1)
+    stack.compose("stop", "redis")
+    try:
+        reply = requests.get(f"{BASE}/healthz", timeout=60)
+        assert reply.status_code == 503, reply.text[:300]
+        assert reply.headers["Content-Type"].startswith("application/json")
+        assert reply.json()["redis"] != "ok" and reply.json()["database"] == "ok", reply.text[:300]
+        time.sleep(10)  # a few of the trainer's reports while the channel layer is away
+    finally:
+        stack.compose("start", "redis")
+    wait_for("web healthy again", lambda: requests.get(f"{BASE}/healthz", timeout=5).status_code == 200, 180)
+    status, frames = follow(admin, run["id"], timeout=900)
+    state = run_state(admin, run["id"])
+    assert status == "SUCCEEDED" or (status == "FAILED" and state["error_message"]), (status, state)
+    keys = stored_keys(admin, run["id"])
+    assert keys and len(keys) == len(set(keys))
+    seqs = event_seqs(admin, run["id"])
+    assert seqs == list(range(seqs[0], seqs[-1] + 1)), seqs
+
+
+# Run in `manage.py shell` in the web container: a preference queue over a finished run's GRPO groups,
+# every pair judged by the admin (the judging itself has its browser test, tests/browser/test_dpo_loop.py).
+JUDGE = """
+from django.contrib.auth import get_user_model
+from webapp.experiments.models import Run
+from webapp.review import services as review
+user = get_user_model().objects.get(username="admin")
+run = Run.objects.get(pk={run_id})
+queue = review.queue_create(project=run.project, user=user, name="deploy tier", runs=[run], annotators=[user], seed=1)
+for _ in range(100):
+    assignment = review.next_pair(queue=queue, annotator=user)
+    if assignment is None:
+        break
+    review.judgement_submit(pair=assignment.pair, annotator=user, choice="a")
+print("QUEUE", queue.pk)
+"""
+
+
+def test_a_dpo_run_trains_on_a_preference_snapshot(stack, admin):
+    """TRL's DPOTrainer inside the image, on the worker: a snapshot of judged pairs → a DPO run through the
+    public API → SUCCEEDED with its checkpoint."""
+    api, slug = admin["api"], admin["project"]
+    runs = api.get(f"{BASE}/api/projects/{slug}/runs/?limit=100", timeout=30).json()["results"]
+    done = [r for r in runs if r["status"] == "SUCCEEDED" and r.get("kind", "rl") == "rl"]
+    if not done:
+        source = launch(admin, "for dpo", {**SMALL, "max_steps": 1})
+        assert follow(admin, source["id"], timeout=900)[0] == "SUCCEEDED"
+        done = [source]
+    out = stack.exec("web", "python", "manage.py", "shell", stdin=JUDGE.format(run_id=done[0]["id"]))
+    queue_id = int(re.search(r"QUEUE (\d+)", out).group(1))
+    snapshot = api.post(f"{BASE}/api/preference-queues/{queue_id}/snapshots/", json={}, timeout=60)
+    assert snapshot.status_code == 201, snapshot.text
+    assert snapshot.json()["rows"] > 0, snapshot.json()
+    start = time.monotonic()
+    dpo = api.post(
+        f"{BASE}/api/preference-snapshots/{snapshot.json()['id']}/dpo-runs/",
+        json={"name": "dpo from the snapshot", "config": {"max_steps": 1, "batch_size": 2}},
+        timeout=60,
+    )
+    assert dpo.status_code == 201, dpo.text
+    status, frames = follow(admin, dpo.json()["id"], timeout=900)
+    stack.times["DPO run (1 step), POST to SUCCEEDED"] = time.monotonic() - start
+    assert status == "SUCCEEDED", run_state(admin, dpo.json()["id"])["error_message"]
+    checkpoints = api.get(f"{BASE}/api/runs/{dpo.json()['id']}/checkpoints/", timeout=30).json()
+    assert checkpoints["count"] >= 1, checkpoints
+
+
+# Kept between tiers (its pip layer stays cached); `make clean-deploy` removes it.
+OPENENV_IMAGE = "rollout-studio-deploy/openenv-echo:1"
+OPENENV_DOCKERFILE = ROOT / "tests" / "fixtures" / "openenv_image" / "Dockerfile"
+
+
+def openenv_image(context: Path) -> str:
+    """The environment `openenv init` generates (openenv-core's echo template), built into an image the
+    way tests/trainers/envs/test_openenv_image.py does (a local base, pip's CA as a build secret)."""
+    made = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "openenv"), "init", "echo_env", "-o", str(context)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    env_dir = context / "echo_env"
+    assert (env_dir / "server" / "app.py").is_file(), made.stdout + made.stderr
+    shutil.copy(OPENENV_DOCKERFILE, env_dir / "Dockerfile.studio")
+    cert = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
+    secret = ["--secret", f"id=pip_cert,src={cert}"] if Path(cert).is_file() else []
+    base = os.environ.get("BASE_IMAGE", "python:3.11-slim")
+    built = subprocess.run(
+        # Debian's 20.10 client builds with BuildKit (the secret) without the buildx plugin.
+        [os.environ.get("DOCKER", "/usr/bin/docker"), "build", "-f", "Dockerfile.studio"]
+        + ["--build-arg", f"BASE_IMAGE={base}", *secret, "-t", OPENENV_IMAGE, "."],
+        cwd=env_dir,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DOCKER_BUILDKIT": "1"},
+        timeout=1200,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    return OPENENV_IMAGE
+
+
+def test_an_openenv_server_in_its_own_container_serves_a_run_over_the_compose_network(stack, admin, tmp_path):
+    """An OpenEnv environment shipped as its own image runs as a container on the compose network; the
+    run's rollout actor on ray-worker reaches it by name (http://openenv-echo:8000)."""
+    start = time.monotonic()
+    image = openenv_image(tmp_path)
+    stack.times["OpenEnv image build (cached after the first)"] = time.monotonic() - start
+    network = f"{PROJECT}_default"
+    name = f"{PROJECT}-openenv-echo"
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+    subprocess.run(
+        [
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--network",
+            network,
+            "--network-alias",
+            "openenv-echo",
+            image,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        run = launch(
+            admin,
+            "openenv container",
+            {**SMALL, "max_steps": 1},
+            env_kind="openenv",
+            env_config={"url": "http://openenv-echo:8000"},
+            criterion="env_reward",
+        )
+        status, frames = follow(admin, run["id"], timeout=900)
+        assert status == "SUCCEEDED", run_state(admin, run["id"])["error_message"]
+        page = admin["api"].get(f"{BASE}/api/runs/{run['id']}/trajectories/", timeout=60).json()
+        assert page["results"], page
+        first = page["results"][0]
+        detail = admin["api"].get(f"{BASE}/api/runs/{run['id']}/trajectories/{first['id']}/", timeout=60)
+        # The echo server's reset observation is the episode's first message: it came from the container.
+        assert "Echo Env environment ready" in json.dumps(detail.json()["turns"]), detail.text[:2000]
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+
+
 def test_a_killed_worker_container_loses_the_run_and_auto_resume_finishes_it(stack, admin):
     run = launch(
         admin,
         "killed mid-run",
-        {
-            "max_steps": 6,
-            "group_size": 2,
-            "prompts_per_step": 2,
-            "max_new_tokens": 8,
-            "max_turns": 1,
-            "num_rollout_workers": 2,
-            "eval_tasks": 0,
-            "checkpoint_every": 1,
-            "auto_resume": 1,
-        },
+        {**SMALL, "max_steps": 6, "num_rollout_workers": 2, "checkpoint_every": 1, "auto_resume": 1},
     )
     wait_for(
         "a checkpoint",
@@ -356,16 +565,6 @@ def test_with_postgres_stopped_the_web_answers_503_json_and_recovers(stack, admi
         stack.compose("start", "postgres")
     wait_for("web healthy again", lambda: requests.get(f"{BASE}/healthz", timeout=5).status_code == 200, 180)
     assert admin["api"].get(f"{BASE}/api/projects/", timeout=30).status_code == 200
-
-
-def test_with_redis_stopped_the_web_answers_503_json_and_recovers(stack, admin):
-    stack.compose("stop", "redis")
-    try:
-        reply = requests.get(f"{BASE}/healthz", timeout=60)
-        assert reply.status_code == 503 and reply.json()["redis"] != "ok", reply.text[:300]
-    finally:
-        stack.compose("start", "redis")
-    wait_for("web healthy again", lambda: requests.get(f"{BASE}/healthz", timeout=5).status_code == 200, 180)
 
 
 def test_a_pg_dump_backup_restores_and_the_pages_load(stack, admin):
