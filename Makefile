@@ -139,4 +139,4 @@ test-deploy: $(STAMP) deploy-images
 
 # Removes the deploy tier's images (the stack itself is removed by the tests).
 clean-deploy:
-	docker image rm -f rollout-studio:latest local/python:3.11 local/postgres:15 local/redis:7 local/debian:bookworm
+	docker image rm -f rollout-studio:latest rollout-studio-deploy/openenv-echo:1 local/python:3.11 local/postgres:15 local/redis:7 local/debian:bookworm

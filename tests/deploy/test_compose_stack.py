@@ -30,6 +30,8 @@ BASE = f"http://127.0.0.1:{PORT}"
 
 pytestmark = [
     pytest.mark.deploy,
+    # A scenario loads the model on its nodes and trains several steps on two shared cores.
+    pytest.mark.timeout(1500),
     pytest.mark.skipif(os.environ.get("DEPLOY_TESTS") != "1", reason="the deploy tier: make test-deploy"),
     pytest.mark.skipif(
         not shutil.which("docker") or subprocess.run(["docker", "info"], capture_output=True).returncode != 0,
@@ -48,7 +50,7 @@ def compose_env() -> dict[str, str]:
         PRODUCTION="false",
         WEB_PORT=str(PORT),
         WEB_WORKERS="1",
-        WORKER_MEMORY=os.environ.get("WORKER_MEMORY", "4g"),
+        WORKER_MEMORY=os.environ.get("WORKER_MEMORY", "6g"),  # the learner peaked at 3.7 GB (135M model)
         RAY_WORKER_MEMORY=os.environ.get("RAY_WORKER_MEMORY", "8g"),
     )
     return env
@@ -170,11 +172,19 @@ def admin(stack):
     return {"api": api, "browser": browser, "project": "agents"}
 
 
-def launch(admin, name: str, overrides: dict) -> dict:
+def launch(
+    admin,
+    name: str,
+    overrides: dict,
+    *,
+    env_kind: str = "arithmetic_calculator",
+    env_config: dict | None = None,
+    criterion: str = "numeric_match",
+) -> dict:
     api, slug = admin["api"], admin["project"]
     env = api.post(
         f"{BASE}/api/projects/{slug}/environments/",
-        json={"name": f"{name} env", "kind": "arithmetic_calculator", "config": {}},
+        json={"name": f"{name} env", "kind": env_kind, "config": env_config or {}},
         timeout=30,
     )
     assert env.status_code == 201, env.text
@@ -182,7 +192,7 @@ def launch(admin, name: str, overrides: dict) -> dict:
         f"{BASE}/api/projects/{slug}/rubrics/",
         json={
             "name": f"{name} rubric",
-            "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1}],
+            "criteria": [{"name": "score", "kind": criterion, "weight": 1}],
         },
         timeout=30,
     )
@@ -202,28 +212,58 @@ def launch(admin, name: str, overrides: dict) -> dict:
     return run.json()
 
 
+# A small GRPO run: one rollout worker on ray-worker, no evaluation or checkpoints.
+SMALL = {
+    "group_size": 2,
+    "prompts_per_step": 2,
+    "max_new_tokens": 8,
+    "max_turns": 1,
+    "num_rollout_workers": 1,
+    "eval_tasks": 0,
+    "checkpoint_every": 0,
+}
+FINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "LOST"}
+
+
+def run_status_of(frame: dict) -> str | None:
+    """The run's status a websocket frame carries (docs/live.md): the snapshot's, a server-side change's
+    (`status`), or the trainer's own status report (an `event` of type `status`, with its seq)."""
+    if frame["type"] == "snapshot":
+        return (frame.get("run") or {}).get("status")
+    if frame["type"] == "status":
+        return frame.get("status")
+    if frame["type"] == "event" and frame["event"].get("type") == "status":
+        return frame["event"].get("status")
+    return None
+
+
 def follow(admin, run_id: int, timeout: float) -> tuple[str, list[dict]]:
-    """The run's frames over the websocket, from the host, until it ends; returns the final status."""
+    """The run's frames over the websocket, from the host, until it ends; returns the final status. A
+    socket the server closes is opened again, as the run page does (static/js/live.js): the first one
+    after Redis came back can fail while the channel layer reconnects."""
     import websockets
 
     cookie = "; ".join(f"{k}={v}" for k, v in admin["browser"].cookies.items())
 
     async def go() -> tuple[str, list[dict]]:
         frames: list[dict] = []
-        async with websockets.connect(
-            f"ws://127.0.0.1:{PORT}/ws/runs/{run_id}/",
-            additional_headers={"Cookie": cookie, "Origin": BASE},
-            max_size=None,
-        ) as socket:
-            async with asyncio.timeout(timeout):
-                while True:
-                    frame = json.loads(await socket.recv())
-                    frames.append(frame)
-                    status = (frame.get("run") or {}).get("status") if frame["type"] == "snapshot" else None
-                    if frame["type"] == "status":
-                        status = frame.get("status")
-                    if status in {"SUCCEEDED", "FAILED", "CANCELLED", "LOST"}:
-                        return status, frames
+        async with asyncio.timeout(timeout):
+            while True:
+                try:
+                    async with websockets.connect(
+                        f"ws://127.0.0.1:{PORT}/ws/runs/{run_id}/",
+                        additional_headers={"Cookie": cookie, "Origin": BASE},
+                        max_size=None,
+                    ) as socket:
+                        while True:
+                            frame = json.loads(await socket.recv())
+                            frames.append(frame)
+                            status = run_status_of(frame)
+                            if status in FINAL:
+                                return status, frames
+                except (websockets.exceptions.WebSocketException, OSError) as closed:
+                    frames.append({"type": "closed", "reason": repr(closed)})
+                    await asyncio.sleep(2)
 
     return asyncio.run(go())
 
@@ -251,16 +291,7 @@ def test_a_grpo_run_rolls_out_on_the_second_ray_node_and_succeeds(stack, admin):
     run = launch(
         admin,
         "two rollout workers",
-        {
-            "max_steps": 2,
-            "group_size": 2,
-            "prompts_per_step": 2,
-            "max_new_tokens": 8,
-            "max_turns": 1,
-            "num_rollout_workers": 2,
-            "eval_tasks": 0,
-            "checkpoint_every": 0,
-        },
+        {**SMALL, "max_steps": 2, "num_rollout_workers": 2},
     )
 
     # Placement from Ray's own state: the GCS actor table, read on the head node while the run's
@@ -270,7 +301,7 @@ def test_a_grpo_run_rolls_out_on_the_second_ray_node_and_succeeds(stack, admin):
         rollout = [a for a in state["actors"] if "RolloutWorker" in a["class"] and a["node_id"]]
         alive = [a for a in rollout if a["state"] == "ALIVE"]
         status = run_state(admin, run["id"])["status"]
-        if len(alive) == 2 or status in {"SUCCEEDED", "FAILED", "CANCELLED", "LOST"}:
+        if len(alive) == 2 or status in FINAL:
             return state, alive or rollout
         return None
 
@@ -307,21 +338,224 @@ def stored_keys(admin, run_id: int) -> list[tuple[int, int, int]]:
     return keys
 
 
+def wait_until_step(admin, run_id: int, step: int, timeout: float = 600) -> dict:
+    """The run once it has stored `step` (and is still running), so that a fault lands mid-run."""
+
+    def reached():
+        state = run_state(admin, run_id)
+        assert state["status"] not in FINAL, (state["status"], state["error_message"])
+        return state if (state["current_step"] or 0) >= step else None
+
+    return wait_for(f"run {run_id} at step {step}", reached, timeout, every=2)
+
+
+def event_seqs(admin, run_id: int) -> list[int]:
+    reply = admin["api"].get(f"{BASE}/api/runs/{run_id}/event-log/", timeout=60)
+    assert reply.status_code == 200, reply.text[:300]
+    return [json.loads(line)["seq"] for line in reply.text.splitlines() if line.strip()]
+
+
+def metric_series(admin, run_id: int) -> dict[str, dict]:
+    url = f"{BASE}/api/runs/{run_id}/metrics/"
+    keys = admin["api"].get(url, timeout=60).json()["keys"]
+    reply = admin["api"].get(url, params={"keys": ",".join(keys), "max_points": 10_000}, timeout=60)
+    return reply.json()["series"]
+
+
+def assert_each_event_and_step_stored_once(admin, run_id: int, steps: int) -> None:
+    """Nothing lost, nothing twice: the event log's sequence has no gap and no repeat, every metric has
+    one point per step, the busiest ones one for each of the run's `steps`."""
+    seqs = event_seqs(admin, run_id)
+    assert seqs and seqs == list(range(seqs[0], seqs[-1] + 1)), seqs
+    series = metric_series(admin, run_id)
+    assert series
+    for key, points in series.items():
+        assert len(points["steps"]) == len(set(points["steps"])), (key, points["steps"])
+    assert max(len(set(points["steps"])) for points in series.values()) == steps, series.keys()
+    keys = stored_keys(admin, run_id)
+    assert keys and len(keys) == len(set(keys))
+
+
+def test_restarting_web_mid_run_loses_no_event(stack, admin):
+    """web restarted while the trainer reports: its reporter retries until web is back, and the server
+    stores each retried event once. A bare `docker-compose restart web` is down ~9 s here and can fall
+    between two of the trainer's posts; held down 5 s more (down ~15 s in all, more than the trainer's 10-s
+    heartbeat interval), web misses at least one post for sure. Not much longer: a trainer that has not
+    reached web for RUN_HEARTBEAT_TIMEOUT_S (45 s, its retry backoff included) is marked LOST (docs/deploy.md).
+    """
+    steps = 3
+    run = launch(admin, "web restarted", {**SMALL, "max_steps": steps})
+    wait_until_step(admin, run["id"], 1)
+    stack.compose("stop", "web")
+    time.sleep(5)
+    stack.compose("start", "web")
+    wait_for("web healthy again", lambda: requests.get(f"{BASE}/healthz", timeout=5).status_code == 200, 180)
+    status, frames = follow(admin, run["id"], timeout=900)
+    assert status == "SUCCEEDED", run_state(admin, run["id"])["error_message"]
+    # The restart did land while the run reported: its reporter logged the failed posts it retried.
+    worker_log = stack.compose("logs", "--no-color", "worker-cpu").stdout
+    assert f"/api/runs/{run['id']}/events failed" in worker_log
+    assert_each_event_and_step_stored_once(admin, run["id"], steps)
+
+
+def test_with_redis_stopped_mid_run_the_web_answers_503_json_and_the_run_ends_visibly(stack, admin):
+    """Redis (broker and channel layer) stopped while a run trains, then started again: while it is away
+    /healthz answers 503 with a JSON body naming it; the run then finishes, or fails with its reason, and
+    what was ingested is stored once."""
+    steps = 3
+    run = launch(admin, "redis stopped", {**SMALL, "max_steps": steps})
+    wait_until_step(admin, run["id"], 1)
+    stack.compose("stop", "redis")
+    try:
+        reply = requests.get(f"{BASE}/healthz", timeout=60)
+        assert reply.status_code == 503, reply.text[:300]
+        assert reply.headers["Content-Type"].startswith("application/json")
+        assert reply.json()["redis"] != "ok" and reply.json()["database"] == "ok", reply.text[:300]
+        time.sleep(10)  # a few of the trainer's reports while the channel layer is away
+    finally:
+        stack.compose("start", "redis")
+    wait_for("web healthy again", lambda: requests.get(f"{BASE}/healthz", timeout=5).status_code == 200, 180)
+    status, frames = follow(admin, run["id"], timeout=900)
+    state = run_state(admin, run["id"])
+    assert status == "SUCCEEDED" or (status == "FAILED" and state["error_message"]), (status, state)
+    keys = stored_keys(admin, run["id"])
+    assert keys and len(keys) == len(set(keys))
+    seqs = event_seqs(admin, run["id"])
+    assert seqs == list(range(seqs[0], seqs[-1] + 1)), seqs
+
+
+# Run in `manage.py shell` in the web container: a preference queue over a finished run's GRPO groups,
+# every pair judged by the admin (the judging itself has its browser test, tests/browser/test_dpo_loop.py).
+JUDGE = """
+from django.contrib.auth import get_user_model
+from webapp.experiments.models import Run
+from webapp.review import services as review
+user = get_user_model().objects.get(username="admin")
+run = Run.objects.get(pk={run_id})
+queue = review.queue_create(project=run.project, user=user, name="deploy tier", runs=[run], annotators=[user], seed=1)
+for _ in range(100):
+    assignment = review.next_pair(queue=queue, annotator=user)
+    if assignment is None:
+        break
+    review.judgement_submit(pair=assignment.pair, annotator=user, choice="a")
+print("QUEUE", queue.pk)
+"""
+
+
+def test_a_dpo_run_trains_on_a_preference_snapshot(stack, admin):
+    """TRL's DPOTrainer inside the image, on the worker: a snapshot of judged pairs → a DPO run through the
+    public API → SUCCEEDED with its checkpoint."""
+    api, slug = admin["api"], admin["project"]
+    runs = api.get(f"{BASE}/api/projects/{slug}/runs/?limit=100", timeout=30).json()["results"]
+    done = [r for r in runs if r["status"] == "SUCCEEDED" and r.get("kind", "rl") == "rl"]
+    if not done:
+        source = launch(admin, "for dpo", {**SMALL, "max_steps": 1})
+        assert follow(admin, source["id"], timeout=900)[0] == "SUCCEEDED"
+        done = [source]
+    out = stack.exec("web", "python", "manage.py", "shell", stdin=JUDGE.format(run_id=done[0]["id"]))
+    queue_id = int(re.search(r"QUEUE (\d+)", out).group(1))
+    snapshot = api.post(f"{BASE}/api/preference-queues/{queue_id}/snapshots/", json={}, timeout=60)
+    assert snapshot.status_code == 201, snapshot.text
+    assert snapshot.json()["rows"] > 0, snapshot.json()
+    start = time.monotonic()
+    dpo = api.post(
+        f"{BASE}/api/preference-snapshots/{snapshot.json()['id']}/dpo-runs/",
+        json={"name": "dpo from the snapshot", "config": {"max_steps": 1, "batch_size": 2}},
+        timeout=60,
+    )
+    assert dpo.status_code == 201, dpo.text
+    status, frames = follow(admin, dpo.json()["id"], timeout=900)
+    stack.times["DPO run (1 step), POST to SUCCEEDED"] = time.monotonic() - start
+    assert status == "SUCCEEDED", run_state(admin, dpo.json()["id"])["error_message"]
+    checkpoints = api.get(f"{BASE}/api/runs/{dpo.json()['id']}/checkpoints/", timeout=30).json()
+    assert checkpoints["count"] >= 1, checkpoints
+
+
+# Kept between tiers (its pip layer stays cached); `make clean-deploy` removes it.
+OPENENV_IMAGE = "rollout-studio-deploy/openenv-echo:1"
+OPENENV_DOCKERFILE = ROOT / "tests" / "fixtures" / "openenv_image" / "Dockerfile"
+
+
+def openenv_image(context: Path) -> str:
+    """The environment `openenv init` generates (openenv-core's echo template), built into an image the
+    way tests/trainers/envs/test_openenv_image.py does (a local base, pip's CA as a build secret)."""
+    made = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "openenv"), "init", "echo_env", "-o", str(context)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    env_dir = context / "echo_env"
+    assert (env_dir / "server" / "app.py").is_file(), made.stdout + made.stderr
+    shutil.copy(OPENENV_DOCKERFILE, env_dir / "Dockerfile.studio")
+    cert = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
+    secret = ["--secret", f"id=pip_cert,src={cert}"] if Path(cert).is_file() else []
+    base = os.environ.get("BASE_IMAGE", "python:3.11-slim")
+    built = subprocess.run(
+        # Debian's 20.10 client builds with BuildKit (the secret) without the buildx plugin.
+        [os.environ.get("DOCKER", "/usr/bin/docker"), "build", "-f", "Dockerfile.studio"]
+        + ["--build-arg", f"BASE_IMAGE={base}", *secret, "-t", OPENENV_IMAGE, "."],
+        cwd=env_dir,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DOCKER_BUILDKIT": "1"},
+        timeout=1200,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    return OPENENV_IMAGE
+
+
+def test_an_openenv_server_in_its_own_container_serves_a_run_over_the_compose_network(stack, admin, tmp_path):
+    """An OpenEnv environment shipped as its own image runs as a container on the compose network; the
+    run's rollout actor on ray-worker reaches it by name (http://openenv-echo:8000)."""
+    start = time.monotonic()
+    image = openenv_image(tmp_path)
+    stack.times["OpenEnv image build (cached after the first)"] = time.monotonic() - start
+    network = f"{PROJECT}_default"
+    name = f"{PROJECT}-openenv-echo"
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+    subprocess.run(
+        [
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--network",
+            network,
+            "--network-alias",
+            "openenv-echo",
+            image,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        run = launch(
+            admin,
+            "openenv container",
+            {**SMALL, "max_steps": 1},
+            env_kind="openenv",
+            env_config={"url": "http://openenv-echo:8000"},
+            criterion="env_reward",
+        )
+        status, frames = follow(admin, run["id"], timeout=900)
+        assert status == "SUCCEEDED", run_state(admin, run["id"])["error_message"]
+        page = admin["api"].get(f"{BASE}/api/runs/{run['id']}/trajectories/", timeout=60).json()
+        assert page["results"], page
+        first = page["results"][0]
+        detail = admin["api"].get(f"{BASE}/api/runs/{run['id']}/trajectories/{first['id']}/", timeout=60)
+        # The echo server's reset observation is the episode's first message: it came from the container.
+        assert "Echo Env environment ready" in json.dumps(detail.json()["turns"]), detail.text[:2000]
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+
+
 def test_a_killed_worker_container_loses_the_run_and_auto_resume_finishes_it(stack, admin):
     run = launch(
         admin,
         "killed mid-run",
-        {
-            "max_steps": 6,
-            "group_size": 2,
-            "prompts_per_step": 2,
-            "max_new_tokens": 8,
-            "max_turns": 1,
-            "num_rollout_workers": 2,
-            "eval_tasks": 0,
-            "checkpoint_every": 1,
-            "auto_resume": 1,
-        },
+        {**SMALL, "max_steps": 6, "num_rollout_workers": 2, "checkpoint_every": 1, "auto_resume": 1},
     )
     wait_for(
         "a checkpoint",
@@ -331,6 +565,9 @@ def test_a_killed_worker_container_loses_the_run_and_auto_resume_finishes_it(sta
     subprocess.run(["docker", "kill", stack.container("worker-cpu")], check=True, capture_output=True)
     lost = wait_for("LOST", lambda: run_state(admin, run["id"])["status"] == "LOST", 300, every=5)
     assert lost
+    # Docker does not restart a container that `docker kill` stopped (it counts as stopped by hand, unlike
+    # the kernel's OOM kill): the operator starts it again, and it takes the auto-resumed run.
+    stack.compose("start", "worker-cpu")
 
     def resumed():
         runs = admin["api"].get(f"{BASE}/api/projects/{admin['project']}/runs/?limit=50", timeout=30).json()
@@ -356,16 +593,6 @@ def test_with_postgres_stopped_the_web_answers_503_json_and_recovers(stack, admi
         stack.compose("start", "postgres")
     wait_for("web healthy again", lambda: requests.get(f"{BASE}/healthz", timeout=5).status_code == 200, 180)
     assert admin["api"].get(f"{BASE}/api/projects/", timeout=30).status_code == 200
-
-
-def test_with_redis_stopped_the_web_answers_503_json_and_recovers(stack, admin):
-    stack.compose("stop", "redis")
-    try:
-        reply = requests.get(f"{BASE}/healthz", timeout=60)
-        assert reply.status_code == 503 and reply.json()["redis"] != "ok", reply.text[:300]
-    finally:
-        stack.compose("start", "redis")
-    wait_for("web healthy again", lambda: requests.get(f"{BASE}/healthz", timeout=5).status_code == 200, 180)
 
 
 def test_a_pg_dump_backup_restores_and_the_pages_load(stack, admin):
