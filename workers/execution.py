@@ -11,16 +11,20 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from webapp.experiments.models import Run, RunStatus
 from webapp.experiments.selectors import run_cancel_requested
+from webapp.experiments.services.heartbeats import run_heartbeat
 from webapp.experiments.services.runs import run_issue_ingest_token
 from webapp.experiments.services.transitions import run_transition
 from webapp.projects.services import secret_values
@@ -66,6 +70,37 @@ def resume_path(run: Run) -> str | None:
     return None
 
 
+HEARTBEAT_S = 10.0
+
+
+@contextmanager
+def beating(run_id: int, interval_s: float = HEARTBEAT_S) -> Iterator[None]:
+    """While the run trains in this process, refresh its heartbeat from here too, straight to the
+    database: the trainer's own heartbeats reach it only through the web server, and a web restart longer
+    than RUN_HEARTBEAT_TIMEOUT_S would otherwise make the reaper mark a healthy run LOST (found by the deploy
+    tier). This thread dies with the process, so a killed worker still loses its run."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(interval_s):
+                try:
+                    run_heartbeat(run_id)
+                except Exception as exc:  # noqa: BLE001 — a flaky database write must not stop the run
+                    log.warning("cannot refresh run %s's heartbeat: %r", run_id, exc)
+                    close_old_connections()
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = threading.Thread(target=beat, name=f"run-heartbeat-{run_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
 def execute_run(run_id: int, *, task_id: str = "", hostname: str = "") -> str:
     hostname = hostname or f"{socket.gethostname()}:{os.getpid()}"
     claimed = run_transition(
@@ -83,7 +118,7 @@ def execute_run(run_id: int, *, task_id: str = "", hostname: str = "") -> str:
 
     reset_peaks()  # the run reports its own peak memory, not the worker's earlier runs'
     try:
-        with watching(lambda: run_cancel_requested(run_id), name=f"run-{run_id}") as cancel:
+        with watching(lambda: run_cancel_requested(run_id), name=f"run-{run_id}") as cancel, beating(run_id):
             return _train(run, token, cancel.requested)
     except BaseException as exc:  # noqa: BLE001 — also soft time limits and KeyboardInterrupt
         run_transition(

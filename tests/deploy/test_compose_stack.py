@@ -379,8 +379,8 @@ def assert_each_event_and_step_stored_once(admin, run_id: int, steps: int) -> No
 def test_restarting_web_mid_run_loses_no_event(stack, admin):
     """web restarted while the trainer reports: its reporter retries until web is back, and the server
     stores each retried event once. web is held down for a minute, longer than RUN_HEARTBEAT_TIMEOUT_S
-    (45 s): the run stays RUNNING because the worker training it still reports it straight to Postgres
-    (webapp.fleet.selectors.lost_run_ids; before that rule a 34-s outage made this healthy run LOST).
+    (45 s): the run stays RUNNING because the worker's training process refreshes its heartbeat straight
+    in Postgres (workers.execution.beating; before that a 34-s outage made this healthy run LOST).
     """
     steps = 3
     run = launch(admin, "web restarted", {**SMALL, "max_steps": steps})

@@ -44,18 +44,16 @@ def lost_jobs(
 
 
 def lost_run_ids(*, now=None, timeout_s: int | None = None) -> list[int]:
-    """Active runs nothing has vouched for within the heartbeat timeout: neither their trainer (every
-    ingested batch is a heartbeat) nor the worker training them (its own report names the run, written
-    straight to the database). The worker's word counts because the trainer's reaches the database only
-    through the web server: with the web down for longer than the timeout (a restart, an upgrade), a
-    healthy run would otherwise be marked LOST and its later events refused."""
+    """Active runs whose heartbeat is older than the timeout. A run is heartbeated by every batch its
+    trainer reports (through the web server) and, while a dashboard worker trains it, by that worker's
+    training process straight to the database (`workers.execution.beating`): a web restart does not lose
+    a healthy run, a killed worker does."""
     now = now or timezone.now()
     since = now - timedelta(seconds=timeout_s if timeout_s is not None else settings.RUN_HEARTBEAT_TIMEOUT_S)
-    vouched = WorkerNode.objects.filter(last_seen__gte=since, stopped=False, current_run__isnull=False)
     return list(
-        Run.objects.filter(status__in=[RunStatus.STARTING, RunStatus.RUNNING], heartbeat_at__lt=since)
-        .exclude(pk__in=vouched.values("current_run"))
-        .values_list("pk", flat=True)
+        Run.objects.filter(
+            status__in=[RunStatus.STARTING, RunStatus.RUNNING], heartbeat_at__lt=since
+        ).values_list("pk", flat=True)
     )
 
 

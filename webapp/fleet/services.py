@@ -71,8 +71,8 @@ def reap_lost_runs(*, now=None, timeout_s: int | None = None) -> list[int]:
     for it). Returns the ids it marked LOST.
 
     A run is heartbeated by every ingested batch (the trainer's sink sends a heartbeat event when it
-    has nothing else to say); STARTING runs are heartbeated by the worker before the trainer starts; a
-    worker's own report vouches for the run it trains (`lost_run_ids`).
+    has nothing else to say); STARTING runs are heartbeated by the worker before the trainer starts, and a
+    worker's training process heartbeats its run directly (`lost_run_ids`).
     """
     now = now or timezone.now()
     timeout = timedelta(seconds=timeout_s if timeout_s is not None else settings.RUN_HEARTBEAT_TIMEOUT_S)

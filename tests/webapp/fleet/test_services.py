@@ -177,36 +177,3 @@ def test_the_workers_page_shows_how_busy_each_machine_is_and_the_run_it_serves(c
         and "busy" not in quiet
         and "GB" not in quiet
     )
-
-
-def test_a_run_whose_worker_still_reports_it_is_not_lost_while_its_trainer_cannot_reach_the_web(run):
-    """The web server restarting for longer than the timeout: the trainer's batches wait, but the worker
-    training the run reports it straight to the database, so the run stays RUNNING."""
-    lose(run)
-    worker_report(
-        hostname="w1", queues=["cpu"], gpus=[], cpus=2, ray_address="local", pid=1, current_run_id=run.pk
-    )
-    assert reap_lost_runs(timeout_s=45) == []
-    run.refresh_from_db()
-    assert run.status == "RUNNING"
-
-    # The worker went silent too (its process killed): now the run is lost.
-    from webapp.fleet.models import WorkerNode
-
-    WorkerNode.objects.filter(hostname="w1").update(last_seen=timezone.now() - timedelta(seconds=300))
-    assert reap_lost_runs(timeout_s=45) == [run.pk]
-
-
-def test_a_worker_that_said_it_stops_vouches_for_no_run(run):
-    lose(run)
-    worker_report(
-        hostname="w1",
-        queues=["cpu"],
-        gpus=[],
-        cpus=2,
-        ray_address="local",
-        pid=1,
-        current_run_id=run.pk,
-        stopped=True,
-    )
-    assert reap_lost_runs(timeout_s=45) == [run.pk]
