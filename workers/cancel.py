@@ -21,10 +21,19 @@ POLL_S = 1.0
 
 
 class CancelWatcher:
-    """`requested()` turns true once `asked()` did (read every `poll_s` on a daemon thread)."""
+    """`requested()` turns true once `asked()` did (read every `poll_s` on a daemon thread, on its own
+    database connection). `asked` may also be a periodic database write that never asks to stop (the run's
+    heartbeat: `workers.execution.beating`); `doing` names it in the warning when one call fails."""
 
-    def __init__(self, asked: Callable[[], bool], *, name: str, poll_s: float = POLL_S) -> None:
-        self._asked, self._poll_s = asked, poll_s
+    def __init__(
+        self,
+        asked: Callable[[], bool],
+        *,
+        name: str,
+        poll_s: float = POLL_S,
+        doing: str = "read the cancel request",
+    ) -> None:
+        self._asked, self._poll_s, self._doing = asked, poll_s, doing
         self._requested = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"cancel-watch-{name}", daemon=True)
@@ -48,7 +57,7 @@ class CancelWatcher:
                         self._requested.set()
                         break
                 except Exception as exc:  # noqa: BLE001 — a flaky database read must not stop the run
-                    log.warning("cannot read the cancel request: %r", exc)
+                    log.warning("cannot %s: %r", self._doing, exc)
                     close_old_connections()
                 self._stop.wait(self._poll_s)
         finally:
@@ -56,8 +65,10 @@ class CancelWatcher:
 
 
 @contextmanager
-def watching(asked: Callable[[], bool], *, name: str, poll_s: float = POLL_S) -> Iterator[CancelWatcher]:
-    watcher = CancelWatcher(asked, name=name, poll_s=poll_s).start()
+def watching(
+    asked: Callable[[], bool], *, name: str, poll_s: float = POLL_S, doing: str = "read the cancel request"
+) -> Iterator[CancelWatcher]:
+    watcher = CancelWatcher(asked, name=name, poll_s=poll_s, doing=doing).start()
     try:
         yield watcher
     finally:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from webapp.experiments.models import Run, RunStatus
@@ -78,27 +76,17 @@ def beating(run_id: int, interval_s: float = HEARTBEAT_S) -> Iterator[None]:
     """While the run trains in this process, refresh its heartbeat from here too, straight to the
     database: the trainer's own heartbeats reach it only through the web server, and a web restart longer
     than RUN_HEARTBEAT_TIMEOUT_S would otherwise make the reaper mark a healthy run LOST (found by the deploy
-    tier). This thread dies with the process, so a killed worker still loses its run."""
-    stop = threading.Event()
+    tier). The thread dies with the process, so a killed worker still loses its run. It is the cancel
+    watcher's thread (own connection, a failed write logged and retried) with a write that never asks to stop."""
 
-    def beat() -> None:
-        try:
-            while not stop.wait(interval_s):
-                try:
-                    run_heartbeat(run_id)
-                except Exception as exc:  # noqa: BLE001 — a flaky database write must not stop the run
-                    log.warning("cannot refresh run %s's heartbeat: %r", run_id, exc)
-                    close_old_connections()
-        finally:
-            connection.close()  # this thread's own connection
+    def beat() -> bool:
+        run_heartbeat(run_id)
+        return False
 
-    thread = threading.Thread(target=beat, name=f"run-heartbeat-{run_id}", daemon=True)
-    thread.start()
-    try:
+    with watching(
+        beat, name=f"heartbeat-{run_id}", poll_s=interval_s, doing=f"refresh run {run_id}'s heartbeat"
+    ):
         yield
-    finally:
-        stop.set()
-        thread.join(timeout=5)
 
 
 def execute_run(run_id: int, *, task_id: str = "", hostname: str = "") -> str:
