@@ -28,8 +28,19 @@ def worker_report(
     usage: dict | None = None,
     models: list[str] | None = None,
 ) -> WorkerNode:
-    """Record a worker's heartbeat: what it serves, what it has and (`usage`) how busy it is."""
+    """Record a worker's heartbeat: what it serves, what it has and (`usage`) how busy it is.
+
+    Its current run is the one it names or, when it names none, the active run it claimed (`Run.worker`):
+    under Celery's prefork pool a child process trains while the parent sends the heartbeats without
+    knowing the child's run, and the Workers page showed the worker idle 10 s into every run."""
     now = timezone.now()
+    if current_run_id is None and not stopped:
+        current_run_id = (
+            Run.objects.filter(worker=hostname, status__in=(RunStatus.STARTING, RunStatus.RUNNING))
+            .order_by("-pk")
+            .values_list("pk", flat=True)
+            .first()
+        )
     before = WorkerNode.objects.filter(hostname=hostname).first()
     node, created = WorkerNode.objects.update_or_create(
         hostname=hostname,

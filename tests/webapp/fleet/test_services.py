@@ -177,3 +177,20 @@ def test_the_workers_page_shows_how_busy_each_machine_is_and_the_run_it_serves(c
         and "busy" not in quiet
         and "GB" not in quiet
     )
+
+
+def test_a_worker_that_names_no_run_serves_the_active_run_it_claimed(client_for, run):
+    """Under Celery's prefork pool the child trains and the parent heartbeats without knowing the run: the
+    worker's current run is still the one it claimed, until that run ends."""
+    Run.objects.filter(pk=run.pk).update(status="RUNNING", worker="cpu@box", current_step=2, max_steps=10)
+    node = worker_report(hostname="cpu@box", queues=["cpu"], gpus=[], cpus=2, ray_address="local", pid=9)
+    assert node.current_run_id == run.pk
+    busy = client_for("dave").get("/workers/").content.decode().split('data-worker="cpu@box"')[1]
+    assert f'href="/p/{run.project.slug}/runs/{run.pk}/"' in busy.split("</tr>")[0]
+
+    other = worker_report(hostname="cpu@other", queues=["cpu"], gpus=[], cpus=2, ray_address="local", pid=10)
+    assert other.current_run_id is None  # a run claimed by another worker is not this one's
+
+    Run.objects.filter(pk=run.pk).update(status="SUCCEEDED")
+    node = worker_report(hostname="cpu@box", queues=["cpu"], gpus=[], cpus=2, ray_address="local", pid=9)
+    assert node.current_run_id is None
