@@ -18,13 +18,14 @@ _stop = threading.Event()
 INTERVAL_S = 10
 
 
-def detect_gpus() -> list[dict]:
-    """GPUs from nvidia-smi when present; never imports torch in the worker's main process."""
+def _nvidia_smi(fields: str) -> list[str]:
+    """One CSV line a GPU with `fields` (nvidia-smi's --query-gpu names); none where nvidia-smi is missing
+    or fails."""
     if not shutil.which("nvidia-smi"):
         return []
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
+            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=10,
@@ -32,8 +33,13 @@ def detect_gpus() -> list[dict]:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
+    return out.strip().splitlines()
+
+
+def detect_gpus() -> list[dict]:
+    """GPUs from nvidia-smi when present; never imports torch in the worker's main process."""
     gpus = []
-    for line in out.strip().splitlines():
+    for line in _nvidia_smi("index,name,memory.total"):
         index, name, memory = (part.strip() for part in line.split(",", 2))
         gpus.append({"index": int(index), "name": name, "memory_mb": int(float(memory))})
     return gpus
@@ -72,24 +78,8 @@ def _nvml_usage() -> list[dict] | None:
 
 def _nvidia_smi_usage() -> list[dict]:
     """The same from nvidia-smi (itself an NVML client) where the Python bindings are not installed."""
-    if not shutil.which("nvidia-smi"):
-        return []
-    try:
-        out = subprocess.run(
-            [
-                "nvidia-smi",
-                "--query-gpu=index,utilization.gpu,memory.used,memory.total",
-                "--format=csv,noheader,nounits",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
     gpus = []
-    for line in out.strip().splitlines():
+    for line in _nvidia_smi("index,utilization.gpu,memory.used,memory.total"):
         try:
             index, utilization, used, total = (float(part) for part in line.split(","))
         except ValueError:
