@@ -265,27 +265,89 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: Any = "au
 
     device = resolve_device(device)
     resolved = inference_dtype(dtype, device) if isinstance(dtype, str) else dtype
-    attention = attention_implementation(resolved, device)
+    path = model_dir(name)
+    attention = attention_implementation(resolved, device, _model_type(path))
+    if attention == GROUPED_ATTENTION:
+        _register_grouped_attention()
     model: Any = AutoModelForCausalLM.from_pretrained(
-        model_dir(name), dtype=resolved, **({"attn_implementation": attention} if attention else {})
+        path, dtype=resolved, **({"attn_implementation": attention} if attention else {})
     )
     return model.to(device)
 
 
-def attention_implementation(dtype: Any, device: str) -> str | None:
-    """The attention kernel for a model held in `dtype` on `device`: transformers' "eager" attention for
-    half precision on a CPU, otherwise its default (None: SDPA).
+GROUPED_ATTENTION = "rollout_studio_grouped"
+# Model types whose attention is the plain scaled dot product over grouped key/value heads (no logit
+# soft-capping, no attention sinks), where grouped_attention computes exactly what transformers' eager does.
+_GROUPED_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+
+
+def attention_implementation(dtype: Any, device: str, model_type: str = "") -> str | None:
+    """The attention kernel for a model held in `dtype` on `device`: for half precision on a CPU, eager
+    attention — `grouped_attention` where the model type allows, else transformers' "eager" — and
+    otherwise transformers' default (None: SDPA).
 
     PyTorch's CPU SDPA kernel (flash attention for CPU) is slow in bf16: decoding SmolLM2-135M in bf16 on
     2 cores spent 18 % of its time there (334 µs a call against 130 µs in fp32), and the demo's shape
-    (16 rows, a 350-token prompt, 48 new tokens) generated 1.35× faster with eager attention (which takes
-    its softmax in fp32). In fp32 SDPA is the faster of the two (eager 1.3× slower), so only half-precision
-    CPU models change."""
+    (16 rows, prompts of 240–760 tokens, 48 new tokens) generated 1.2–1.35× faster with eager attention
+    (which takes its softmax in fp32). In fp32 SDPA is the faster of the two (eager 1.3× slower), so only
+    half-precision CPU models change."""
     import torch
 
     if device.split(":")[0] == "cpu" and dtype in (torch.bfloat16, torch.float16):
-        return "eager"
+        return GROUPED_ATTENTION if model_type in _GROUPED_MODEL_TYPES else "eager"
     return None
+
+
+def _model_type(path: str | os.PathLike[str]) -> str:
+    from transformers import AutoConfig
+
+    try:
+        return str(AutoConfig.from_pretrained(path).model_type)
+    except (OSError, ValueError):
+        return ""
+
+
+def grouped_attention(
+    module: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attention_mask: Any,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[Any, Any]:
+    """transformers' eager attention without copying keys and values once per query head.
+
+    Eager attention repeats each key/value head for the query heads that share it (`repeat_kv`): while
+    decoding, a copy of the whole KV cache per layer per token — 14 % of the demo's first step (py-spy),
+    more than the attention itself. Here the query heads of a group are stacked against their one
+    key/value head, so the products read the cache where it lies. Same arithmetic and head order
+    (query head i reads key/value head i // groups), softmax in fp32 as eager takes it."""
+    import torch
+
+    batch, heads, length, dim = query.shape
+    kv_heads = key.shape[1]
+    groups = heads // kv_heads
+    grouped = query.reshape(batch, kv_heads, groups * length, dim)
+    weights = torch.matmul(grouped, key.transpose(2, 3)) * scaling
+    weights = weights.view(batch, kv_heads, groups, length, key.shape[2])
+    if attention_mask is not None:
+        weights = weights + attention_mask[:, :, None, :, : key.shape[2]]
+    weights = torch.nn.functional.softmax(weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights.view(batch, kv_heads, groups * length, key.shape[2]), value)
+    output = output.view(batch, heads, length, value.shape[-1]).transpose(1, 2).contiguous()
+    return output, weights.view(batch, heads, length, key.shape[2])
+
+
+@functools.cache
+def _register_grouped_attention() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register(GROUPED_ATTENTION, grouped_attention)
+    AttentionMaskInterface.register(GROUPED_ATTENTION, eager_mask)
 
 
 def load_model_and_tokenizer(

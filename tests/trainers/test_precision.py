@@ -12,9 +12,11 @@ import torch
 from trainers import models
 from trainers.learn.trainer import Trainer
 from trainers.models import (
+    GROUPED_ATTENTION,
     PolicyPrecision,
     attention_implementation,
     cpu_runs_fast,
+    grouped_attention,
     inference_dtype,
     policy_precision,
 )
@@ -142,9 +144,34 @@ def test_the_trainer_scores_and_samples_under_the_policys_autocast(tiny, toy_env
 
 
 def test_half_precision_on_a_cpu_attends_eagerly_and_everything_else_with_sdpa():
-    """PyTorch's CPU SDPA kernel is slow in bf16 (the demo's bf16 sampling copy decoded 1.35× faster with
-    eager attention); in fp32 and on CUDA transformers' default (SDPA) stays."""
-    assert attention_implementation(torch.bfloat16, "cpu") == "eager"
-    assert attention_implementation(torch.float16, "cpu") == "eager"
-    assert attention_implementation(torch.float32, "cpu") is None
-    assert attention_implementation(torch.bfloat16, "cuda:0") is None
+    """PyTorch's CPU SDPA kernel is slow in bf16 (the demo's bf16 sampling copy decoded up to 2× faster
+    without it); in fp32 and on CUDA transformers' default (SDPA) stays. Grouped attention only for the
+    model types whose attention it computes exactly."""
+    assert attention_implementation(torch.bfloat16, "cpu", "llama") == GROUPED_ATTENTION
+    assert attention_implementation(torch.float16, "cpu", "qwen3") == GROUPED_ATTENTION
+    assert attention_implementation(torch.bfloat16, "cpu", "gpt_oss") == "eager"  # attention sinks
+    assert attention_implementation(torch.float32, "cpu", "llama") is None
+    assert attention_implementation(torch.bfloat16, "cuda:0", "llama") is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_grouped_attention_is_eager_attention_without_the_copies(dtype):
+    """The same numbers as transformers' eager attention, bit for bit (so the same tokens are sampled),
+    masked positions included, without repeating each key/value head for its query heads."""
+    from transformers.models.llama.modeling_llama import eager_attention_forward
+
+    class Layer:
+        num_key_value_groups = 3
+        training = False
+
+    generator = torch.Generator().manual_seed(0)
+    query = torch.randn(2, 9, 5, 64, generator=generator).to(dtype)
+    key, value = (torch.randn(2, 3, 7, 64, generator=generator).to(dtype) for _ in range(2))
+    mask = torch.zeros(2, 1, 5, 7, dtype=dtype)
+    mask[0, :, :, :2] = torch.finfo(dtype).min  # row 0's first two positions are padding
+
+    expected, expected_weights = eager_attention_forward(Layer(), query, key, value, mask, 0.125)
+    output, weights = grouped_attention(Layer(), query, key, value, mask, 0.125)
+
+    assert torch.equal(output, expected) and torch.equal(weights, expected_weights)
+    assert output.shape == (2, 5, 9, 64) and float(weights[0, :, :, :2].abs().max()) == 0.0

@@ -7,6 +7,7 @@ import time
 import pytest
 import torch
 
+from trainers import models
 from trainers.learn.losses import completion_logprobs, policy_loss
 from trainers.learn.trainer import Trainer
 from trainers.models import cpu_runs_fast
@@ -290,7 +291,7 @@ def test_a_bf16_sampler_follows_the_fp32_policy(policy_copy, toy_env):
     trainer.train_step()
     sampler = trainer.rollouts.backend.model
     assert sampler is not trainer.model and next(sampler.parameters()).dtype == torch.bfloat16
-    assert sampler.config._attn_implementation == "eager"  # models.attention_implementation
+    assert sampler.config._attn_implementation == models.GROUPED_ATTENTION  # models.attention_implementation
     sampled = sampler.state_dict()
     for key, value in trainer.model.state_dict().items():
         assert torch.equal(sampled[key], value.to(torch.bfloat16)), key
