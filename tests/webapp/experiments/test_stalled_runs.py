@@ -69,3 +69,12 @@ def test_heartbeats_do_not_count_as_progress_and_the_pages_flag_the_run(client, 
         "data-run-stalled"
         not in bob.get(reverse("experiments:run_list", args=[run.project.slug])).content.decode()
     )
+
+
+def test_the_stall_the_run_page_is_told_names_since_when_and_for_how_long(settings):
+    settings.RUN_STALL_AFTER_S, settings.RUN_HEARTBEAT_TIMEOUT_S = 600, 45
+    since = NOW - timedelta(minutes=11)
+    run = Run(status=RunStatus.RUNNING, heartbeat_at=NOW, started_at=since, progress_at=since)
+    assert run.stall(NOW) == {"since": since.isoformat(), "for": "11\xa0minutes"}
+    run.progress_at = NOW
+    assert run.stall(NOW) is None
