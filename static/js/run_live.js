@@ -672,6 +672,14 @@
     if (spec.stack) { layout.barmode = "stack"; layout.bargap = 0.15; }
     Plotly.react(chart.div, data, chartTheme.themed(layout), PLOT_CONFIG);
     chart.drawn = true;
+    // From curve to cause: a point of any step curve opens that step's groups (static/js/curve_click.js).
+    if (window.RolloutStepClick && root.dataset.groupsUrl) {
+      window.RolloutStepClick.bind(chart.div, {
+        url: root.dataset.groupsUrl,
+        split: ui.evalCharts.contains(chart.div) ? "eval" : "",
+        enabled: function () { return state.xAxis === "step"; },
+      });
+    }
   }
 
   function drawAll() {
