@@ -416,7 +416,8 @@ def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
                     "error_traceback": event.get("traceback") or "",
                 }
             # The trainer's status reaches pages as this event (it has a seq), not as a second broadcast.
-            run_transition(run.pk, event["status"], announce=False, **fields)
+            # A status report is progress: the stored event's page_state is not stalled (wire.PROGRESS_EVENTS).
+            run_transition(run.pk, event["status"], announce=False, progress_at=now, **fields)
             summary.update(Run.objects.get(pk=run.pk).status_event(event.get("message", "")))
         elif kind == "log":
             summary.update(level=event.get("level", "info"), message=event["message"])
