@@ -2,7 +2,8 @@
 // 1. per step, a stacked bar of the time spent generating, scoring, learning, syncing weights and waiting
 //    (step_time minus the phases; the phases group the time/* metrics as trainers.sdk.wire.STEP_TIME_PARTS
 //    says); 2. tokens/s; 3. a histogram of the trained samples' staleness; 4. the truncated and aborted share
-//    of each step's samples. Clicking a step opens that step's groups (best and worst sample of each).
+//    of each step's samples. Clicking a step opens that step's groups (best and worst sample of each:
+//    static/js/curve_click.js, shared with the live step curves).
 // Drawn once when the page opens and again every 15 s while the run is active.
 (function () {
   "use strict";
@@ -65,12 +66,7 @@
     ], layout("Truncated / aborted share", { yaxis: { tickformat: ".0%", rangemode: "tozero" }, xaxis: { title: { text: "step" } } }), CONFIG);
 
     [charts.timeline, charts.throughput, charts.share].forEach(function (div) {
-      if (div.dataset.clickBound) return;
-      div.dataset.clickBound = "1";
-      div.on("plotly_click", function (event) {
-        const point = event.points && event.points[0];
-        if (point) window.location.assign(root.dataset.groupsUrl + "?step=" + encodeURIComponent(point.x));
-      });
+      if (window.RolloutStepClick) window.RolloutStepClick.bind(div, { url: root.dataset.groupsUrl });
     });
     root.dataset.drawn = String(steps.length);
   }

@@ -1,4 +1,4 @@
-// Trajectory explorer: copy the page's link, colour tags. Filtering and paging are plain GET forms and
+// Trajectory explorer: copy the page's link, colour tags, tick rows to compare. Filtering and paging are plain GET forms and
 // links that htmx turns into swaps of #explorer-results. Data reaches the DOM as text only.
 (function () {
   "use strict";
@@ -35,8 +35,30 @@
     }
   });
 
+  // Ticking rows enables "Compare selected turn by turn" (2 to 8; the limits are the form's data-). The form
+  // and its rows come with each results swap; without this script the form still submits the ticked rows.
+  function countPicks() {
+    const form = document.getElementById("compare-trajectories-form");
+    if (!form) return;
+    const min = Number(form.dataset.minCompared) || 2;
+    const max = Number(form.dataset.maxCompared) || 8;
+    const chosen = document.querySelectorAll("[data-compare-pick]:checked").length;
+    form.querySelector("[data-compare-button]").disabled = chosen < min || chosen > max;
+    if (chosen === 0) return;
+    form.querySelector("[data-compare-count]").textContent = chosen > max
+      ? chosen + " ticked: compare at most " + max + "."
+      : chosen + " ticked" + (chosen < min ? ": tick one more." : ".");
+  }
+  document.addEventListener("change", function (event) {
+    if (event.target.matches && event.target.matches("[data-compare-pick]")) countPicks();
+  });
+
   colourTags(document);
+  countPicks();
   document.body.addEventListener("htmx:afterSwap", function (event) {
-    if (event.target && event.target.id === "explorer-results") colourTags(event.target);
+    if (event.target && event.target.id === "explorer-results") {
+      colourTags(event.target);
+      countPicks();
+    }
   });
 })();

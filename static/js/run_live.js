@@ -306,8 +306,25 @@
     });
   }
 
+  // The stalled badge (templates/experiments/_stalled_badge.html, in the header and the async-health
+  // panel): Run.stall() — {since, for} or null — from the snapshot, every status change and the server's
+  // heartbeat news, so it appears while the page is open and goes away when progress arrives.
+  function setStall(stall) {
+    document.querySelectorAll("[data-run-stalled]").forEach(function (badge) {
+      badge.hidden = !stall;
+      if (!stall) return;
+      badge.textContent = "stalled: no progress for " + stall.for;
+      const since = utc(stall.since, 19);
+      if (since !== null) {
+        badge.title = "The trainer still sends heartbeats but has reported no metrics, trajectories, "
+          + "checkpoints or phase since " + since + ": it may be hung (generation, learner, a tool).";
+      }
+    });
+  }
+
   // Everything Run.page_state() carries: sent with every status change and in the snapshot.
   function applyPageState(source) {
+    if ("stall" in source) setStall(source.stall);
     if ("queue" in source) setQueue(source.queue);
     if ("peak_memory" in source) setPeakMemory(source.peak_memory);
     if ("cancel_requested" in source) state.cancelRequested = Boolean(source.cancel_requested);
@@ -655,6 +672,14 @@
     if (spec.stack) { layout.barmode = "stack"; layout.bargap = 0.15; }
     Plotly.react(chart.div, data, chartTheme.themed(layout), PLOT_CONFIG);
     chart.drawn = true;
+    // From curve to cause: a point of any step curve opens that step's groups (static/js/curve_click.js).
+    if (window.RolloutStepClick && root.dataset.groupsUrl) {
+      window.RolloutStepClick.bind(chart.div, {
+        url: root.dataset.groupsUrl,
+        split: ui.evalCharts.contains(chart.div) ? "eval" : "",
+        enabled: function () { return state.xAxis === "step"; },
+      });
+    }
   }
 
   function drawAll() {
@@ -1143,6 +1168,7 @@
         break;
       case "heartbeat":
         setTimes(event);  // the server's seq-less heartbeat_at; the trainer's own heartbeats carry none
+        if ("stall" in event) setStall(event.stall);
         break;
       case "checkpoint":
         addCheckpoint(event);

@@ -1,8 +1,11 @@
 """The run page's async-health panel in real Chromium: per step the time stacked by phase with the wait
 (the step's time no phase accounts for), tokens/s, the staleness histogram, the truncated / aborted share —
-and a click on a step opens that step's groups with their best and worst samples."""
+and a click on a step, there or on any step curve of the run page (static/js/curve_click.js), opens that
+step's groups with their best and worst samples."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -26,6 +29,7 @@ def step_metrics(step: int) -> dict:
             "time/weight_sync": 0.5,
             "tokens_per_s": 100.0 * step,
             "reward/mean": 0.25 * step,
+            "loss": 1.0 / step,
         },
     }
 
@@ -110,3 +114,43 @@ def test_async_health_charts_and_a_click_to_the_steps_groups(async_run, server, 
     page.evaluate("() => document.getElementById('chart-reward').emit('plotly_click', {points: [{x: 1}]})")
     page.wait_for_url("**/groups/?step=1")
     assert page.locator("table.group-list tbody tr").count() == 1
+
+
+def test_a_point_of_any_step_curve_opens_that_steps_groups(async_run, server, page):
+    project, run = async_run
+    report(
+        server,
+        run,
+        run.ingest_token(),
+        [{"type": "metrics", "step": 2, "split": "eval", "values": {"eval/accuracy": 0.5}}],
+        start=5,
+    )
+    sign_in(page, server, "dave", PASSWORD)
+    run_page = f"{server}/p/{project.slug}/runs/{run.pk}/"
+
+    def click(selector: str, step: int) -> None:
+        page.wait_for_selector(f"{selector}[data-step-click]")
+        page.evaluate(
+            "([selector, step]) => document.querySelector(selector).emit('plotly_click', {points: [{x: step}]})",
+            [selector, step],
+        )
+
+    # A main curve other than the reward: the loss, and the step-time chart stacked by phase.
+    for chart in ("#chart-loss", "#chart-step_time"):
+        page.goto(run_page)
+        click(chart, 2)
+        page.wait_for_url("**/groups/?step=2")
+        assert "Groups at step 2" in page.inner_text("h1")
+
+    # An evaluation curve opens the step's evaluation groups.
+    page.goto(run_page)
+    click("[data-live-eval] .live-chart", 2)
+    page.wait_for_url("**/groups/?step=2&split=eval")
+
+    # With time on the x-axis a point is not a step: the click does nothing.
+    page.goto(run_page)
+    page.wait_for_selector("#chart-reward[data-step-click]")
+    page.select_option("[data-live-x]", "time")
+    click("#chart-reward", 1)
+    time.sleep(0.5)
+    assert page.url == run_page

@@ -1,6 +1,7 @@
 """Many trajectories of one task side by side in real Chromium: a group's samples turn by turn, and one
 evaluation task across the run's steps — aligned turns, what differs from the first column highlighted,
-a missing turn shown as such, rows where all agree hidden on request, hostile text kept as text."""
+a missing turn shown as such, rows where all agree hidden on request, hostile text kept as text — and
+one task across two runs, ticked in the explorer."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from tests.browser.conftest import sign_in
 from tests.conftest import PASSWORD
-from tests.webapp.factories import make_trajectory, turn
+from tests.webapp.factories import make_run, make_trajectory, turn
 
 HOSTILE = '<img src=x onerror="window.pwned=1">'
 
@@ -60,3 +61,42 @@ def test_a_groups_samples_and_a_task_across_steps_turn_by_turn(samples, server, 
     page.wait_for_selector("table.compare-turns")
     headers = [h.lower() for h in page.locator("thead [data-compare-column]").all_text_contents()]
     assert len(headers) == 8 and "step 0" in headers[0] and "step 9" in headers[-1]
+
+
+@pytest.fixture
+def one_task_in_two_runs(transactional_db, project, environment, rubric, users, run):
+    """The task "eval-7" answered at steps 0 and 5 of one run and at step 3 of another run."""
+    other = make_run(project, environment, rubric, users["alice"], "other run")
+    made = [
+        make_trajectory(
+            owner,
+            step=step,
+            task_id="eval-7",
+            split="eval",
+            turns=[turn("user", "What is 3 + 4?"), turn("assistant", f"It is {answer}")],
+        )
+        for owner, step, answer in ((run, 0, "6"), (run, 5, "7"), (other, 3, f"7 {HOSTILE}"))
+    ]
+    return project, made
+
+
+def test_ticked_trajectories_of_two_runs_side_by_side(one_task_in_two_runs, server, page):
+    project, made = one_task_in_two_runs
+    sign_in(page, server, "dave", PASSWORD)
+    page.goto(f"{server}/p/{project.slug}/trajectories/")
+    button = page.locator("[data-compare-button]")
+    assert button.is_disabled()
+    page.check(f"tr[data-trajectory='{made[0].pk}'] [data-compare-pick]")
+    assert button.is_disabled() and "tick one more" in page.inner_text("[data-compare-count]")
+    for trajectory in made[1:]:
+        page.check(f"tr[data-trajectory='{trajectory.pk}'] [data-compare-pick]")
+    assert button.is_enabled() and "3 ticked." in page.inner_text("[data-compare-count]")
+    button.click()
+    page.wait_for_url("**/trajectories/compare/?id=**")
+    page.wait_for_selector("table.compare-turns")
+    headers = page.locator("thead [data-compare-column]").all_text_contents()
+    assert len(headers) == 3 and any("other run" in h for h in headers)
+    # In the explorer's order (newest first): the other run's answer, then step 5's, then step 0's.
+    answers = page.locator("tr[data-compare-row='1'] td.cell")
+    assert HOSTILE in answers.nth(0).inner_text() and page.evaluate("window.pwned") is None
+    assert "6" in answers.nth(2).locator("ins").all_inner_texts()  # what differs from the first column

@@ -4,8 +4,9 @@ run of the bundled SmolLM2-135M on a real Celery worker with the demo's knobs, a
     SCREENSHOTS=1 .venv/bin/python -m pytest tests/browser/test_screenshots.py -m screenshots
     (or: python scripts/screenshots.py)
 
-writes docs/screenshot-*.png: the live run page while the reward rises, a GRPO group, an evaluation
-task diffed across checkpoints, and the annotation page. Skipped unless SCREENSHOTS=1, so the test
+writes docs/screenshot-*.png: the live run page while the reward rises, a GRPO group, one of its
+samples in the token view (coloured by entropy), an evaluation task diffed across checkpoints, and the
+annotation page. Skipped unless SCREENSHOTS=1, so the test
 suite never rewrites tracked files; it took 22 minutes on a 2-core CPU that other jobs kept busy."""
 
 from __future__ import annotations
@@ -116,6 +117,17 @@ def test_take_the_readme_screenshots_on_a_real_run(server, browser):
         step, group = max(groups, key=lambda key: (max(groups[key]) - min(groups[key]), key[0]))
         page.goto(f"{server}/p/{slug}/runs/{run.pk}/groups/{step}/{group}/")
         shoot(page, "group")
+
+        # 1b. The token view: that group's best sample, its reply coloured by the policy's entropy per
+        # token (the run reports token statistics: `token_stats: auto` for a model this small), with the
+        # hover card of one token.
+        best = train.filter(step=step, group_index=group).order_by("-reward", "sample_index").first()
+        page.goto(f"{server}/p/{slug}/trajectories/{best.pk}/")
+        page.select_option("[data-token-quantity]", "entropy")
+        tokens = page.locator(".token-text .token")
+        tokens.first.wait_for()
+        tokens.nth(min(8, tokens.count() - 1)).hover()
+        shoot(page, "tokens")
 
         # 2. One evaluation task before training and at the checkpoint, diffed.
         before = dict(evals.filter(step=0).values_list("task_id", "reward"))

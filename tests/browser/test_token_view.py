@@ -38,11 +38,12 @@ def sdk_trajectory(server, project, users):
                 "role": "assistant",
                 "text": reply,
                 "token_ids": [101, 102, 103, 104, 105, 106],
-                "loss_mask": [1, 1, 1, 1, 1, 1],
+                # The space (token 104) is masked from the loss: its advantage × mask is 0.
+                "loss_mask": [1, 1, 1, 0, 1, 1],
                 "token_stats": {
                     "logprob": [-0.01, -2.5, -0.2, -0.05, -7.0, -0.3],
                     "entropy": [0.1, 2.2, 0.4, 0.2, 3.9, 0.5],
-                    "advantage": [0.5] * 6,
+                    "advantage": [0.5, 0.5, 0.5, 0.0, 0.5, 0.5],
                     "gap": [0.0, 0.02, -0.01, 0.0, 0.9, -0.03],
                     "text_lengths": [len(p) for p in PIECES],
                 },
@@ -80,7 +81,7 @@ def test_tokens_coloured_flagged_and_explained_on_hover(sdk_trajectory, server, 
     assert page.locator("#turn-1 .token.flagged").all_inner_texts() == [HOSTILE]
     assert "1 token past |gap| ≥ 0.5" in page.inner_text("[data-token-flagged]")
     colours = page.eval_on_selector_all("#turn-1 .token", "s => s.map(x => x.style.background)")
-    assert all(colours) and len(set(colours)) > 1
+    assert all(colours[:3] + colours[4:]) and len(set(colours)) > 1  # token 3 is masked: hatched
 
     tokens.nth(1).hover()
     tip = page.locator("[data-token-tip]")
@@ -94,6 +95,17 @@ def test_tokens_coloured_flagged_and_explained_on_hover(sdk_trajectory, server, 
     assert page.locator("#turn-1 .token.flagged").count() == 2
     page.select_option("[data-token-quantity]", "entropy")
     assert "entropy" in page.inner_text("[data-token-legend]")
+
+    # Advantage × loss mask: the masked token inside the reply is hatched, not coloured, and says so.
+    page.select_option("[data-token-quantity]", "advantage")
+    assert "advantage × mask" in page.inner_text("[data-token-legend]")
+    assert "masked (no loss)" in page.inner_text("[data-token-legend]")
+    masked = page.locator("#turn-1 .token.masked")
+    assert masked.count() == 1 and masked.get_attribute("data-index") == "3"
+    colours = page.eval_on_selector_all("#turn-1 .token", "s => s.map(x => x.style.background)")
+    assert colours[3] == "" and all(colours[i] for i in (0, 1, 2, 4, 5))
+    tokens.nth(3).hover()
+    assert "id 104 · masked" in tip.inner_text()
 
     # The tool's output is masked from the loss, and the page says so.
     tool = page.locator("#turn-2")

@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.timesince import timesince
 
 from webapp.core.dispatch import UNSENT, Queue
 from webapp.projects.models import Project
@@ -281,6 +282,16 @@ class Run(models.Model):
             return False
         return now - since >= timedelta(seconds=settings.RUN_STALL_AFTER_S)
 
+    def stall(self, now: datetime | None = None) -> dict[str, str] | None:
+        """The stalled flag as the run page shows it (`since`: ISO 8601, `for`: "11 minutes", the
+        template's `timesince`), None while the run is not stalled: in `page_state()` and in the heartbeat
+        news of every ingested batch, so the flag appears and goes away on an open page without a reload."""
+        now = now or timezone.now()
+        since = self.progress_since
+        if since is None or not self.is_stalled(now):
+            return None
+        return {"since": since.isoformat(), "for": timesince(since, now)}
+
     def iso_times(self) -> dict[str, str | None]:
         """When the run started, finished and last reported (ISO 8601, None if not yet), for live messages."""
         return {
@@ -301,8 +312,8 @@ class Run(models.Model):
 
     def page_state(self) -> dict[str, Any]:
         """Everything the run page shows that a status change can alter: the status, its timestamps, the
-        worker, the cancel request, the error, the available actions, the checkpoints and the trainer's peak
-        memory. Sent in every status event and in the websocket's snapshot, so a live page and a reloaded
+        worker, the cancel request, the error, the available actions, the checkpoints, the trainer's peak
+        memory and the stalled flag. Sent in every status event and in the websocket's snapshot, so a live page and a reloaded
         one agree. (Where a queued run stands depends on the workers too: the snapshot adds it, and `queue`
         messages keep it true: webapp.fleet.selectors.queue_states.)"""
         return {
@@ -314,6 +325,7 @@ class Run(models.Model):
             "actions": self.actions(),
             "checkpoints": [c.summary() for c in self.checkpoints.order_by("step")],
             "peak_memory": self.peak_memory(),
+            "stall": self.stall(),
         }
 
     def peak_memory(self) -> dict[str, int | None] | None:

@@ -151,7 +151,8 @@ def compare(request: HttpRequest, slug: str) -> HttpResponse:
     for part in [*request.GET.get("runs", "").split(","), *request.GET.getlist("run")]:
         if part.strip().isdigit() and int(part) not in ids:
             ids.append(int(part))
-    ids = ids[:MAX_COMPARED_RUNS]
+    # More than the chart overlays: the first MAX_COMPARED_RUNS, and the page says so (never a silent cut).
+    picked, ids = len(ids), ids[:MAX_COMPARED_RUNS]
     found = {
         run.pk: run
         for run in Run.objects.filter(project=access.project, pk__in=ids).select_related(
@@ -168,6 +169,9 @@ def compare(request: HttpRequest, slug: str) -> HttpResponse:
             runs=runs,
             recent_runs=recent,
             selected_ids=[run.pk for run in runs],
+            picked=picked,
+            left_out=picked - len(ids),
+            max_compared=MAX_COMPARED_RUNS,
             differences=selectors.config_differences(runs),
             live_runs=[
                 {

@@ -21,12 +21,21 @@ from webapp.review import explorer, selectors
 from webapp.review.explorer import InvalidCursor
 from webapp.review.forms import ExplorerForm
 from webapp.review.services import saved_views
+from webapp.rollouts.compare_many import MAX_TRAJECTORIES, MIN_TRAJECTORIES
 
 
 def _results(request: HttpRequest, access: ProjectAccess, form: ExplorerForm) -> dict:
     """What the results part shows: the page (or the form's errors), and the links around it."""
     query = explorer.filter_query_string(request.GET)
-    context = {"form": form, "query": query, "page": None, "rows": [], "notice": ""}
+    context = {
+        "form": form,
+        "query": query,
+        "page": None,
+        "rows": [],
+        "notice": "",
+        # Ticked rows open the turn-by-turn comparison (any runs, any steps): this many at most.
+        "compare_limits": (MIN_TRAJECTORIES, MAX_TRAJECTORIES),
+    }
     if not form.is_valid():
         return context
     try:

@@ -104,7 +104,8 @@ def ingest_batch(*, run: Run, payload: Any, token_hash: str | None = None) -> In
 
 
 # What ingestion reads from the run it locks: the token's hash, the sequence, the cancel request, the
-# heartbeat, and what Run.progress_after folds new metrics into.
+# heartbeat and progress times (whether it is stalled: Run.is_stalled), and what Run.progress_after folds
+# new metrics into.
 _LOCKED_FIELDS = (
     "id",
     "project_id",
@@ -112,6 +113,8 @@ _LOCKED_FIELDS = (
     "cancel_requested",
     "last_seq",
     "heartbeat_at",
+    "started_at",
+    "progress_at",
     "ingest_token_hash",
     "current_step",
     "best_reward",
@@ -161,7 +164,10 @@ def _ingest(run: Run, events: list[dict[str, Any]], token_hash: str | None) -> I
             progress["progress_at"] = now
         peaks = _peak_memory(locked, fresh)
         Run.objects.filter(pk=locked.pk).update(last_seq=last_seq, heartbeat_at=now, **progress, **peaks)
-        news = _heartbeat_news(locked.heartbeat_at, now)
+        was_stalled = locked.is_stalled(now)
+        before, locked.heartbeat_at = locked.heartbeat_at, now
+        locked.progress_at = progress.get("progress_at", locked.progress_at)
+        news = _heartbeat_news(before, now, locked, was_stalled)
         if peaks:
             for name, value in peaks.items():
                 setattr(locked, name, value)
@@ -180,12 +186,17 @@ def _peak_memory(run: Run, events: list[dict[str, Any]]) -> dict[str, int]:
     return raised
 
 
-def _heartbeat_news(before: Any, now: Any) -> list[dict[str, Any]]:
-    """The run page shows the last heartbeat to the second: tell it when that second changes (a
-    server-side message without a seq, never stored; a reconnecting page reads it from the snapshot)."""
-    if before is not None and before.replace(microsecond=0) == now.replace(microsecond=0):
+def _heartbeat_news(before: Any, now: Any, run: Run, was_stalled: bool) -> list[dict[str, Any]]:
+    """The run page shows the last heartbeat to the second and whether the run is stalled: tell it when
+    that second changes or the run stops (or starts) being stalled (a server-side message without a seq,
+    never stored; a reconnecting page reads both from the snapshot). A stalled run's trainer still
+    heartbeats (its sink sends one every 10 s), so the flag reaches an open page within seconds of the
+    run passing RUN_STALL_AFTER_S, and goes away with the batch that brings progress."""
+    stall = run.stall(now)
+    same_second = before is not None and before.replace(microsecond=0) == now.replace(microsecond=0)
+    if same_second and was_stalled == (stall is not None):
         return []
-    return [{"type": "heartbeat", "heartbeat_at": now.isoformat()}]
+    return [{"type": "heartbeat", "heartbeat_at": now.isoformat(), "stall": stall}]
 
 
 def _insert_rows(model: type[models.Model], field_names: list[str], rows: list[tuple]) -> None:
@@ -405,7 +416,8 @@ def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
                     "error_traceback": event.get("traceback") or "",
                 }
             # The trainer's status reaches pages as this event (it has a seq), not as a second broadcast.
-            run_transition(run.pk, event["status"], announce=False, **fields)
+            # A status report is progress: the stored event's page_state is not stalled (wire.PROGRESS_EVENTS).
+            run_transition(run.pk, event["status"], announce=False, progress_at=now, **fields)
             summary.update(Run.objects.get(pk=run.pk).status_event(event.get("message", "")))
         elif kind == "log":
             summary.update(level=event.get("level", "info"), message=event["message"])

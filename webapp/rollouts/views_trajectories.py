@@ -381,10 +381,15 @@ def run_atif(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def compare_trajectories(request: HttpRequest, slug: str) -> HttpResponse:
-    """2–8 trajectories turn by turn: ?ids=1,2,3 (any of the project's), or ?run=…&task=…&split=… (that
-    task's first sample at up to 8 of the run's steps, first and last included)."""
+    """2–8 trajectories turn by turn: ?ids=1,2,3 or ?id=1&id=2 (the explorer's ticked rows; any of the
+    project's, across runs), or ?run=…&task=…&split=… (that task's first sample at up to 8 of the run's
+    steps, first and last included)."""
     access = access_project(request.user, slug, Capability.READ)
-    raw_ids = [part.strip() for part in request.GET.get("ids", "").split(",") if part.strip()]
+    raw_ids = [
+        part.strip()
+        for part in [*request.GET.get("ids", "").split(","), *request.GET.getlist("id")]
+        if part.strip()
+    ]
     if raw_ids:
         if not all(part.isdigit() for part in raw_ids):
             return _bad_request(BadParameter("'ids' must be trajectory ids separated by commas."))

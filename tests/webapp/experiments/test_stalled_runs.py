@@ -69,3 +69,28 @@ def test_heartbeats_do_not_count_as_progress_and_the_pages_flag_the_run(client, 
         "data-run-stalled"
         not in bob.get(reverse("experiments:run_list", args=[run.project.slug])).content.decode()
     )
+
+
+def test_the_stall_the_run_page_is_told_names_since_when_and_for_how_long(settings):
+    settings.RUN_STALL_AFTER_S, settings.RUN_HEARTBEAT_TIMEOUT_S = 600, 45
+    since = NOW - timedelta(minutes=11)
+    run = Run(status=RunStatus.RUNNING, heartbeat_at=NOW, started_at=since, progress_at=since)
+    assert run.stall(NOW) == {"since": since.isoformat(), "for": "11\xa0minutes"}
+    run.progress_at = NOW
+    assert run.stall(NOW) is None
+
+
+def test_a_status_report_is_progress_in_the_event_it_is_stored_as(client, reporting_run):  # noqa: F811
+    """A page that reconnects replays stored status events after the snapshot: none may say "stalled"
+    about a moment when the trainer had just reported."""
+    from webapp.rollouts.models import RunEvent
+
+    run, token = reporting_run
+    long_ago = timezone.now() - timedelta(hours=1)
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.STARTING, heartbeat_at=timezone.now(), started_at=long_ago, progress_at=long_ago
+    )
+    assert Run.objects.get(pk=run.pk).is_stalled()
+    post(client, run, token, {"events": [{"seq": 1, "type": "status", "status": "RUNNING"}]})
+    stored = RunEvent.objects.get(run=run, seq=1).summary
+    assert stored["status"] == "RUNNING" and stored["stall"] is None
