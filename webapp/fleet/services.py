@@ -27,8 +27,10 @@ def worker_report(
     stopped: bool = False,
     usage: dict | None = None,
     models: list[str] | None = None,
+    ray_resources: dict[str, float] | None = None,
 ) -> WorkerNode:
-    """Record a worker's heartbeat: what it serves, what it has and (`usage`) how busy it is."""
+    """Record a worker's heartbeat: what it serves, what it has, the Ray cluster it runs on
+    (`ray_resources`: Ray's totals; None or {} when unknown) and (`usage`) how busy it is."""
     now = timezone.now()
     before = WorkerNode.objects.filter(hostname=hostname).first()
     node, created = WorkerNode.objects.update_or_create(
@@ -40,6 +42,7 @@ def worker_report(
             "usage": usage or {},
             "judge_models": models or [],
             "ray_address": ray_address,
+            "ray_resources": ray_resources or {},
             "pid": pid,
             "last_seen": now,
             "current_run_id": current_run_id,
@@ -52,6 +55,7 @@ def worker_report(
             "usage": usage or {},
             "judge_models": models or [],
             "ray_address": ray_address,
+            "ray_resources": ray_resources or {},
             "pid": pid,
             "last_seen": now,
             "started_at": now,
