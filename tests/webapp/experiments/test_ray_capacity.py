@@ -156,5 +156,7 @@ def test_the_api_answers_400_naming_the_shortfall(signed_in, project, environmen
 
     assert response.status_code == 400, response.content
     body = response.json()
-    assert "it needs 2 GPU (the cluster has 1)" in str(body), body
+    assert body["error"] == "validation_failed"
+    (message,) = body["fields"]["overrides.num_rollout_workers"]
+    assert "(gpu-box:1)" in message and "it needs 2 GPU (the cluster has 1)" in message
     assert not Run.objects.filter(name="wide").exists()
