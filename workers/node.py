@@ -167,14 +167,16 @@ def local_ray_resources(gpus: list[dict]) -> dict[str, float]:
     return {"CPU": float(os.cpu_count() or 1), **({"GPU": float(count)} if count else {})}
 
 
-def ray_resources() -> dict[str, float]:
-    """The Ray cluster this worker's runs would meet, as last measured ({} until the first answer)."""
+def ray_resources(*, measure: bool = False) -> dict[str, float]:
+    """The Ray cluster this worker's runs would meet, as last measured ({} until the first answer).
+    `measure`: start a new measurement when one is due (the heartbeat thread asks; a report made from a
+    run's process only passes the last answer on)."""
     from django.conf import settings
 
     address = settings.RAY_ADDRESS
     if not address:
         return local_ray_resources(_state.setdefault("gpus", detect_gpus()))
-    if time.monotonic() >= _state.get("ray_probe_due", 0.0):
+    if measure and time.monotonic() >= _state.get("ray_probe_due", 0.0):
         _state["ray_probe_due"] = math.inf  # one probe at a time
 
         def probe() -> None:
@@ -186,7 +188,7 @@ def ray_resources() -> dict[str, float]:
     return _state.get("ray_resources", {})
 
 
-def report(stopped: bool = False) -> None:
+def report(stopped: bool = False, *, measure: bool = False) -> None:
     from django.conf import settings
 
     from webapp.fleet.services import worker_report
@@ -202,7 +204,7 @@ def report(stopped: bool = False) -> None:
         stopped=stopped,
         usage=measure_usage(),
         models=_state.setdefault("models", _servable_models()),
-        ray_resources=ray_resources(),
+        ray_resources=ray_resources(measure=measure),
     )
 
 
@@ -242,7 +244,7 @@ def start(hostname: str, queues: list[str]) -> None:
     def loop() -> None:
         while not _stop.is_set():
             try:
-                report()
+                report(measure=True)
                 touch_heartbeat_file()
             except Exception:
                 log.exception("could not report worker state")

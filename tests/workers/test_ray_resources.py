@@ -34,7 +34,7 @@ def wait_for_probe(deadline_s: float = 120.0) -> dict:
 
     deadline = time.monotonic() + deadline_s
     while True:
-        totals = node.ray_resources()
+        totals = node.ray_resources(measure=True)
         if totals.get("GPU"):
             return totals
         if "ray_resources" in node._state and node._state["ray_probe_due"] != math.inf:

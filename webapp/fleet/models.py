@@ -57,6 +57,19 @@ class WorkerNode(models.Model):
     def __str__(self) -> str:
         return self.hostname
 
+    def ray_summary(self) -> str:
+        """ "16 CPU · 1 GPU · 2 accelerator_slot": what the reported Ray cluster offers actors, as the
+        Workers page shows it (Ray's memory figures and per-node markers left out); "" when unknown."""
+        shown = {
+            name: amount
+            for name, amount in (self.ray_resources or {}).items()
+            if not name.startswith("node:")
+            and name not in ("memory", "object_store_memory")
+            and "_group_" not in name
+        }
+        order = sorted(shown, key=lambda name: (name not in ("CPU", "GPU"), name != "CPU", name))
+        return " · ".join(f"{shown[name]:g} {name}" for name in order)
+
     def launch_shortfall(self, config: dict[str, Any]) -> str | None:
         """Why the Ray cluster this worker reported cannot hold a run with the resolved `config` (the
         trainer's own rule, `trainers.learn.distributed.launch_shortfall`); None when it can, when the run

@@ -177,3 +177,20 @@ def test_the_workers_page_shows_how_busy_each_machine_is_and_the_run_it_serves(c
         and "busy" not in quiet
         and "GB" not in quiet
     )
+
+
+def test_the_workers_page_shows_the_ray_cluster_each_worker_reported(client_for, users):
+    worker_report(
+        hostname="gpu@box",
+        queues=["gpu"],
+        gpus=[],
+        cpus=16,
+        ray_address="ray-head:6379",
+        pid=7,
+        ray_resources={"CPU": 8.0, "GPU": 1.0, "accelerator_slot": 2.0, "memory": 1e10, "node:10.0.0.2": 1.0},
+    )
+    worker_report(hostname="cpu@quiet", queues=["cpu"], gpus=[], cpus=2, ray_address="local", pid=8)
+    page = client_for("dave").get("/workers/").content.decode()
+    row = page.split('data-worker="gpu@box"')[1].split("</tr>")[0]
+    assert '<div class="small muted" data-worker-ray>8 CPU · 1 GPU · 2 accelerator_slot</div>' in row
+    assert "data-worker-ray" not in page.split('data-worker="cpu@quiet"')[1].split("</tr>")[0]
