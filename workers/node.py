@@ -123,17 +123,31 @@ def measure_usage() -> dict:
     }
 
 
-# The size of the Ray cluster at RAY_ADDRESS changes when nodes join or leave: asked every 5 minutes (a
-# minute after a failed try), from a short-lived process, on a thread of its own so that a slow cluster
-# never delays a heartbeat.
-RAY_PROBE_EVERY_S = 300
-RAY_PROBE_RETRY_S = 60
+# The size of the Ray cluster at RAY_ADDRESS changes when nodes join or leave: asked every minute (30 s
+# after a failed try), from a short-lived process, on a thread of its own so that a slow cluster never
+# delays a heartbeat. The process reads the live nodes' totals from the cluster's GCS (what `ray status`
+# does), which registers no job; where that internal client is missing, it joins as a driver instead.
+RAY_PROBE_EVERY_S = 60
+RAY_PROBE_RETRY_S = 30
 RAY_PROBE_TIMEOUT_S = 60
-_RAY_PROBE = (
-    "import json, sys, ray\n"
-    "ray.init(address=sys.argv[1], log_to_driver=False, logging_level='ERROR')\n"
-    "print(json.dumps(ray.cluster_resources()))\n"
-)
+_RAY_PROBE = """
+import json, sys
+address = sys.argv[1]
+try:
+    from ray._private.services import canonicalize_bootstrap_address_or_die
+    from ray._raylet import GcsClient
+    nodes = GcsClient(address=canonicalize_bootstrap_address_or_die(address)).get_all_node_info(timeout=20)
+    totals = {}
+    for info in nodes.values():
+        if info.state == 0:  # ALIVE
+            for name, amount in info.resources_total.items():
+                totals[name] = totals.get(name, 0.0) + amount
+except (ImportError, AttributeError, TypeError):
+    import ray
+    ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+    totals = ray.cluster_resources()
+print(json.dumps(totals))
+"""
 
 
 def probe_ray_cluster(address: str, *, timeout_s: float = RAY_PROBE_TIMEOUT_S) -> dict[str, float]:
