@@ -181,10 +181,10 @@ def local_ray_resources(gpus: list[dict]) -> dict[str, float]:
     return {"CPU": float(os.cpu_count() or 1), **({"GPU": float(count)} if count else {})}
 
 
-def ray_resources(*, measure: bool = False) -> dict[str, float]:
-    """The Ray cluster this worker's runs would meet, as last measured ({} until the first answer).
-    `measure`: start a new measurement when one is due (the heartbeat thread asks; a report made from a
-    run's process only passes the last answer on)."""
+def ray_resources(*, measure: bool = False) -> dict[str, float] | None:
+    """The Ray cluster this worker's runs would meet, as last measured ({} until the first answer; None in
+    a process that never measured it, such as a run's pool process: the stored report stands).
+    `measure`: start a new measurement when one is due (the heartbeat thread asks)."""
     from django.conf import settings
 
     address = settings.RAY_ADDRESS
@@ -199,7 +199,9 @@ def ray_resources(*, measure: bool = False) -> dict[str, float]:
             _state["ray_probe_due"] = time.monotonic() + (RAY_PROBE_EVERY_S if totals else RAY_PROBE_RETRY_S)
 
         threading.Thread(target=probe, name="worker-ray-probe", daemon=True).start()
-    return _state.get("ray_resources", {})
+    if "ray_resources" not in _state:
+        return {} if measure else None
+    return _state["ray_resources"]
 
 
 def report(stopped: bool = False, *, measure: bool = False) -> None:

@@ -34,7 +34,7 @@ def wait_for_probe(deadline_s: float = 120.0) -> dict:
 
     deadline = time.monotonic() + deadline_s
     while True:
-        totals = node.ray_resources(measure=True)
+        totals = node.ray_resources(measure=True) or {}
         if totals.get("GPU"):
             return totals
         if "ray_resources" in node._state and node._state["ray_probe_due"] != math.inf:
@@ -62,6 +62,12 @@ def test_the_worker_reports_the_clusters_gpus_and_the_launch_refuses_a_run_it_ca
     node.report()
     stored = WorkerNode.objects.get(hostname="gpu-worker:1")
     assert stored.ray_address == cluster and stored.ray_resources["GPU"] == 1.0
+    # A run's pool process (forked before the heartbeat thread measured anything) reports without a
+    # measurement of its own: what the worker reported stands.
+    measured = node._state.pop("ray_resources")
+    node.report()
+    assert WorkerNode.objects.get(hostname="gpu-worker:1").ray_resources == stored.ray_resources
+    node._state["ray_resources"] = measured
 
     def launch(workers: int):
         return run_create(

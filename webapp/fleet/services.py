@@ -30,7 +30,8 @@ def worker_report(
     ray_resources: dict[str, float] | None = None,
 ) -> WorkerNode:
     """Record a worker's heartbeat: what it serves, what it has, the Ray cluster it runs on
-    (`ray_resources`: Ray's totals; None or {} when unknown) and (`usage`) how busy it is."""
+    (`ray_resources`: Ray's totals, {} when unknown; None keeps what the worker reported before — a run's
+    process reports without measuring) and (`usage`) how busy it is."""
     now = timezone.now()
     before = WorkerNode.objects.filter(hostname=hostname).first()
     node, created = WorkerNode.objects.update_or_create(
@@ -42,7 +43,7 @@ def worker_report(
             "usage": usage or {},
             "judge_models": models or [],
             "ray_address": ray_address,
-            "ray_resources": ray_resources or {},
+            **({"ray_resources": ray_resources} if ray_resources is not None else {}),
             "pid": pid,
             "last_seen": now,
             "current_run_id": current_run_id,
