@@ -1,15 +1,19 @@
 """This worker process, as the dashboard's Workers page shows it: a heartbeat thread that reports
-queues, CPUs, GPUs, the Ray address, how busy the machine is (CPU, memory, and GPU utilisation and memory
-where NVML is present) and the run it is executing."""
+queues, CPUs, GPUs, the Ray address and the size of that Ray cluster, how busy the machine is (CPU,
+memory, and GPU utilisation and memory where NVML is present) and the run it is executing."""
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
+import time
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +113,88 @@ def measure_usage() -> dict:
     }
 
 
-def report(stopped: bool = False) -> None:
+# The size of the Ray cluster at RAY_ADDRESS changes when nodes join or leave: asked every minute (30 s
+# after a failed try), from a short-lived process, on a thread of its own so that a slow cluster never
+# delays a heartbeat. The process reads the live nodes' totals from the cluster's GCS (what `ray status`
+# does), which registers no job; where that internal client is missing, it joins as a driver instead.
+RAY_PROBE_EVERY_S = 60
+RAY_PROBE_RETRY_S = 30
+RAY_PROBE_TIMEOUT_S = 60
+_RAY_PROBE = """
+import json, sys
+address = sys.argv[1]
+try:
+    from ray._private.services import canonicalize_bootstrap_address_or_die
+    from ray._raylet import GcsClient
+    nodes = GcsClient(address=canonicalize_bootstrap_address_or_die(address)).get_all_node_info(timeout=20)
+    totals = {}
+    for info in nodes.values():
+        if info.state == 0:  # ALIVE
+            for name, amount in info.resources_total.items():
+                totals[name] = totals.get(name, 0.0) + amount
+except (ImportError, AttributeError, TypeError):
+    import ray
+    ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+    totals = ray.cluster_resources()
+print(json.dumps(totals))
+"""
+
+
+def probe_ray_cluster(address: str, *, timeout_s: float = RAY_PROBE_TIMEOUT_S) -> dict[str, float]:
+    """The totals of the Ray cluster at `address` (`ray.cluster_resources()`: CPU, GPU, memory and any
+    custom resource its nodes declare), asked by a short-lived process: joining Ray as a driver here would
+    leave a Ray core worker inside Celery's prefork parent, which its forked children inherit. {} when the
+    cluster cannot be asked (down, unreachable, Ray missing): unknown, which refuses no run."""
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", _RAY_PROBE, address],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=True,
+        ).stdout
+        totals = json.loads(out.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
+        log.warning("could not ask the Ray cluster at %s for its size: %s", address, exc)
+        return {}
+    return {str(name): float(amount) for name, amount in totals.items() if isinstance(amount, int | float)}
+
+
+def local_ray_resources(gpus: list[dict]) -> dict[str, float]:
+    """What a Ray the trainer starts on this machine (no RAY_ADDRESS) has: its CPUs, and its GPUs as Ray
+    counts them (those CUDA_VISIBLE_DEVICES lets it see, when set). The trainer sizes a local Ray's CPUs
+    for the run (`trainers.learn.distributed.cluster_for_run`): only its GPUs can fall short."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    count = (
+        len(gpus) if visible is None else min(len(gpus), len([d for d in visible.split(",") if d.strip()]))
+    )
+    return {"CPU": float(os.cpu_count() or 1), **({"GPU": float(count)} if count else {})}
+
+
+def ray_resources(*, measure: bool = False) -> dict[str, float] | None:
+    """The Ray cluster this worker's runs would meet, as last measured ({} until the first answer; None in
+    a process that never measured it, such as a run's pool process: the stored report stands).
+    `measure`: start a new measurement when one is due (the heartbeat thread asks)."""
+    from django.conf import settings
+
+    address = settings.RAY_ADDRESS
+    if not address:
+        return local_ray_resources(_state.setdefault("gpus", detect_gpus()))
+    if measure and time.monotonic() >= _state.get("ray_probe_due", 0.0):
+        _state["ray_probe_due"] = math.inf  # one probe at a time
+
+        def probe() -> None:
+            totals = probe_ray_cluster(address)
+            _state["ray_resources"] = totals
+            _state["ray_probe_due"] = time.monotonic() + (RAY_PROBE_EVERY_S if totals else RAY_PROBE_RETRY_S)
+
+        threading.Thread(target=probe, name="worker-ray-probe", daemon=True).start()
+    if "ray_resources" not in _state:
+        return {} if measure else None
+    return _state["ray_resources"]
+
+
+def report(stopped: bool = False, *, measure: bool = False) -> None:
     from django.conf import settings
 
     from webapp.fleet.services import worker_report
@@ -125,6 +210,7 @@ def report(stopped: bool = False) -> None:
         stopped=stopped,
         usage=measure_usage(),
         models=_state.setdefault("models", _servable_models()),
+        ray_resources=ray_resources(measure=measure),
     )
 
 
@@ -164,7 +250,7 @@ def start(hostname: str, queues: list[str]) -> None:
     def loop() -> None:
         while not _stop.is_set():
             try:
-                report()
+                report(measure=True)
                 touch_heartbeat_file()
             except Exception:
                 log.exception("could not report worker state")

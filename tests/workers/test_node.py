@@ -33,3 +33,25 @@ def test_the_heartbeat_file_is_touched_where_one_is_named(tmp_path, monkeypatch)
     os.utime(beat, (0, 0))
     touch_heartbeat_file()
     assert time.time() - beat.stat().st_mtime < 5
+
+
+def test_a_local_ray_has_this_machines_cpus_and_the_gpus_it_may_see(monkeypatch):
+    from workers.node import local_ray_resources
+
+    gpus = [
+        {"index": 0, "name": "H100", "memory_mb": 81559},
+        {"index": 1, "name": "H100", "memory_mb": 81559},
+    ]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert local_ray_resources([])["CPU"] >= 1 and "GPU" not in local_ray_resources([])
+    assert local_ray_resources(gpus)["GPU"] == 2.0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert local_ray_resources(gpus)["GPU"] == 1.0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert "GPU" not in local_ray_resources(gpus)
+
+
+def test_an_unreachable_ray_cluster_is_unknown_not_an_error():
+    from workers.node import probe_ray_cluster
+
+    assert probe_ray_cluster("127.0.0.1:1", timeout_s=5) == {}

@@ -173,6 +173,28 @@ def ray_shortfall(needed: dict[str, float], cluster: dict[str, float]) -> str | 
     )
 
 
+def uses_ray(config: dict[str, Any]) -> bool:
+    """Whether the run places Ray actors at all: rollout workers, or more than one learner shard."""
+    return config.get("num_rollout_workers", 0) > 0 or config.get("num_learner_workers", 1) > 1
+
+
+def cluster_for_run(config: dict[str, Any], reported: dict[str, float], *, local: bool) -> dict[str, float]:
+    """The Ray cluster a run would meet on a worker that `reported` these totals (ray.cluster_resources()
+    of the cluster at its RAY_ADDRESS, or — `local`, no address — what a Ray on its machine detects):
+    `init_ray` starts a local Ray with `ray_cpus(config)` CPUs, sized for the run, and the GPUs the
+    machine has, so a local cluster is never short of CPUs."""
+    return {**reported, "CPU": float(ray_cpus(config))} if local else dict(reported)
+
+
+def launch_shortfall(config: dict[str, Any], reported: dict[str, float], *, local: bool) -> str | None:
+    """`ray_shortfall` of the run on the cluster a worker reported, asked before the run is queued (the
+    web's launch check, `webapp.fleet.models.WorkerNode.launch_shortfall`); None when the run places no
+    Ray actors or the cluster holds them. The same rule as `init_ray`, which the trainer asks again."""
+    if not uses_ray(config):
+        return None
+    return ray_shortfall(ray_resources_needed(config), cluster_for_run(config, reported, local=local))
+
+
 def init_ray(config: dict[str, Any], learner_device: str | None = None) -> bool:
     """Join `RAY_ADDRESS` or start a local Ray sized for the run; returns True when this call started Ray.
 

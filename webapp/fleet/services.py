@@ -27,8 +27,11 @@ def worker_report(
     stopped: bool = False,
     usage: dict | None = None,
     models: list[str] | None = None,
+    ray_resources: dict[str, float] | None = None,
 ) -> WorkerNode:
-    """Record a worker's heartbeat: what it serves, what it has and (`usage`) how busy it is.
+    """Record a worker's heartbeat: what it serves, what it has, the Ray cluster it runs on
+    (`ray_resources`: Ray's totals, {} when unknown; None keeps what the worker reported before — a run's
+    process reports without measuring) and (`usage`) how busy it is.
 
     Its current run is the one it names or, when it names none, the active run it claimed (`Run.worker`):
     under Celery's prefork pool a child process trains while the parent sends the heartbeats without
@@ -51,6 +54,7 @@ def worker_report(
             "usage": usage or {},
             "judge_models": models or [],
             "ray_address": ray_address,
+            **({"ray_resources": ray_resources} if ray_resources is not None else {}),
             "pid": pid,
             "last_seen": now,
             "current_run_id": current_run_id,
@@ -63,6 +67,7 @@ def worker_report(
             "usage": usage or {},
             "judge_models": models or [],
             "ray_address": ray_address,
+            "ray_resources": ray_resources or {},
             "pid": pid,
             "last_seen": now,
             "started_at": now,

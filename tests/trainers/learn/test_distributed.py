@@ -214,3 +214,19 @@ def test_the_sizing_check_counts_gpus_and_custom_resources_and_names_the_shortfa
     assert message and "needs 2 GPU (the cluster has 1)" in message and "CPU" not in message.split(":")[1]
     assert ray_shortfall({"CPU": 1.0, "node:gpu-box": 1.0}, {"CPU": 4.0}) is not None
     assert ray_shortfall(ray_resources_needed(cuda), {"CPU": 2.0, "GPU": 2.0}) is None
+
+
+def test_the_launch_asks_the_same_rule_of_a_reported_cluster():
+    """What the web's launch check asks (`launch_shortfall`) is `ray_shortfall` of the run's actors on the
+    cluster a worker reported; a local Ray is started with a CPU per actor, so only its GPUs can be short,
+    and a run that places no Ray actors is never refused."""
+    from trainers.learn.distributed import launch_shortfall
+
+    cuda = {"num_rollout_workers": 2, "num_learner_workers": 1, "device": "cuda"}
+    assert "needs 2 GPU (the cluster has 1)" in launch_shortfall(cuda, {"CPU": 8.0, "GPU": 1.0}, local=False)
+    assert launch_shortfall(cuda, {"CPU": 8.0, "GPU": 2.0}, local=False) is None
+    cpu = {**cuda, "device": "cpu", "num_rollout_workers": 6}
+    assert "needs 6 CPU (the cluster has 2)" in launch_shortfall(cpu, {"CPU": 2.0}, local=False)
+    assert launch_shortfall(cpu, {"CPU": 2.0}, local=True) is None  # init_ray sizes a local Ray for the run
+    assert "needs 2 GPU (the cluster has 0)" in launch_shortfall(cuda, {"CPU": 2.0}, local=True)
+    assert launch_shortfall({**cuda, "num_rollout_workers": 0}, {"CPU": 1.0}, local=False) is None

@@ -194,3 +194,22 @@ def test_a_worker_that_names_no_run_serves_the_active_run_it_claimed(client_for,
     Run.objects.filter(pk=run.pk).update(status="SUCCEEDED")
     node = worker_report(hostname="cpu@box", queues=["cpu"], gpus=[], cpus=2, ray_address="local", pid=9)
     assert node.current_run_id is None
+
+
+def test_the_workers_page_shows_the_ray_cluster_each_worker_reported(client_for, users):
+    worker_report(
+        hostname="gpu@box",
+        queues=["gpu"],
+        gpus=[],
+        cpus=16,
+        ray_address="ray-head:6379",
+        pid=7,
+        ray_resources={"CPU": 8.0, "GPU": 1.0, "accelerator_slot": 2.0, "memory": 1e10, "node:10.0.0.2": 1.0},
+    )
+    worker_report(hostname="cpu@quiet", queues=["cpu"], gpus=[], cpus=2, ray_address="local", pid=8)
+    # A report from a run's process, which measured nothing itself, keeps what the worker reported.
+    worker_report(hostname="gpu@box", queues=["gpu"], gpus=[], cpus=16, ray_address="ray-head:6379", pid=9)
+    page = client_for("dave").get("/workers/").content.decode()
+    row = page.split('data-worker="gpu@box"')[1].split("</tr>")[0]
+    assert '<div class="small muted" data-worker-ray>8 CPU · 1 GPU · 2 accelerator_slot</div>' in row
+    assert "data-worker-ray" not in page.split('data-worker="cpu@quiet"')[1].split("</tr>")[0]

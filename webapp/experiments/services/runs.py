@@ -13,6 +13,7 @@ from trainers.config import resolve_run_config, validate_run_config
 from webapp.accounts.models import hash_token
 from webapp.core.broadcast import broadcast_on_commit
 from webapp.core.dispatch import UNSENT, Queue, Task, queue_refusal, send_on_commit, send_task
+from webapp.experiments.capacity import ray_capacity_errors
 from webapp.experiments.judges import judge_launch_errors
 from webapp.experiments.models import (
     Checkpoint,
@@ -96,6 +97,10 @@ def run_create(
     errors.update(knob_errors)
     if errors:  # every problem at once: the name, the choices and every knob
         raise ValidationError(errors)
+    # Before anything is queued: Ray actors no worker's cluster can hold would wait forever. An automatic
+    # resume is not refused here (the reaper makes it; the trainer still refuses a cluster that shrank).
+    if auto_resume_count == 0 and (capacity := ray_capacity_errors(queue=queue, config=knobs)):
+        raise ValidationError(capacity)
     name = name.strip()
 
     environment_version = environment_version or environment.versions.order_by("-number").first()
