@@ -160,6 +160,13 @@ def probe_ray_cluster(address: str, *, timeout_s: float = RAY_PROBE_TIMEOUT_S) -
     return {str(name): float(amount) for name, amount in totals.items() if isinstance(amount, int | float)}
 
 
+def forming_is_unknown(totals: dict[str, float]) -> dict[str, float]:
+    """A cluster that reports no CPU yet is still forming — compose's Ray head declares none and its nodes
+    join after the workers start — and can run nothing: unknown ({}, refusing no run, asked again in 30 s)
+    rather than a cluster too small for every run."""
+    return totals if totals.get("CPU", 0.0) > 0 else {}
+
+
 def local_ray_resources(gpus: list[dict]) -> dict[str, float]:
     """What a Ray the trainer starts on this machine (no RAY_ADDRESS) has: its CPUs, and its GPUs as Ray
     counts them (those CUDA_VISIBLE_DEVICES lets it see, when set). The trainer sizes a local Ray's CPUs
@@ -184,7 +191,7 @@ def ray_resources(*, measure: bool = False) -> dict[str, float] | None:
         _state["ray_probe_due"] = math.inf  # one probe at a time
 
         def probe() -> None:
-            totals = probe_ray_cluster(address)
+            totals = forming_is_unknown(probe_ray_cluster(address))
             _state["ray_resources"] = totals
             _state["ray_probe_due"] = time.monotonic() + (RAY_PROBE_EVERY_S if totals else RAY_PROBE_RETRY_S)
 

@@ -55,3 +55,13 @@ def test_an_unreachable_ray_cluster_is_unknown_not_an_error():
     from workers.node import probe_ray_cluster
 
     assert probe_ray_cluster("127.0.0.1:1", timeout_s=5) == {}
+
+
+def test_a_ray_cluster_with_no_cpu_yet_is_still_forming_and_refuses_nothing():
+    """Compose's Ray head declares no CPU and its nodes join after the workers start: a first measure of
+    {GPU: 0, CPU: 0} must not refuse every run for a minute."""
+    from workers.node import forming_is_unknown
+
+    assert forming_is_unknown({"memory": 8e9, "object_store_memory": 2e9}) == {}
+    assert forming_is_unknown({"CPU": 0.0, "GPU": 1.0}) == {}
+    assert forming_is_unknown({"CPU": 4.0, "GPU": 1.0}) == {"CPU": 4.0, "GPU": 1.0}
