@@ -1,8 +1,8 @@
 """Retake the README's screenshots on a real run: the demo project, a short GRPO run of the bundled model
 on a real worker, real Chromium (tests/browser/test_screenshots.py does the work; the test suite skips
-it). Writes docs/screenshot-live.png, -group.png, -diff.png and -annotate.png.
+it). Writes docs/screenshot-live.png, -group.png, -tokens.png, -diff.png and -annotate.png.
 
-    python scripts/screenshots.py            # about 20–25 minutes on a busy 2-core CPU
+    python scripts/screenshots.py            # 7 minutes on the 2-core CPU beside other jobs, 20–25 when it is busy
 """
 
 from __future__ import annotations

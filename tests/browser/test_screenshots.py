@@ -118,15 +118,23 @@ def test_take_the_readme_screenshots_on_a_real_run(server, browser):
         page.goto(f"{server}/p/{slug}/runs/{run.pk}/groups/{step}/{group}/")
         shoot(page, "group")
 
-        # 1b. The token view: that group's best sample, its reply coloured by the policy's entropy per
-        # token (the run reports token statistics: `token_stats: auto` for a model this small), with the
-        # hover card of one token.
-        best = train.filter(step=step, group_index=group).order_by("-reward", "sample_index").first()
+        # 1b. The token view: the first step's best sample (the untrained policy, still unsure in places),
+        # its reply coloured by the policy's entropy per token (the run reports token statistics:
+        # `token_stats: auto` for a model this small), the legend in view and the hover card of the token
+        # the policy was least sure of.
+        best = train.filter(step=1).order_by("-reward", "sample_index").first()
         page.goto(f"{server}/p/{slug}/trajectories/{best.pk}/")
         page.select_option("[data-token-quantity]", "entropy")
         tokens = page.locator(".token-text .token")
         tokens.first.wait_for()
-        tokens.nth(min(8, tokens.count() - 1)).hover()
+        page.locator("[data-token-controls]").evaluate("el => el.scrollIntoView({block: 'start'})")
+        page.evaluate("window.scrollBy(0, -8)")
+        # The strongest colour: the alpha of each token's hsla(...) background (token_view.js).
+        unsure = tokens.evaluate_all(
+            "spans => spans.map(s => parseFloat(s.style.background.split(',').pop()) || 0)"
+            ".reduce((best, alpha, i, all) => alpha > all[best] ? i : best, 0)"
+        )
+        tokens.nth(unsure).hover()
         shoot(page, "tokens")
 
         # 2. One evaluation task before training and at the checkpoint, diffed.
