@@ -7,7 +7,7 @@ run of the bundled SmolLM2-135M on a real Celery worker with the demo's knobs, a
 writes docs/screenshot-*.png: the live run page while the reward rises, a GRPO group, one of its
 samples in the token view (coloured by entropy), an evaluation task diffed across checkpoints, and the
 annotation page. Skipped unless SCREENSHOTS=1, so the test
-suite never rewrites tracked files; it took 22 minutes on a 2-core CPU that other jobs kept busy."""
+suite never rewrites tracked files; it took 7 minutes on the 2-core CPU beside other jobs (22 when they kept it busy)."""
 
 from __future__ import annotations
 
