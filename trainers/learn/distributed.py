@@ -335,6 +335,10 @@ class RayRollouts:
         reference = ray.put({k: v.detach().cpu() for k, v in state_dict_fn().items()})
         self._pending_updates += [a.update_weights.remote(reference, version) for a in self.actors]
 
+    def release_weights(self) -> bool:
+        """The workers' weights are their own processes' memory: nothing to give back here."""
+        return False
+
     def weights_digests(self) -> list[str]:
         return self._get([a.weights_digest.remote() for a in self.actors], "reporting its weights")
 

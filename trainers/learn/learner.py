@@ -154,6 +154,9 @@ class Learner:
                 after_optimizer_step=self.scheduler.step,
                 timings=timings,
             )
+            # The gradients' memory (as much as the fp32 weights) goes back until the next update, which
+            # zeroes them again before its first pass: generation and evaluation run without it.
+            self.optimizer.zero_grad(set_to_none=True)
             self.model.eval()
         return update_metrics(
             totals,

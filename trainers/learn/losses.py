@@ -355,8 +355,9 @@ def _completion_block(
     # The hidden state at position t predicts token t + 1: the prompt's last state predicts the first
     # completion token.
     predictors = torch.cat([last.expand(k, 1, -1), hidden[:, :-1]], dim=1)
-    scale = temperature if temperature > 0 else 1.0
-    logits = head(predictors[select]).float() / scale
+    logits = head(predictors[select]).float()
+    if temperature > 0 and temperature != 1.0:  # x / 1 is x: no full-vocabulary copy for it
+        logits = logits / temperature
     logprobs = torch.log_softmax(logits, dim=-1)
     token_logp = logprobs.gather(-1, suffix[select].unsqueeze(-1)).squeeze(-1)
     block = torch.zeros((k, length), dtype=token_logp.dtype, device=device).masked_scatter(select, token_logp)

@@ -271,8 +271,15 @@ class Trainer:
         return metrics
 
     def update(self, rollouts: list[Rollout], timings: dict[str, float]) -> dict[str, float]:
-        """Update the policy on `rollouts` (advantages assigned), then send the new weights to generation."""
-        metrics = self.learner.update(rollouts, timings, step=self.step)
+        """Update the policy on `rollouts` (advantages assigned), then send the new weights to generation.
+        A sampling copy's weights are given back during the update (they are all pushed again after it)."""
+        released = self.rollouts.release_weights()
+        try:
+            metrics = self.learner.update(rollouts, timings, step=self.step)
+        except BaseException:
+            if released:  # the policy is as it was before the update: the copy gets its weights back
+                self.rollouts.update_weights(self.learner.policy_state_dict, self.policy_version)
+            raise
         self.policy_version += 1
         self.phase("syncing", self.step + 1)
         t0 = time.perf_counter()

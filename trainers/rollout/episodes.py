@@ -707,5 +707,10 @@ class LocalRollouts:
         if self.push_weights:
             self.backend.update_weights(state_dict_fn())
 
+    def release_weights(self) -> bool:
+        """Give back a sampling copy's weights until the next `update_weights` (the trainer's, after each
+        update); True if any memory went. Never the policy itself (`push_weights` False)."""
+        return self.push_weights and self.backend.release_weights()
+
     def close(self) -> None:
         self.backend.close()

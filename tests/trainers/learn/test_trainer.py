@@ -297,6 +297,57 @@ def test_a_bf16_sampler_follows_the_fp32_policy(policy_copy, toy_env):
         assert torch.equal(sampled[key], value.to(torch.bfloat16)), key
 
 
+@pytest.mark.skipif(not cpu_runs_fast(torch.bfloat16), reason="this CPU samples bf16 copies in fp32")
+def test_the_update_runs_without_the_sampling_copy_and_leaves_no_gradients(policy_copy, toy_env, monkeypatch):
+    """Memory (issue 25): the bf16 copy's weights are given back while the learner holds its gradients and
+    activations, and the gradients while generation runs; the copy comes back as the new policy."""
+    model, tokenizer = policy_copy
+    trainer = Trainer(
+        {**TINY, "group_size": 4, "generation_dtype": "bfloat16"},
+        env_factory=toy_env,
+        model=model,
+        tokenizer=tokenizer,
+    )
+    trainer.setup()
+    sampler = trainer.rollouts.backend.model
+    held: list[int] = []
+    update = trainer.learner.update
+
+    def watched(*args, **kwargs):
+        held.append(sum(p.numel() for p in sampler.parameters()))
+        return update(*args, **kwargs)
+
+    monkeypatch.setattr(trainer.learner, "update", watched)
+    trainer.train_step()
+    assert held == [0]
+    assert all(p.grad is None for p in trainer.model.parameters())
+    sampled = sampler.state_dict()
+    for key, value in trainer.model.state_dict().items():
+        assert torch.equal(sampled[key], value.to(torch.bfloat16)), key
+
+
+@pytest.mark.skipif(not cpu_runs_fast(torch.bfloat16), reason="this CPU samples bf16 copies in fp32")
+def test_a_failed_update_gives_the_sampling_copy_its_weights_back(policy_copy, toy_env, monkeypatch):
+    model, tokenizer = policy_copy
+    trainer = Trainer(
+        {**TINY, "group_size": 4, "generation_dtype": "bfloat16"},
+        env_factory=toy_env,
+        model=model,
+        tokenizer=tokenizer,
+    )
+    trainer.setup()
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("the update failed")
+
+    monkeypatch.setattr(trainer.learner, "update", fails)
+    with pytest.raises(RuntimeError, match="the update failed"):
+        trainer.train_step()
+    sampled = trainer.rollouts.backend.model.state_dict()
+    for key, value in trainer.model.state_dict().items():
+        assert torch.equal(sampled[key], value.to(torch.bfloat16)), key
+
+
 def test_a_sampler_in_the_policys_own_dtype_is_the_policy_itself(policy_copy, toy_env):
     """No copy (and no weight push per step) when the sampling dtype is the policy's: fp32 asked for, or
     bf16 on a CPU that samples it in fp32."""

@@ -90,6 +90,22 @@ def test_update_weights_rejects_unknown_keys(smollm):
         backend.update_weights({"not.a.weight": torch.zeros(1)})
 
 
+def test_a_released_copy_holds_no_weights_until_all_of_them_come_back(tiny):
+    import copy
+
+    policy, tokenizer = tiny
+    backend = make_backend("transformers", model=copy.deepcopy(policy), tokenizer=tokenizer)
+    assert backend.release_weights() is True
+    assert sum(p.numel() for p in backend.model.parameters()) == 0
+    weights = policy.state_dict()
+    with pytest.raises(KeyError, match="released weights not brought back"):
+        backend.update_weights({k: v for k, v in weights.items() if k != "model.norm.weight"})
+    backend.update_weights(weights)
+    for key, value in backend.model.state_dict().items():
+        assert torch.equal(value, weights[key]), key
+    assert backend.generate([CHAT], n=1, max_new_tokens=4, seed=0)[0].token_ids
+
+
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
 def test_vllm_backend_explains_what_is_missing():
     from trainers.rollout.backends.vllm_backend import VLLMNotInstalled

@@ -54,6 +54,12 @@ class GenerationBackend(ABC):
     def update_weights(self, state_dict: Mapping[str, Any]) -> None:
         """Load (a subset of) policy weights, keyed like the policy's state_dict."""
 
+    def release_weights(self) -> bool:
+        """Give back the memory of the generation weights until the next `update_weights`, which must then
+        bring all of them; True if it did. By default nothing is released (vLLM, a remote engine, a model
+        shared with the learner)."""
+        return False
+
     @contextmanager
     def session(self) -> Iterator[None]:
         """Calls inside may reuse what earlier calls inside computed; the weights must not change inside.

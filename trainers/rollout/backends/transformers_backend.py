@@ -268,6 +268,7 @@ class TransformersBackend(GenerationBackend):
         self.prefix_budget_bytes = prefix_budget_bytes
         self.wave_bytes = wave_bytes
         self.prefixes: PrefixStore | None = None  # only inside `session()`
+        self._released: dict[str, torch.Size] | None = None  # parameter shapes while `release_weights` holds
         self.last_session = (0, 0)  # (prompt tokens reused, prompt tokens encoded) of the last session
         # Models with sliding-window layers keep the stock cache, which cannot start from stored states.
         probe = _preallocated_cache(model.config, 1)
@@ -277,9 +278,31 @@ class TransformersBackend(GenerationBackend):
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    def release_weights(self) -> bool:
+        """Empty the model's parameters until `update_weights` fills them again: a sampling copy of the
+        policy (bf16 beside fp32) between generation and the next weight push, while the learner's update
+        holds its gradients and activations (0.25 GiB for the 135M model; rebuilding is the push that
+        follows every update anyway, plus its allocation). Call it only on a model of the backend's own:
+        the trainer does so when it pushes the policy's weights into it after each update."""
+        if self._released is None:
+            self._released = {}
+            for name, p in self.model.named_parameters():  # a tied weight once
+                self._released[name] = p.shape
+                p.data = torch.empty(0, dtype=p.dtype, device=p.device)
+        return True
+
     def update_weights(self, state_dict: Mapping[str, Any]) -> None:
         if self.prefixes is not None:  # states computed with the old weights
             self.prefixes = PrefixStore(self.prefix_budget_bytes)
+        if self._released is not None:
+            missing = [k for k in self._released if k not in state_dict]
+            if missing:
+                raise KeyError(
+                    f"released weights not brought back: {missing[:5]}{'…' if len(missing) > 5 else ''}"
+                )
+            for name, p in self.model.named_parameters():
+                p.data = torch.empty(self._released[name], dtype=p.dtype, device=p.device)
+            self._released = None
         own = self.model.state_dict()
         unknown = [k for k in state_dict if k not in own]
         if unknown:
