@@ -51,11 +51,22 @@ def _trainer(tiny, toy_env, sink=None, out_dir=None, resume_from=None, rubric=No
     )
 
 
+def stepped_grads(trainer) -> dict[str, torch.Tensor]:
+    """The gradients each optimizer step of `trainer` used, by parameter name: a single process gives its
+    gradients back after the update (Learner.update), so they are kept as the step starts."""
+    kept: dict[str, torch.Tensor] = {}
+    trainer.learner.optimizer.register_step_pre_hook(
+        lambda *_: kept.update({n: p.grad.clone() for n, p in trainer.model.named_parameters()})
+    )
+    return kept
+
+
 def test_two_learner_processes_take_the_single_process_step(local_ray, tiny, toy_env):
     single = _trainer(tiny, toy_env)
     single.setup()
     sharded = _trainer(tiny, toy_env, num_learner_workers=2)
     sharded.setup()
+    stepped = stepped_grads(single)
     try:
         for step in range(2):
             one, two = single.train_step(), sharded.train_step()
@@ -66,7 +77,8 @@ def test_two_learner_processes_take_the_single_process_step(local_ray, tiny, toy
             # The gradients the shards reduced, gathered: the single process's.
             grads = sharded.learner.shards.full_grads()
             for name, p in single.model.named_parameters():
-                torch.testing.assert_close(grads[name], p.grad, rtol=1e-4, atol=1e-6, msg=name)
+                assert p.grad is None, name  # given back until the next update
+                torch.testing.assert_close(grads[name], stepped[name], rtol=1e-4, atol=1e-6, msg=name)
             # The updated weights, gathered into the driver's copy (what rollouts sample from next).
             for (name, a), b in zip(
                 single.model.state_dict().items(), sharded.model.state_dict().values(), strict=True
@@ -92,13 +104,14 @@ def test_per_turn_advantages_reach_the_shards(local_ray, tiny, toy_env):
         tiny, toy_env, rubric=TurnScoringRubric(), turn_advantage_weight=1.0, num_learner_workers=2
     )
     sharded.setup()
+    stepped = stepped_grads(single)
     try:
         one, two = single.train_step(), sharded.train_step()
         assert one["trained_sequences"] == two["trained_sequences"] > 0
         assert two["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-4)
         grads = sharded.learner.shards.full_grads()
-        for name, p in single.model.named_parameters():
-            torch.testing.assert_close(grads[name], p.grad, rtol=1e-4, atol=1e-6, msg=name)
+        for name, _ in single.model.named_parameters():
+            torch.testing.assert_close(grads[name], stepped[name], rtol=1e-4, atol=1e-6, msg=name)
     finally:
         single.rollouts.close()
         sharded.rollouts.close()
