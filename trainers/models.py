@@ -259,14 +259,18 @@ def load_tokenizer(name: str = DEFAULT_MODEL) -> Any:
 
 def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: Any = "auto") -> Any:
     """Load a model onto `device`. `dtype`: a config name ("auto", "float32", …) loads a model that only
-    samples or scores (`inference_dtype`); a torch dtype is used as is (the trainer passes its policy's
-    `policy_precision(...).weights`)."""
+    samples or scores (`inference_dtype`, with the attention kernel `attention_implementation` picks); a
+    torch dtype is used as is (the trainer passes its policy's `policy_precision(...).weights`)."""
     from transformers import AutoModelForCausalLM
 
     device = resolve_device(device)
     resolved = inference_dtype(dtype, device) if isinstance(dtype, str) else dtype
     path = model_dir(name)
-    attention = attention_implementation(resolved, device, _model_type(path))
+    # Only a model that never trains changes kernel: eager attention keeps every layer's attention
+    # weights for a backward pass, which SDPA does not (GBs for a batch of long sequences).
+    attention = (
+        attention_implementation(resolved, device, _model_type(path)) if isinstance(dtype, str) else None
+    )
     if attention == GROUPED_ATTENTION:
         _register_grouped_attention()
     model: Any = AutoModelForCausalLM.from_pretrained(

@@ -180,3 +180,12 @@ def test_grouped_attention_is_eager_attention_without_the_copies(dtype):
 
     assert torch.equal(output, expected) and torch.equal(weights, expected_weights)
     assert output.shape == (2, 5, 9, 64) and float(weights[0, :, :, :2].abs().max()) == 0.0
+
+
+def test_a_policy_that_trains_keeps_sdpa_whatever_its_dtype():
+    """Eager attention keeps every layer's attention weights for the backward pass: only models that
+    never train (sampling copies, named by a config dtype) change kernel."""
+    from trainers.models import load_model
+
+    policy = load_model("smollm2-135m", "cpu", torch.bfloat16)  # a trained bf16 policy: a torch dtype
+    assert policy.config._attn_implementation == "sdpa"
