@@ -35,19 +35,11 @@
     }
   });
 
-  // Ticking rows enables "Compare selected turn by turn" (2 to 8; the limits are the form's data-). The form
-  // and its rows come with each results swap; without this script the form still submits the ticked rows.
+  // Ticking rows enables "Compare selected turn by turn" (static/js/compare_picks.js). The form and its rows
+  // come with each results swap; without this script the form still submits the ticked rows.
   function countPicks() {
     const form = document.getElementById("compare-trajectories-form");
-    if (!form) return;
-    const min = Number(form.dataset.minCompared) || 2;
-    const max = Number(form.dataset.maxCompared) || 8;
-    const chosen = document.querySelectorAll("[data-compare-pick]:checked").length;
-    form.querySelector("[data-compare-button]").disabled = chosen < min || chosen > max;
-    if (chosen === 0) return;
-    form.querySelector("[data-compare-count]").textContent = chosen > max
-      ? chosen + " ticked: compare at most " + max + "."
-      : chosen + " ticked" + (chosen < min ? ": tick one more." : ".");
+    if (form) window.RolloutComparePicks.update(form);
   }
   document.addEventListener("change", function (event) {
     if (event.target.matches && event.target.matches("[data-compare-pick]")) countPicks();

@@ -4,17 +4,7 @@
   "use strict";
   const form = document.getElementById("compare-form");
   if (form) {
-    const max = Number(form.dataset.maxCompared) || 8;
-    const button = form.querySelector("[data-compare-button]");
-    const count = form.querySelector("[data-compare-count]");
-    const picks = function () { return Array.from(document.querySelectorAll("[data-compare-pick]")); };
-    const update = function () {
-      const chosen = picks().filter(function (p) { return p.checked; }).length;
-      button.disabled = chosen < 2 || chosen > max;
-      count.textContent = chosen === 0 ? "Tick 2 to " + max + " runs to compare them."
-        : chosen > max ? chosen + " runs ticked: compare at most " + max + "."
-        : chosen + " run" + (chosen === 1 ? "" : "s") + " ticked" + (chosen < 2 ? ": tick one more." : ".");
-    };
+    const update = function () { window.RolloutComparePicks.update(form); };  // static/js/compare_picks.js
     document.addEventListener("change", function (event) {
       if (event.target.matches("[data-compare-pick]")) update();
     });
