@@ -113,7 +113,15 @@
     }
   });
   window.trajectoryTurnsLoaded = list.querySelectorAll("li.turn").length;
-  // htmx (loaded before this file) processes the page on DOMContentLoaded; trigger nothing before that.
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", followHash);
-  else window.setTimeout(followHash, 0);
+  // A link to a turn fires `load-now` on the pending row, which does nothing until htmx has processed the
+  // page. htmx does that on DOMContentLoaded and then fires htmx:load on the body; this deferred file runs
+  // before DOMContentLoaded, and a timer set here may run before htmx's handler does (it did, under load:
+  // the row was marked requested and never loaded), so wait for the body's htmx:load.
+  function followHashOnceReady(event) {
+    if (event.target !== document.body) return;
+    document.body.removeEventListener("htmx:load", followHashOnceReady);
+    followHash();
+  }
+  if (document.readyState === "complete") window.setTimeout(followHash, 0);
+  else document.body.addEventListener("htmx:load", followHashOnceReady);
 })();
