@@ -35,16 +35,23 @@ demo: $(STAMP)
 # Tests keep their state (embedded redis-server, databases, logs) in var/test, apart from the demo's.
 # The vLLM tier runs after the main suite, in its own venv (see venv-vllm below).
 # The embedded redis-server the suite started is stopped when it ends, pass or fail (stop-test-redis).
+# The suite runs in TEST_WORKERS pytest-xdist processes (tests/parallel.py keeps their state apart), a file
+# at a time each: about half the time on two cores, since most slow tests wait on a process they started.
+# TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 test: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP)
-	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest; status=$$?; $(MAKE) stop-test-redis; exit $$status
+	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest $(PYTEST_PARALLEL); status=$$?; $(MAKE) stop-test-redis; exit $$status
 	$(MAKE) test-vllm
 
 test-fast: $(STAMP)
-	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest -m "not slow and not browser"; status=$$?; \
+	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest $(PYTEST_PARALLEL) -m "not slow and not browser"; status=$$?; \
 	$(MAKE) stop-test-redis; exit $$status
 
+# The embedded redis-servers of a run: var/test's and each xdist worker's (var/test/gw0, …).
 stop-test-redis:
-	@$(PY) -c "from pathlib import Path; from webapp.embedded import stop_embedded_redis; stop_embedded_redis(Path('var/test'))"
+	@$(PY) -c "from pathlib import Path; from webapp.embedded import stop_embedded_redis; [stop_embedded_redis(d) for d in [Path('var/test'), *Path('var/test').glob('gw*')]]"
 
 test-tools:
 	@bash scripts/ensure-test-tools.sh
