@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -127,6 +128,18 @@ def sign_in(page, server: str, username: str, password: str) -> None:
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
     page.wait_for_url(lambda url: "/accounts/login" not in url)
+
+
+def scroll_until(page, selector: str, *, step_px: int = 100_000, timeout_s: float = 60) -> None:
+    """Scroll down, as a reader does, until `selector` is in the page. Each scroll reveals the pending row
+    and htmx fetches one more window; a budget of time, not of scrolls, so a loaded machine's slower
+    windows still get there."""
+    deadline = time.monotonic() + timeout_s
+    while not page.locator(selector).count():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{selector} not in the page after {timeout_s:.0f} s of scrolling")
+        page.mouse.wheel(0, step_px)
+        page.wait_for_timeout(150)
 
 
 def elsewhere(work):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import scroll_until, sign_in
 from tests.conftest import PASSWORD
 from tests.webapp.factories import long_turns, make_trajectory
 
@@ -46,12 +46,7 @@ def test_search_opens_the_page_at_a_far_turn_and_the_list_stays_bounded(long_tra
     # From the top, with a small bound: scrolling loads windows and the earliest turns leave the page.
     page.goto(f"{server}/p/{project.slug}/trajectories/{trajectory.pk}/")
     page.evaluate("document.querySelector('[data-turns]').dataset.maxTurns = '80'")
-    for _ in range(40):
-        if page.locator("#turn-299").count():
-            break
-        page.mouse.wheel(0, 100_000)
-        page.wait_for_timeout(150)
-    page.wait_for_selector("#turn-299")
+    scroll_until(page, "#turn-299")
     count = page.locator("ol[data-turns] > li.turn").count()
     assert count <= 80
     first_loaded = int(page.eval_on_selector("ol[data-turns] > li.turn", "li => li.dataset.turn"))

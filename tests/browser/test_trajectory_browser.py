@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import scroll_until, sign_in
 from tests.conftest import PASSWORD
 from tests.webapp.factories import long_turns, make_trajectory, turn
 from webapp.rollouts.views_trajectories import FIRST_TURNS
@@ -36,12 +36,7 @@ def test_scrolling_a_300_turn_trajectory_loads_the_rest(long_run, server, page):
     page.wait_for_selector(f"#turn-{FIRST_TURNS - 1}")
     assert turn_count(page) < 300
 
-    for _ in range(60):  # each scroll to the bottom reveals the pending row and fetches one more window
-        if turn_count(page) == 300:
-            break
-        page.mouse.wheel(0, 200_000)
-        page.wait_for_timeout(150)
-    page.wait_for_selector("#turn-299")
+    scroll_until(page, "#turn-299", step_px=200_000)
     assert turn_count(page) == 300
     assert page.locator("[data-turns-more]").count() == 0
     indices = page.eval_on_selector_all(
