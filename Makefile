@@ -15,7 +15,7 @@ VF04_FIXTURE := tests/fixtures/vf04_echo
 HARBOR_VENV := .venv-harbor
 HARBOR_STAMP := $(HARBOR_VENV)/.installed
 
-.PHONY: test-deploy deploy-images clean-deploy demo test test-fast lint bench test-tools clean venv-vllm test-vllm screenshots venv-mcp2 venv-vf04 venv-harbor stop-test-redis
+.PHONY: test-deploy deploy-images clean-deploy demo test test-serial test-fast lint bench test-tools clean venv-vllm test-vllm screenshots venv-mcp2 venv-vf04 venv-harbor stop-test-redis
 
 # The tests' own verifiers environment package (tests/fixtures/vf_word_tools) is installed like any
 # environment a user brings, editable so that changing it needs no reinstall.
@@ -35,23 +35,26 @@ demo: $(STAMP)
 # Tests keep their state (embedded redis-server, databases, logs) in var/test, apart from the demo's.
 # The vLLM tier runs after the main suite, in its own venv (see venv-vllm below).
 # The embedded redis-server the suite started is stopped when it ends, pass or fail (stop-test-redis).
-# The suite runs in TEST_WORKERS pytest-xdist processes (tests/parallel.py keeps their state apart), a file
-# at a time each: about half the time on two cores, since most slow tests wait on a process they started.
-# TEST_WORKERS=0 runs it in this one process.
+# The suite runs as two pytest processes side by side (scripts/run_tests.py; tests/parallel.py keeps their
+# state apart): the slow and browser tests one after another in one, the quick ones beside them in the other.
+# `make test-serial` runs it in one process; `make test-fast`, the edit loop, runs the quick tests in
+# TEST_WORKERS pytest-xdist processes, a file at a time each.
 TEST_WORKERS ?= 2
-PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 test: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP)
-	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest $(PYTEST_PARALLEL); status=$$?; $(MAKE) stop-test-redis; exit $$status
+	ROLLOUT_STUDIO_VAR=var/test $(PY) scripts/run_tests.py; status=$$?; $(MAKE) stop-test-redis; exit $$status
 	$(MAKE) test-vllm
 
-test-fast: $(STAMP)
-	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest $(PYTEST_PARALLEL) -m "not slow and not browser"; status=$$?; \
-	$(MAKE) stop-test-redis; exit $$status
+test-serial: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP)
+	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest; status=$$?; $(MAKE) stop-test-redis; exit $$status
 
-# The embedded redis-servers of a run: var/test's and each xdist worker's (var/test/gw0, …).
+test-fast: $(STAMP)
+	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not browser"; \
+	status=$$?; $(MAKE) stop-test-redis; exit $$status
+
+# The embedded redis-servers the tests started: var/test's, each lane's and each xdist worker's.
 stop-test-redis:
-	@$(PY) -c "from pathlib import Path; from webapp.embedded import stop_embedded_redis; [stop_embedded_redis(d) for d in [Path('var/test'), *Path('var/test').glob('gw*')]]"
+	@$(PY) -c "from pathlib import Path; from webapp.embedded import stop_embedded_redis; [stop_embedded_redis(pid.parent) for pid in Path('var/test').rglob('redis.pid')]"
 
 test-tools:
 	@bash scripts/ensure-test-tools.sh

@@ -1,17 +1,21 @@
 """pytest plugin (loaded from pyproject's addopts: `-p tests.parallel`): the suite in parallel processes.
 
-`make test` runs the suite in two pytest-xdist worker processes. Each test session starts its own
-servers, Celery workers, Ray clusters and Chromium, and those must not meet another session's: a
-Celery worker consuming the queue of a shared broker takes the other session's runs. So before
-Django reads its settings (a plugin is imported before any conftest, and pytest-django loads the
-settings before the first conftest), each xdist worker gets
+`make test` runs the suite as two pytest processes side by side, in lanes (`scripts/run_tests.py`): the
+`slow` and `browser` tests (the real model, Ray, Celery workers, servers, Chromium: most of them use both
+cores while they train) one after another in one, as before, so that two of them never race for the cores
+and their time limits hold; the ~3,100 quick in-process tests (one core each) in the other, beside them.
+`make test-fast` runs the quick ones in two pytest-xdist workers, a file at a time each.
 
-- its own state directory, `<ROLLOUT_STUDIO_VAR>/<worker id>` (the embedded redis-server's socket,
-  the SQLite databases, the secret key and the logs of the processes the tests start), and
+Each of those processes starts its own servers, Celery workers, Ray clusters and Chromium, and they must
+not meet another process's: a Celery worker consuming the queue of a shared broker takes the other's runs.
+So before Django reads its settings (a plugin is imported before any conftest, and pytest-django loads the
+settings before the first conftest), each lane and each xdist worker gets
+
+- its own state directory under ROLLOUT_STUDIO_VAR (`…/heavy`, `…/quick/gw1`: the embedded redis-server's
+  socket, the SQLite databases, the secret key and the logs of the processes the tests start), and
 - with REDIS_URL, its own Redis database (Celery's broker and the channel layer's groups).
 
-Test databases are already named per process (webapp.core.env). A run without xdist, or a single
-worker, changes nothing.
+Test databases are already named per process (webapp.core.env). One plain `pytest` changes nothing.
 """
 
 from __future__ import annotations
@@ -21,31 +25,40 @@ from collections.abc import MutableMapping
 from urllib.parse import urlsplit, urlunsplit
 
 REDIS_DATABASES = 16  # redis-server's default `databases`
+LANE_VARIABLE = "ROLLOUT_STUDIO_TEST_LANE"
+# name → the pytest marker expression of its tests; the first lane keeps the REDIS_URL's own database.
+LANES = {"heavy": "slow or browser", "quick": "not slow and not browser"}
+WORKERS_PER_LANE = 8  # Redis databases set apart for each lane's xdist workers
 
 
-def worker_index(worker_id: str) -> int:
-    """0 for xdist's "gw0", 1 for "gw1", …"""
-    return int(worker_id.removeprefix("gw"))
+def slot(lane: str | None, worker_id: str | None) -> int:
+    """This process's place among the suite's processes: 0 for the first lane's (or a lone) process."""
+    lane_index = list(LANES).index(lane) if lane else 0
+    worker_index = int(worker_id.removeprefix("gw")) if worker_id else 0
+    return lane_index * WORKERS_PER_LANE + worker_index
 
 
-def worker_redis_url(url: str, index: int) -> str:
-    """`url` with the database `index` places below its own (wrapping at 0): worker 0 keeps the URL's."""
+def own_redis_url(url: str, slot: int) -> str:
+    """`url` with the database `slot` places below its own (wrapping at 0): slot 0 keeps the URL's."""
     parts = urlsplit(url)
-    if parts.scheme == "unix":  # the embedded redis-server: a socket per worker's var dir already
+    if parts.scheme == "unix":  # the embedded redis-server: one per var dir already
         return url
     base = int(parts.path.lstrip("/") or 0)
-    database = (base - index) % REDIS_DATABASES
-    return urlunsplit(parts._replace(path=f"/{database}"))
+    return urlunsplit(parts._replace(path=f"/{(base - slot) % REDIS_DATABASES}"))
 
 
-def isolate_worker(environ: MutableMapping[str, str]) -> None:
-    """Give this xdist worker process its own var dir and Redis database (see the module docstring)."""
-    worker_id = environ.get("PYTEST_XDIST_WORKER")
-    if not worker_id:
+def isolate(environ: MutableMapping[str, str]) -> None:
+    """Give this lane / xdist worker process its own var dir and Redis database (see the module docstring)."""
+    lane = environ.get(LANE_VARIABLE) or None
+    worker_id = environ.get("PYTEST_XDIST_WORKER") or None
+    if lane is None and worker_id is None:
         return
-    environ["ROLLOUT_STUDIO_VAR"] = os.path.join(environ.get("ROLLOUT_STUDIO_VAR", "var"), worker_id)
+    if lane is not None and lane not in LANES:
+        raise RuntimeError(f"{LANE_VARIABLE}={lane!r}: the lanes are {', '.join(LANES)}")
+    parts = [part for part in (lane, worker_id) if part]
+    environ["ROLLOUT_STUDIO_VAR"] = os.path.join(environ.get("ROLLOUT_STUDIO_VAR", "var"), *parts)
     if environ.get("REDIS_URL"):
-        environ["REDIS_URL"] = worker_redis_url(environ["REDIS_URL"], worker_index(worker_id))
+        environ["REDIS_URL"] = own_redis_url(environ["REDIS_URL"], slot(lane, worker_id))
 
 
-isolate_worker(os.environ)
+isolate(os.environ)

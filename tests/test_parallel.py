@@ -1,42 +1,54 @@
-"""The suite's parallel workers keep apart (tests/parallel.py): each xdist worker its own var dir and
-Redis database, so one worker's Celery worker never takes the other's runs."""
+"""The suite's parallel processes keep apart (tests/parallel.py): each lane and each xdist worker its own var
+dir and Redis database, so one process's Celery worker never takes another's runs."""
 
 from __future__ import annotations
 
 import os
 
-from tests.parallel import isolate_worker, worker_redis_url
+import pytest
+
+from tests.parallel import LANES, isolate, own_redis_url, slot
 
 
-def test_each_worker_gets_its_own_redis_database_and_the_first_keeps_the_urls():
-    assert worker_redis_url("redis://127.0.0.1:6379/15", 0) == "redis://127.0.0.1:6379/15"
-    assert worker_redis_url("redis://127.0.0.1:6379/15", 1) == "redis://127.0.0.1:6379/14"
-    assert worker_redis_url("redis://:pw@redis:6379", 1) == "redis://:pw@redis:6379/15"  # db 0, wrapped
-    assert worker_redis_url("rediss://cache:6380/3?ssl_cert_reqs=none", 2) == (
-        "rediss://cache:6380/1?ssl_cert_reqs=none"
+def test_each_process_gets_its_own_redis_database_and_the_first_keeps_the_urls():
+    slots = {slot(lane, worker) for lane in (None, *LANES) for worker in (None, "gw0", "gw1", "gw2")}
+    assert slot(None, None) == slot("heavy", None) == slot(None, "gw0") == 0
+    assert len({slot(lane, worker) for lane in LANES for worker in ("gw0", "gw1")}) == 4
+    assert max(slots) < 16
+    assert own_redis_url("redis://127.0.0.1:6379/15", 0) == "redis://127.0.0.1:6379/15"
+    assert own_redis_url("redis://127.0.0.1:6379/15", 1) == "redis://127.0.0.1:6379/14"
+    assert own_redis_url("redis://:pw@redis:6379", 1) == "redis://:pw@redis:6379/15"  # db 0, wrapped
+    assert (
+        own_redis_url("rediss://cache:6380/3?ssl_cert_reqs=none", 2)
+        == "rediss://cache:6380/1?ssl_cert_reqs=none"
     )
-    assert worker_redis_url("unix:///srv/var/redis.sock", 1) == "unix:///srv/var/redis.sock"
+    assert own_redis_url("unix:///srv/var/redis.sock", 1) == "unix:///srv/var/redis.sock"
 
 
-def test_a_worker_keeps_its_state_under_its_own_var_dir():
+def test_a_lanes_worker_keeps_its_state_under_its_own_var_dir():
     environ = {
+        "ROLLOUT_STUDIO_TEST_LANE": "quick",
         "PYTEST_XDIST_WORKER": "gw1",
         "ROLLOUT_STUDIO_VAR": "var/test",
         "REDIS_URL": "redis://h:6379/15",
     }
-    isolate_worker(environ)
-    assert environ["ROLLOUT_STUDIO_VAR"] == os.path.join("var/test", "gw1")
-    assert environ["REDIS_URL"] == "redis://h:6379/14"
+    isolate(environ)
+    assert environ["ROLLOUT_STUDIO_VAR"] == os.path.join("var/test", "quick", "gw1")
+    assert environ["REDIS_URL"] == "redis://h:6379/6"
 
 
-def test_without_xdist_nothing_changes():
+def test_one_plain_pytest_changes_nothing_and_an_unknown_lane_is_refused():
     environ = {"ROLLOUT_STUDIO_VAR": "var/test", "REDIS_URL": "redis://h:6379/15"}
-    isolate_worker(environ)
+    isolate(environ)
     assert environ == {"ROLLOUT_STUDIO_VAR": "var/test", "REDIS_URL": "redis://h:6379/15"}
+    with pytest.raises(RuntimeError, match="the lanes are heavy, quick"):
+        isolate({"ROLLOUT_STUDIO_TEST_LANE": "fast"})
 
 
-def test_this_session_runs_where_its_worker_says(settings):
-    """The settings this process read already name the worker's own directory."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker:
-        assert settings.VAR_DIR.name == worker
+def test_this_session_runs_where_its_process_says(settings):
+    """The settings this process read already name its own directory."""
+    own = [os.environ.get(name) for name in ("ROLLOUT_STUDIO_TEST_LANE", "PYTEST_XDIST_WORKER")]
+    if own[-1]:
+        assert settings.VAR_DIR.name == own[-1]
+    elif own[0]:
+        assert settings.VAR_DIR.name == own[0]
