@@ -117,32 +117,21 @@ def test_a_launched_run_trains_on_a_worker_and_streams_to_a_websocket(
 
 
 def test_a_run_cancelled_mid_evaluation_stops_within_10_s_and_frees_the_worker(
-    project, tiny_environment, rubric, users, tiny_model_path
+    project, tiny_environment, rubric, users
 ):
     """Issue 25: the cancel lands wherever the run is (here: inside a long first evaluation, which used to
     run to its end first), and the next queued run starts at once."""
     with asgi_server() as url, celery_worker("cpu", DASHBOARD_URL=url):
-        # The tiny model decodes fast: enough held-out tasks that its evaluation outlasts the wait below
-        # (its random replies never stop early, so each runs the whole 128 tokens).
         run = launch(
-            project,
-            tiny_environment,
-            rubric,
-            users["bob"],
-            max_steps=50,
-            eval_tasks=512,
-            max_new_tokens=128,
-            model=tiny_model_path,
+            project, tiny_environment, rubric, users["bob"], max_steps=50, eval_tasks=32, max_new_tokens=128
         )
-        following = launch(
-            project, tiny_environment, rubric, users["bob"], max_steps=1, model=tiny_model_path
-        )
+        following = launch(project, tiny_environment, rubric, users["bob"], max_steps=1)
         wait_for(
             lambda: RunEvent.objects.filter(run=run, type="phase", summary__phase="evaluating").exists(),
             240,
             "the first evaluation",
         )
-        time.sleep(2)  # well inside the evaluation: 512 tasks of up to 128 tokens
+        time.sleep(2)  # well inside the evaluation: 32 tasks of up to 128 tokens
         asked = time.monotonic()
         assert run_request_cancel(run=Run.objects.get(pk=run.pk)) == "cancel_requested"
         assert not Run.objects.get(pk=run.pk).can_cancel()  # the button stops offering itself
