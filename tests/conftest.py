@@ -242,3 +242,13 @@ def client_for(client, users):
         return client
 
     return sign_in
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory) -> str:
+    """A local model directory holding a tiny random Llama (tests/fixtures/tiny_model.py), written once per
+    session: pass it as a run's `model` where a test proves plumbing (workers, resume, cancel, streaming,
+    DPO → GRPO) rather than what a model learns or says."""
+    from tests.fixtures.tiny_model import save_tiny_llama
+
+    return str(save_tiny_llama(tmp_path_factory.mktemp("tiny-model") / "tiny-llama"))

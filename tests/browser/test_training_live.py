@@ -1,6 +1,7 @@
 """End to end in real Chromium: a run trains on a real Celery worker, the run page's reward chart
 gains points as it learns, a step's rollouts are in the feed before its update starts, and pressing
-Cancel stops it — the status changes on the page."""
+Cancel stops it — the status changes on the page. The page's plumbing is what is proved, not learning: the
+run trains the tiny random Llama (`tiny_model_path`)."""
 
 from __future__ import annotations
 
@@ -47,10 +48,11 @@ def chart_points(page) -> int:
     return page.evaluate("(document.getElementById('chart-reward').data[0] || {x: []}).x.length")
 
 
-def test_watch_a_run_learn_and_cancel_it(training_setup, server, page):
+def test_watch_a_run_learn_and_cancel_it(training_setup, server, page, tiny_model_path):
     from webapp.experiments.services import run_create
 
     user, project, environment, rubric = training_setup
+    steps = 2000  # the tiny model steps in a fraction of a second: far more than it can do before Cancel
     with celery_worker("cpu", name="browser", DASHBOARD_URL=server):
         run, _ = run_create(
             project=project,
@@ -60,7 +62,8 @@ def test_watch_a_run_learn_and_cancel_it(training_setup, server, page):
             preset="grpo",
             user=user,
             overrides={
-                "max_steps": 200,
+                "model": tiny_model_path,
+                "max_steps": steps,
                 "group_size": 2,
                 "prompts_per_step": 1,
                 "max_new_tokens": 8,
@@ -101,7 +104,7 @@ def test_watch_a_run_learn_and_cancel_it(training_setup, server, page):
             timeout=120_000,
         )
     run.refresh_from_db()
-    assert run.status == "CANCELLED" and run.current_step < 200
+    assert run.status == "CANCELLED" and run.current_step < steps
     # In the stored event log too: step 1's trajectories came before its update began.
     from webapp.rollouts.models import RunEvent
 

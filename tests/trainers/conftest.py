@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import torch
 
+from tests.fixtures.tiny_model import build_tiny_llama
 from trainers.types import Task, ToolSpec
 
 
@@ -38,24 +38,7 @@ def policy_copy(smollm: tuple[Any, Any]) -> tuple[Any, Any]:
 def tiny() -> tuple[Any, Any]:
     """A 2-layer Llama built from a config (no download) with the bundled tokenizer, one per test module:
     small enough that a learner step (single or sharded) takes well under a second."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from trainers.models import load_tokenizer
-
-    tokenizer = load_tokenizer("smollm2-135m")
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    return LlamaForCausalLM(config).eval(), tokenizer
+    return build_tiny_llama()
 
 
 @dataclass

@@ -1,6 +1,7 @@
-"""A DPO run end to end on a real Celery worker: a preference snapshot → TRL's DPOTrainer on the bundled
-model (tiny settings) → metrics and checkpoints through the ingestion API → resume → a GRPO run that
-starts from the DPO checkpoint; and cancel."""
+"""A DPO run end to end on a real Celery worker: a preference snapshot → TRL's DPOTrainer (tiny settings) →
+metrics and checkpoints through the ingestion API → resume → a GRPO run that starts from the DPO
+checkpoint; and cancel. Plumbing, not learning: the policy is the tiny random Llama (`tiny_model_path`, a
+local model directory), so its checkpoints are a few MB and the GRPO run starts from a local path."""
 
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ def finished(run: Run, timeout_s: float = 420) -> Run:
     return run
 
 
-def test_snapshot_to_dpo_run_to_checkpoint_to_resume_and_a_grpo_run_from_it(project, users, rubric, snapshot):
+def test_snapshot_to_dpo_run_to_checkpoint_to_resume_and_a_grpo_run_from_it(
+    project, users, rubric, snapshot, tiny_model_path
+):
     environment = environment_create(
         project=project,
         name="tiny",
@@ -55,7 +58,11 @@ def test_snapshot_to_dpo_run_to_checkpoint_to_resume_and_a_grpo_run_from_it(proj
     )
     with asgi_server() as url, celery_worker("cpu", DASHBOARD_URL=url):
         dpo, _ = run_create_dpo(
-            project=project, snapshot=snapshot, name="dpo", params=DPO_TINY, user=users["bob"]
+            project=project,
+            snapshot=snapshot,
+            name="dpo",
+            params={**DPO_TINY, "model": tiny_model_path},
+            user=users["bob"],
         )
         dpo = finished(dpo)
         assert dpo.current_step == 2 and dpo.kind == "dpo"
@@ -91,9 +98,10 @@ def test_snapshot_to_dpo_run_to_checkpoint_to_resume_and_a_grpo_run_from_it(proj
     assert MetricPoint.objects.filter(run=grpo, key="reward/mean").exists()
 
 
-def test_cancelling_a_dpo_run_stops_it_with_a_checkpoint(project, users, snapshot):
+def test_cancelling_a_dpo_run_stops_it_with_a_checkpoint(project, users, snapshot, tiny_model_path):
+    steps = 5000  # the tiny model steps in milliseconds: far more than it can do before the cancel lands
     with asgi_server() as url, celery_worker("cpu", DASHBOARD_URL=url):
-        params = {**DPO_TINY, "max_steps": 500, "save_every": 0}
+        params = {**DPO_TINY, "max_steps": steps, "save_every": 0, "model": tiny_model_path}
         run, _ = run_create_dpo(
             project=project, snapshot=snapshot, name="long dpo", params=params, user=users["bob"]
         )
@@ -101,5 +109,5 @@ def test_cancelling_a_dpo_run_stops_it_with_a_checkpoint(project, users, snapsho
         assert run_request_cancel(run=Run.objects.get(pk=run.pk)) == "cancel_requested"
         wait_for(lambda: status_of(run) == "CANCELLED", 180, "the run to stop")
     run.refresh_from_db()
-    assert run.current_step < 500
+    assert run.current_step < steps
     assert Checkpoint.objects.filter(run=run).exists()  # what it trained is kept, and can be resumed

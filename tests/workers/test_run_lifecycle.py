@@ -1,5 +1,7 @@
 """Runs on a real Celery worker process, reporting over HTTP to a real daphne server, streaming to a
-real websocket client — the default model trains for real (tiny settings so it stays quick)."""
+real websocket client. What these prove is plumbing, not learning: the runs train the tiny random Llama
+(`tiny_model_path`, a local model directory like a user's own) with tiny settings, except the cancel
+mid-evaluation, which needs an evaluation that lasts (the bundled model's)."""
 
 from __future__ import annotations
 
@@ -73,7 +75,7 @@ def status_of(run: Run) -> str:
 
 
 def test_a_launched_run_trains_on_a_worker_and_streams_to_a_websocket(
-    project, tiny_environment, rubric, users
+    project, tiny_environment, rubric, users, tiny_model_path
 ):
     client = Client()
     client.force_login(users["dave"])  # a viewer may watch
@@ -94,7 +96,7 @@ def test_a_launched_run_trains_on_a_worker_and_streams_to_a_websocket(
                     if event.get("type") == "status" and event.get("status") in ("SUCCEEDED", "FAILED"):
                         return
 
-        run = launch(project, tiny_environment, rubric, users["bob"], max_steps=2)
+        run = launch(project, tiny_environment, rubric, users["bob"], max_steps=2, model=tiny_model_path)
         asyncio.run(watch(run.pk))
         # The worker's final heartbeat, after the final status: the run's peak memory (issue 25).
         wait_for(lambda: Run.objects.get(pk=run.pk).peak_rss_mb, 30, "the run's peak memory")
@@ -109,7 +111,7 @@ def test_a_launched_run_trains_on_a_worker_and_streams_to_a_websocket(
     assert {e.get("step") for e in events if e["type"] == "metrics"} >= {1, 2}
     assert any(e["type"] == "trajectories" for e in events)
     assert received[0]["type"] == "snapshot"
-    # The worker process held the model, its optimizer and the rollouts: hundreds of MB at least.
+    # The worker process held torch, the model, its optimizer and the rollouts: hundreds of MB at least.
     print(f"peak resident memory of the tiny run's worker: {run.peak_rss_mb} MB")
     assert run.peak_rss_mb > 200
 
@@ -149,11 +151,21 @@ def test_a_run_cancelled_mid_evaluation_stops_within_10_s_and_frees_the_worker(
 
 
 def test_a_killed_worker_loses_the_run_which_resumes_itself_without_gaps_or_duplicates(
-    project, tiny_environment, rubric, users
+    project, tiny_environment, rubric, users, tiny_model_path
 ):
+    # Enough steps that the tiny model is still training when checkpoint 2 is seen and the worker dies.
+    steps = 12
     with asgi_server() as url:
         with celery_worker("cpu", name="doomed", DASHBOARD_URL=url) as worker:
-            run = launch(project, tiny_environment, rubric, users["bob"], max_steps=4, auto_resume=1)
+            run = launch(
+                project,
+                tiny_environment,
+                rubric,
+                users["bob"],
+                max_steps=steps,
+                auto_resume=1,
+                model=tiny_model_path,
+            )
             wait_for(lambda: Checkpoint.objects.filter(run=run, step__gte=2).exists(), 300, "checkpoint 2")
             os.killpg(worker.pid, signal.SIGKILL)  # the worker and everything it started, mid-run
             worker.wait()
@@ -172,6 +184,6 @@ def test_a_killed_worker_loses_the_run_which_resumes_itself_without_gaps_or_dupl
         (t.step, t.group_index, t.sample_index)
         for t in lineage_trajectories(run=resumed).filter(split="train")
     ]
-    assert sorted(keys) == [(step, 0, sample) for step in range(1, 5) for sample in range(2)]
+    assert sorted(keys) == [(step, 0, sample) for step in range(1, steps + 1) for sample in range(2)]
     own_steps = set(Trajectory.objects.filter(run=resumed).values_list("step", flat=True))
     assert min(own_steps) == resumed.parent_checkpoint.step + 1
