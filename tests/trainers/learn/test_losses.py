@@ -125,10 +125,11 @@ def test_importance_weights_scale_each_tokens_surrogate_and_gradient():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("max_tokens", [0, 50, 90])
-def test_parts_give_the_log_probs_and_gradients_of_the_whole_batch(policy_copy, max_tokens):
+@pytest.mark.parametrize(("max_tokens", "recompute"), [(0, False), (50, False), (90, False), (50, True)])
+def test_parts_give_the_log_probs_and_gradients_of_the_whole_batch(policy_copy, max_tokens, recompute):
     """Two prompts of four samples each: the learner's parts (a backward pass per part, then the prompt's)
-    add up to the gradients of one graph over the whole batch."""
+    add up to the gradients of one graph over the whole batch, with the decoder layers checkpointed too
+    (run again in the backward pass)."""
     import random
 
     from trainers.learn.losses import completion_logprob_parts, completion_logprobs
@@ -168,7 +169,9 @@ def test_parts_give_the_log_probs_and_gradients_of_the_whole_batch(policy_copy, 
     (logp * weights[:, : logp.shape[1]]).sum().backward()
     whole = gradients()
     part_entropy = 0.0
-    for part in completion_logprob_parts(model, rollouts, masks, with_entropy=True, max_tokens=max_tokens):
+    for part in completion_logprob_parts(
+        model, rollouts, masks, with_entropy=True, max_tokens=max_tokens, recompute=recompute
+    ):
         assert part.logp.shape[1] <= 30 and (
             max_tokens == 0 or len(part.rows) == 1 or part.logp.numel() <= max_tokens
         )
