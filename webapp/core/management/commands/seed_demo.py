@@ -123,9 +123,6 @@ DEMO_RUN = {
         "learning_rate": 2e-5,
         "max_grad_norm": 1.0,
         "generation_dtype": "bfloat16",
-        # The learner's activations recomputed in the backward pass: keeps the demo's 135M run within 3 GB
-        # resident (docs/trainers.md, "Peak memory per phase").
-        "activation_checkpointing": True,
         "checkpoint_every": 10,
         "eval_every": 5,
         "eval_tasks": 4,
