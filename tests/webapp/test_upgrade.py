@@ -43,7 +43,7 @@ PREVIOUS_LEAVES: dict[str, str] = {
     "rewards": "0002_reward_model_accuracy_threshold",
 }
 # Run knobs this release added: a run of the previous release has none of them in its resolved config.
-KNOBS_ADDED_SINCE_PREVIOUS_RELEASE = ("micro_batch_tokens", "token_stats")
+KNOBS_ADDED_SINCE_PREVIOUS_RELEASE = ("micro_batch_tokens", "token_stats", "activation_checkpointing")
 
 PASSWORD = "correct-horse-battery"
 ROLES = {"alice": "owner", "bob": "researcher", "carol": "annotator", "dave": "viewer"}

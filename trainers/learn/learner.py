@@ -183,6 +183,7 @@ class Learner:
                 max_tokens=max_tokens,
                 backward_seconds=backward_seconds,
                 autocast=autocast,
+                recompute=self.config["activation_checkpointing"],
             ),
             behaviour=[r.behaviour_logprobs for r in batch],
             advantages=[r.advantage for r in batch],

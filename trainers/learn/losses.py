@@ -16,20 +16,26 @@ Aggregation modes (per optimizer step, across micro-batches, which is why the st
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.utils.checkpoint
 
 from trainers.learn import checkpoint
 from trainers.models import cache_argument
 
 if TYPE_CHECKING:
     from trainers.rollout.episodes import Rollout
+
+# Under activation checkpointing, the LM head and its log-softmax run over this many tokens at a time
+# (25 MB of fp32 logits for a 49k vocabulary), again in the backward pass (`_completion_block`).
+HEAD_CHUNK_TOKENS = 128
 
 LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
@@ -157,7 +163,7 @@ def completion_logprobs(
 
     Returns (logp (B, L) zero outside the mask, mask (B, L) float, entropy sum over mask positions).
     Each distinct prompt is run through the decoder once; its KV cache (with its autograd graph) is
-    repeated for the rollouts that share it, so gradients are the same as with separate forwards. The
+    broadcast to the rollouts that share it, so gradients are the same as with separate forwards. The
     learner's update uses `completion_logprob_parts`, which bounds the memory of the same computation.
     """
     decoder, head = _decoder_and_head(model)
@@ -168,10 +174,18 @@ def completion_logprobs(
     entropy_sum = 0.0
     for prompt, rows in _rows_by_prompt(rollouts, masks).items():
         cache, last = _encode_prompt(decoder, prompt, device)
-        if len(rows) > 1:
-            cache.batch_repeat_interleave(len(rows))
+        states = [(layer.keys, layer.values) for layer in cache.layers]
         block, select, entropy = _completion_block(
-            decoder, head, cache, last, rollouts, masks, rows, len(prompt), temperature, with_entropy
+            decoder,
+            head,
+            _cache_from(decoder.config, states, len(rows)),
+            last,
+            rollouts,
+            masks,
+            rows,
+            len(prompt),
+            temperature,
+            with_entropy,
         )
         entropy_sum += float(entropy.sum()) if entropy is not None else 0.0
         row_index = torch.tensor(rows, device=device)
@@ -203,6 +217,7 @@ def completion_logprob_parts(
     max_tokens: int = 0,
     backward_seconds: list[float] | None = None,
     autocast: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    recompute: bool = False,
 ) -> Iterator[LogprobPart]:
     """`completion_logprobs` in parts of at most `max_tokens` completion tokens (0: one part per prompt),
     for a learner that takes a backward pass per part: the activations held at once are those of one
@@ -216,11 +231,19 @@ def completion_logprob_parts(
     (`torch.no_grad`) the parts are simply the batch's log-probs in pieces. `backward_seconds`, when
     given, gets the duration of each prompt's backward pass (it runs inside this generator). `autocast`
     is entered around each forward pass (the policy's precision; the backward passes run outside it).
+    `recompute` (the run's `activation_checkpointing`): the passes keep only each decoder layer's input and
+    the backward passes compute the rest again (`checkpointed_layers`), the LM head's too; same gradients.
     """
     decoder, head = _decoder_and_head(model)
     device = next(model.parameters()).device
+    checkpointing = recompute and torch.is_grad_enabled() and replayable(decoder.config)
+
+    def forward() -> AbstractContextManager[Any]:
+        """What each forward pass runs inside: the policy's autocast, and the layers checkpointed."""
+        return _both(autocast(), checkpointed_layers(decoder)) if checkpointing else autocast()
+
     for prompt, rows in _rows_by_prompt(rollouts, masks).items():
-        with autocast():
+        with forward():
             cache, last = _encode_prompt(decoder, prompt, device)
         states = [(layer.keys, layer.values) for layer in cache.layers]
         track = torch.is_grad_enabled() and last.requires_grad
@@ -229,7 +252,7 @@ def completion_logprob_parts(
             leaf_last = last.detach().requires_grad_()
         for part in _parts(rows, rollouts, max_tokens):
             part_cache = _cache_from(decoder.config, states, len(part))
-            with autocast():
+            with forward():
                 block, select, entropy = _completion_block(
                     decoder,
                     head,
@@ -241,6 +264,7 @@ def completion_logprob_parts(
                     len(prompt),
                     temperature,
                     with_entropy,
+                    recompute=checkpointing,
                 )
             yield LogprobPart(
                 part,
@@ -296,9 +320,7 @@ def _parts(rows: list[int], rollouts: list[Rollout], max_tokens: int) -> list[li
 
 def _encode_prompt(decoder: Any, prompt: tuple[int, ...], device: Any) -> tuple[Any, torch.Tensor]:
     """The prompt's KV cache (batch 1) and its last hidden state (1, 1, hidden)."""
-    from transformers import DynamicCache
-
-    cache = DynamicCache(config=decoder.config)
+    cache = _pass_cache(decoder.config)
     hidden = decoder(
         input_ids=torch.tensor([prompt], device=device), **cache_argument(decoder, cache), use_cache=True
     ).last_hidden_state
@@ -307,14 +329,91 @@ def _encode_prompt(decoder: Any, prompt: tuple[int, ...], device: Any) -> tuple[
 
 def _cache_from(config: Any, states: list[tuple[torch.Tensor, torch.Tensor]], rows: int) -> Any:
     """A cache that starts from a prompt's keys and values (batch 1), seen by `rows` rows."""
+    return _pass_cache(config, [(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1)) for k, v in states])
+
+
+def _pass_cache(config: Any, prefix: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> Any:
+    """A cache for one learner pass: empty (a prompt's pass, which keeps the keys and values it computes)
+    or holding a prompt's (a part's pass, whose own keys and values are attended to, not kept).
+
+    Its layers can run twice (`replayable`): under activation checkpointing (`checkpointed_layers`) the
+    backward pass runs each decoder layer again, and a stock `DynamicLayer` would append the same keys a
+    second time. Models with other layers (sliding windows) get the stock ones."""
     from transformers import DynamicCache
 
     cache = DynamicCache(config=config)
-    layers: list[Any] = list(cache.layers)
-    for layer, (key, value) in zip(layers, states, strict=True):
-        layer.lazy_initialization(key, value)
-        layer.keys, layer.values = key.expand(rows, -1, -1, -1), value.expand(rows, -1, -1, -1)
+    if replayable(config):
+        pass_layer = _pass_layer_class()
+        states: list[tuple[Any, Any]] = (
+            list(prefix) if prefix is not None else [(None, None)] * len(cache.layers)
+        )
+        cache.layers = [pass_layer(key, value) for key, value in states]
+    elif prefix is not None:
+        stock: list[Any] = list(cache.layers)
+        for layer, (key, value) in zip(stock, prefix, strict=True):
+            layer.lazy_initialization(key, value)
+            layer.keys, layer.values = key, value
     return cache
+
+
+def replayable(config: Any) -> bool:
+    """Whether the learner's pass caches for this model (`_pass_cache`) can run a layer twice."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    layers = DynamicCache(config=config).layers
+    return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+
+
+@functools.cache
+def _pass_layer_class() -> type:
+    from transformers.cache_utils import DynamicLayer
+
+    class PassLayer(DynamicLayer):
+        def __init__(self, keys: torch.Tensor | None, values: torch.Tensor | None) -> None:
+            super().__init__()
+            self.prefix = None if keys is None or values is None else (keys, values)
+            if self.prefix is not None:
+                self.device, self.keys, self.values = keys.device, keys, values  # type: ignore[union-attr]
+                self.is_initialized = True
+
+        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
+            if self.prefix is not None:
+                return (
+                    torch.cat([self.prefix[0], key_states], dim=-2),
+                    torch.cat([self.prefix[1], value_states], dim=-2),
+                )
+            if not self.is_initialized:  # the first run keeps its states; a replay computes the same ones
+                self.device, self.keys, self.values = key_states.device, key_states, value_states
+                self.is_initialized = True
+            return key_states, value_states
+
+    return PassLayer
+
+
+@contextmanager
+def _both(first: AbstractContextManager[Any], second: AbstractContextManager[Any]) -> Iterator[None]:
+    with first, second:
+        yield
+
+
+@contextmanager
+def checkpointed_layers(decoder: Any) -> Iterator[None]:
+    """Activation checkpointing of `decoder`'s layers for the passes run inside: a layer keeps only its
+    input for the backward pass, which runs the layer again for the rest (~54 KB a token per layer of
+    SmolLM2-135M in fp32, 1.6 MiB over its 30 layers, against 2.3 KB). Our own wrapper rather than
+    transformers' `gradient_checkpointing_enable`, which drops the KV cache the learner's passes attend to
+    (a prompt's keys and values); the pass caches (`_pass_cache`) are safe to replay."""
+    layers = list(decoder.layers)
+    for layer in layers:
+        layer.forward = functools.partial(
+            torch.utils.checkpoint.checkpoint, layer.forward, use_reentrant=False
+        )
+    try:
+        yield
+    finally:
+        for layer in layers:
+            del layer.forward
 
 
 def _completion_block(
@@ -328,10 +427,13 @@ def _completion_block(
     prompt_length: int,
     temperature: float,
     with_entropy: bool,
+    recompute: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Log-probs (k, L) of `rows`' completion tokens after a prompt in `cache` (its last hidden state
     `last`), zero outside their masks; the mask positions (k, L) bool; the entropy there (k, L), zero
-    elsewhere (when asked for; detached)."""
+    elsewhere (when asked for; detached). `recompute`: the full-vocabulary logits are made
+    `HEAD_CHUNK_TOKENS` tokens at a time and made again in the backward pass, instead of being kept for
+    it (with their log-softmax: 2 × 196 KB a token for a 49k vocabulary in fp32)."""
     device = last.device
     k = len(rows)
     length = max(len(rollouts[i].completion_ids) for i in rows)
@@ -355,17 +457,41 @@ def _completion_block(
     # The hidden state at position t predicts token t + 1: the prompt's last state predicts the first
     # completion token.
     predictors = torch.cat([last.expand(k, 1, -1), hidden[:, :-1]], dim=1)
-    logits = head(predictors[select]).float()
+    targets = suffix[select]
+    if recompute:
+        pieces = [
+            torch.utils.checkpoint.checkpoint(
+                _token_logprobs, head, h, t, temperature, with_entropy, use_reentrant=False
+            )
+            for h, t in zip(
+                predictors[select].split(HEAD_CHUNK_TOKENS), targets.split(HEAD_CHUNK_TOKENS), strict=True
+            )
+        ]
+        token_logp = torch.cat([logp for logp, _ in pieces])
+        per_token = torch.cat([e for _, e in pieces]) if with_entropy else None
+    else:
+        token_logp, per_token = _token_logprobs(head, predictors[select], targets, temperature, with_entropy)
+    block = torch.zeros((k, length), dtype=token_logp.dtype, device=device).masked_scatter(select, token_logp)
+    entropy = None
+    if per_token is not None:
+        entropy = torch.zeros((k, length), dtype=per_token.dtype, device=device).masked_scatter(
+            select, per_token
+        )
+    return block, select, entropy
+
+
+def _token_logprobs(
+    head: Any, hidden: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The log-prob of each target token (N,) from the hidden states that predict it (N, hidden), and the
+    entropy of each distribution (N,; detached) when asked for."""
+    logits = head(hidden).float()
     if temperature > 0 and temperature != 1.0:  # x / 1 is x: no full-vocabulary copy for it
         logits = logits / temperature
     logprobs = torch.log_softmax(logits, dim=-1)
-    token_logp = logprobs.gather(-1, suffix[select].unsqueeze(-1)).squeeze(-1)
-    block = torch.zeros((k, length), dtype=token_logp.dtype, device=device).masked_scatter(select, token_logp)
+    token_logp = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     entropy = None
     if with_entropy:
         with torch.no_grad():
-            per_token = -(logprobs.exp() * logprobs).sum(-1)
-            entropy = torch.zeros((k, length), dtype=per_token.dtype, device=device).masked_scatter(
-                select, per_token
-            )
-    return block, select, entropy
+            entropy = -(logprobs.exp() * logprobs).sum(-1)
+    return token_logp, entropy

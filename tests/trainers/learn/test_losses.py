@@ -125,10 +125,11 @@ def test_importance_weights_scale_each_tokens_surrogate_and_gradient():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("max_tokens", [0, 50, 90])
-def test_parts_give_the_log_probs_and_gradients_of_the_whole_batch(policy_copy, max_tokens):
+@pytest.mark.parametrize(("max_tokens", "recompute"), [(0, False), (50, False), (90, False), (50, True)])
+def test_parts_give_the_log_probs_and_gradients_of_the_whole_batch(policy_copy, max_tokens, recompute):
     """Two prompts of four samples each: the learner's parts (a backward pass per part, then the prompt's)
-    add up to the gradients of one graph over the whole batch."""
+    add up to the gradients of one graph over the whole batch, with the decoder layers checkpointed too
+    (run again in the backward pass)."""
     import random
 
     from trainers.learn.losses import completion_logprob_parts, completion_logprobs
@@ -168,7 +169,9 @@ def test_parts_give_the_log_probs_and_gradients_of_the_whole_batch(policy_copy, 
     (logp * weights[:, : logp.shape[1]]).sum().backward()
     whole = gradients()
     part_entropy = 0.0
-    for part in completion_logprob_parts(model, rollouts, masks, with_entropy=True, max_tokens=max_tokens):
+    for part in completion_logprob_parts(
+        model, rollouts, masks, with_entropy=True, max_tokens=max_tokens, recompute=recompute
+    ):
         assert part.logp.shape[1] <= 30 and (
             max_tokens == 0 or len(part.rows) == 1 or part.logp.numel() <= max_tokens
         )
@@ -177,3 +180,59 @@ def test_parts_give_the_log_probs_and_gradients_of_the_whole_batch(policy_copy, 
         part_entropy += part.entropy
     assert float((gradients() - whole).norm() / whole.norm()) < 1e-4
     assert part_entropy == pytest.approx(entropy, rel=1e-5)
+
+
+def test_recomputed_passes_keep_a_fraction_of_the_activations_for_the_same_gradients(tiny):
+    """`activation_checkpointing`: the learner's passes keep for the backward pass only what the layers and
+    the LM head's chunks take in (counted as autograd saves them: the parameters aside), and the backward
+    passes, which compute the rest again, give the same gradients."""
+    import copy
+    import random
+
+    from trainers.learn.losses import completion_logprob_parts
+    from trainers.rollout.episodes import Rollout
+    from trainers.types import Task, Trajectory
+
+    model = copy.deepcopy(tiny[0]).train()
+    rng = random.Random(0)
+    prompt = [rng.randint(100, 40000) for _ in range(40)]
+    task = Task(id="t", prompt="x")
+    rollouts = [
+        Rollout(
+            group=0,
+            sample=sample,
+            task=task,
+            seed=0,
+            trajectory=Trajectory(task=task, turns=[]),
+            prompt_ids=prompt,
+            completion_ids=[rng.randint(100, 40000) for _ in range(length)],
+            loss_mask=[1] * length,
+        )
+        for sample, length in enumerate((30, 24, 18))
+    ]
+    masks = [r.loss_mask for r in rollouts]
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+
+    def kept_and_gradients(recompute: bool) -> tuple[int, torch.Tensor]:
+        storages: dict[int, int] = {}
+
+        def pack(tensor: torch.Tensor) -> torch.Tensor:
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in parameters:
+                storages[storage.data_ptr()] = storage.nbytes()
+            return tensor
+
+        kept = 0
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            for part in completion_logprob_parts(model, rollouts, masks, recompute=recompute):
+                kept = max(kept, sum(storages.values()))
+                storages.clear()
+                part.logp.sum().backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters()])
+        model.zero_grad()
+        return kept, grads
+
+    plain, plain_grads = kept_and_gradients(False)
+    recomputed, recomputed_grads = kept_and_gradients(True)
+    assert recomputed < plain / 5
+    assert float((recomputed_grads - plain_grads).norm() / plain_grads.norm()) < 1e-5
