@@ -94,6 +94,20 @@ def _drop_this_tests_artifacts(request):
 
 
 @pytest.fixture(autouse=True)
+def _give_back_memory_after_heavy_tests(request):
+    """After a slow or browser test, collect what it freed and hand glibc's emptied heaps back to the OS
+    (trainers.learn.memory.release_memory, as a worker does after a run). Each in-process training test
+    left ~1.5 GB resident otherwise: the heavy lane's process reached 7.5 GB by the ecosystem training tests
+    and, beside the Ray cluster of test_distributed's sharded run, the node's memory (22.5 of 23.5 GB),
+    where Ray's memory monitor killed its workers."""
+    yield
+    if "slow" in request.keywords or "browser" in request.keywords:
+        from trainers.learn.memory import release_memory
+
+        release_memory()
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(request):
     """Hashing passwords properly costs ~0.3 s a user; tests make many users. The web servers the tests
     start verify with the same hasher (tests/server_settings.py)."""
