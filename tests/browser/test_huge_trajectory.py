@@ -47,6 +47,8 @@ def test_search_opens_the_page_at_a_far_turn_and_the_list_stays_bounded(long_tra
     page.goto(f"{server}/p/{project.slug}/trajectories/{trajectory.pk}/")
     page.evaluate("document.querySelector('[data-turns]').dataset.maxTurns = '80'")
     scroll_until(page, "#turn-299")
+    # The last window is in the page as soon as it is swapped in; the earliest turns go when it settles.
+    page.wait_for_function("document.querySelectorAll('ol[data-turns] > li.turn').length <= 80")
     count = page.locator("ol[data-turns] > li.turn").count()
     assert count <= 80
     first_loaded = int(page.eval_on_selector("ol[data-turns] > li.turn", "li => li.dataset.turn"))
