@@ -79,7 +79,9 @@ def _drop_this_tests_artifacts(request):
     import shutil
     from pathlib import Path
 
-    if "slow" not in request.keywords and "browser" not in request.keywords:
+    from tests.parallel import is_heavy
+
+    if not is_heavy(request.keywords):
         yield
         return
     roots = [
@@ -101,7 +103,9 @@ def _give_back_memory_after_heavy_tests(request):
     and, beside the Ray cluster of test_distributed's sharded run, the node's memory (22.5 of 23.5 GB),
     where Ray's memory monitor killed its workers."""
     yield
-    if "slow" in request.keywords or "browser" in request.keywords:
+    from tests.parallel import is_heavy
+
+    if is_heavy(request.keywords):
         from trainers.learn.memory import release_memory
 
         release_memory()

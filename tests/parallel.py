@@ -26,8 +26,19 @@ from urllib.parse import urlsplit, urlunsplit
 
 REDIS_DATABASES = 16  # redis-server's default `databases`
 LANE_VARIABLE = "ROLLOUT_STUDIO_TEST_LANE"
+HEAVY_MARKERS = ("slow", "browser")  # the real model, Ray, workers, servers, Chromium
+
+
+def is_heavy(keywords) -> bool:
+    """Whether a test (its `request.keywords`) is one of the heavy lane's."""
+    return any(marker in keywords for marker in HEAVY_MARKERS)
+
+
 # name → the pytest marker expression of its tests; the first lane keeps the REDIS_URL's own database.
-LANES = {"heavy": "slow or browser", "quick": "not slow and not browser"}
+LANES = {
+    "heavy": " or ".join(HEAVY_MARKERS),
+    "quick": " and ".join(f"not {marker}" for marker in HEAVY_MARKERS),
+}
 WORKERS_PER_LANE = 8  # Redis databases set apart for each lane's xdist workers
 
 
