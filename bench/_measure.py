@@ -3,6 +3,7 @@ samples the process's resident memory, so a bench can say where the time and the
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -62,3 +63,17 @@ class PhaseRecorder:
 
 def gib(size: float) -> str:
     return f"{size / 2**30:.2f} GiB"
+
+
+def knob_overrides(pairs: list[str]) -> dict:
+    """`key=value` pairs as knobs: JSON values where they parse, else strings."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--set wants key=value, not {pair!r}")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out

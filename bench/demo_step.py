@@ -1,7 +1,7 @@
 """The demo's own training step, timed: `manage.py demo`'s run (environment, rubric and knobs from
 seed_demo) for a few steps in this process, no dashboard.
 
-    python bench/demo_step.py [--steps 3] [--baseline] [--avx2]
+    python bench/demo_step.py [--steps 3] [--baseline] [--avx2] [--set key=value ...]
 
 Prints each step's time, where it went (generation, learner forward/backward, optimizer), the sampled
 tokens per second and the process's peak resident memory, beside the goals (issue 25: multi-turn
@@ -9,6 +9,7 @@ generation ≥ 50 tokens/s, a step ≤ 30 s). `--baseline` runs the same steps a
 way the trainer ran them before (every turn re-encoded from scratch; the learner's whole batch in one
 autograd graph) and prints the ratios. `--avx2` re-runs this script with PyTorch and oneDNN held to
 AVX2 (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA): a CPU without bf16 matrix units, as on most laptops.
+`--set key=value` changes one of the demo's knobs (JSON where it parses: `--set activation_checkpointing=true`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def demo_config(steps: int) -> dict:
+def demo_config(steps: int, knobs: dict | None = None) -> dict:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     import django
 
@@ -41,6 +42,7 @@ def demo_config(steps: int) -> dict:
         "checkpoint_every": 0,
         "environment": {"kind": DEMO_ENVIRONMENT["kind"], "config": DEMO_ENVIRONMENT["config"]},
         "rubric": DEMO_RUBRIC["spec"],
+        **(knobs or {}),
     }
 
 
@@ -86,6 +88,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--baseline", action="store_true", help="also run the previous path, same process")
     parser.add_argument("--avx2", action="store_true", help="hold PyTorch and oneDNN to AVX2")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="one of the demo's knobs"
+    )
     args = parser.parse_args()
     if args.avx2 and os.environ.get("ATEN_CPU_CAPABILITY") != "avx2":
         env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
@@ -100,7 +105,11 @@ def main() -> None:
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU dispatch "
         f"{torch.backends.cpu.get_cpu_capability()}, bf16 matrix units: {cpu_runs_fast(torch.bfloat16)}"
     )
-    config = demo_config(args.steps)
+    from _measure import knob_overrides
+
+    config = demo_config(args.steps, knob_overrides(args.set))
+    if args.set:
+        print(f"the demo's knobs with {', '.join(args.set)}")
     steps, peak, first = run(config, baseline=False)
     report("this trainer", steps, peak)
     later = steps[1:] or steps
