@@ -30,46 +30,6 @@ GOAL_BYTES = 3_000_000_000  # issue 25: the 135M demo run ≤ 3 GB peak RSS
 PHASES = ("loading", "evaluating", "generating", "scoring", "updating", "syncing")
 
 
-def half_billion_model(directory: Path) -> str:
-    """A Qwen2.5-0.5B-shaped Llama with random weights and the bundled tokenizer, saved to `directory`."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from trainers.models import load_tokenizer
-
-    tokenizer = load_tokenizer("smollm2-135m")
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=896,
-        intermediate_size=4864,
-        num_hidden_layers=24,
-        num_attention_heads=14,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-    )
-    LlamaForCausalLM(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return str(directory)
-
-
-def overrides(pairs: list[str]) -> dict:
-    """`key=value` pairs as knobs: JSON values where they parse, else strings."""
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"--set wants key=value, not {pair!r}")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
-
-
 def measure(model: str, steps: int, eval_tasks: int, knobs: dict | None = None) -> dict:
     """Run in this process; returns the figures as JSON-able data."""
     from _measure import PhaseRecorder
@@ -172,15 +132,21 @@ def main() -> None:
         floor()
         return
     if args.child:
-        knobs = overrides(args.set)
+        from _measure import knob_overrides
+
+        knobs = knob_overrides(args.set)
         print("RESULT " + json.dumps(measure(args.child, args.steps, args.eval_tasks, knobs)), flush=True)
         return
     from _measure import gib
 
+    from trainers.models import save_random_llama
+
     with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:
         results = []
         for name in args.models.split(","):
-            model = "smollm2-135m" if name == "bundled" else half_billion_model(Path(tmp) / "half-b")
+            model = (
+                "smollm2-135m" if name == "bundled" else str(save_random_llama("0.5b", Path(tmp) / "half-b"))
+            )
             out = subprocess.run(
                 [
                     sys.executable,

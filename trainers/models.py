@@ -400,3 +400,54 @@ def merged_state_dict(model: Any) -> dict[str, Any]:
             else:
                 merged[key] = value.detach()
     return merged
+
+
+# Shapes for `random_llama`: a model with no weights worth downloading, for what does not depend on them
+# (plumbing tests, memory sizing). Qwen2.5-0.5B's shape stands for a 0.5B-class model.
+RANDOM_LLAMA_SHAPES: dict[str, dict[str, int]] = {
+    "tiny": {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 512,
+    },
+    "0.5b": {
+        "hidden_size": 896,
+        "intermediate_size": 4864,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 4096,
+    },
+}
+
+
+def random_llama(shape: str) -> tuple[Any, Any]:
+    """(model, tokenizer): a Llama of one of `RANDOM_LLAMA_SHAPES` with seeded random weights behind the
+    bundled tokenizer (its vocabulary and chat template), built from a config: nothing is downloaded and
+    every build has the same weights. The model is in eval mode."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = load_tokenizer(DEFAULT_MODEL)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        **RANDOM_LLAMA_SHAPES[shape],  # type: ignore[arg-type]  # sizes only: every one an int
+    )
+    return LlamaForCausalLM(config).eval(), tokenizer
+
+
+def save_random_llama(shape: str, target: Path) -> Path:
+    """Write `random_llama(shape)` and its tokenizer as a local Hugging Face model directory, like a user's
+    own model: any run's `model` knob (GRPO, DPO, reward model, judge) accepts the path."""
+    model, tokenizer = random_llama(shape)
+    target.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(target, safe_serialization=True)
+    tokenizer.save_pretrained(target)
+    return target
