@@ -1,6 +1,7 @@
 """The clipped policy loss, KL and aggregation modes against values computed by hand."""
 
 import math
+import random
 
 import pytest
 import torch
@@ -124,39 +125,47 @@ def test_importance_weights_scale_each_tokens_surrogate_and_gradient():
     assert torch.allclose(logp.grad, torch.tensor([[-1 / 3, -4 / 3, 0.0], [1.5 / 3, 0.0, 0.0]]))
 
 
+def shared_prompt_rollouts(rng, group, prompt_length, lengths, mask):
+    """One group's rollouts of random token ids sharing one prompt: a completion of each of `lengths`,
+    its loss mask `mask(position)`."""
+    from trainers.rollout.episodes import Rollout
+    from trainers.types import Task, Trajectory
+
+    prompt = [rng.randint(100, 40000) for _ in range(prompt_length)]
+    task = Task(id="t", prompt="x")
+    return [
+        Rollout(
+            group=group,
+            sample=sample,
+            task=task,
+            seed=0,
+            trajectory=Trajectory(task=task, turns=[]),
+            prompt_ids=prompt,
+            completion_ids=[rng.randint(100, 40000) for _ in range(length)],
+            loss_mask=[mask(i) for i in range(length)],
+        )
+        for sample, length in enumerate(lengths)
+    ]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("max_tokens", "recompute"), [(0, False), (50, False), (90, False), (50, True)])
 def test_parts_give_the_log_probs_and_gradients_of_the_whole_batch(policy_copy, max_tokens, recompute):
     """Two prompts of four samples each: the learner's parts (a backward pass per part, then the prompt's)
     add up to the gradients of one graph over the whole batch, with the decoder layers checkpointed too
     (run again in the backward pass)."""
-    import random
-
     from trainers.learn.losses import completion_logprob_parts, completion_logprobs
-    from trainers.rollout.episodes import Rollout
-    from trainers.types import Task, Trajectory
 
     model, _ = policy_copy
     model.train()
     rng = random.Random(0)
-    rollouts = []
-    for group in range(2):
-        prompt = [rng.randint(100, 40000) for _ in range(60)]
-        for sample in range(4):
-            length = 30 - 6 * sample
-            task = Task(id="t", prompt="x")
-            rollouts.append(
-                Rollout(
-                    group=group,
-                    sample=sample,
-                    task=task,
-                    seed=0,
-                    trajectory=Trajectory(task=task, turns=[]),
-                    prompt_ids=prompt,
-                    completion_ids=[rng.randint(100, 40000) for _ in range(length)],
-                    loss_mask=[1 if (i // 7) % 2 == 0 else 0 for i in range(length)],
-                )
-            )
+    rollouts = [
+        rollout
+        for group in range(2)
+        for rollout in shared_prompt_rollouts(
+            rng, group, 60, [30 - 6 * sample for sample in range(4)], lambda i: 1 if (i // 7) % 2 == 0 else 0
+        )
+    ]
     masks = [r.loss_mask for r in rollouts]
     weights = torch.randn(len(rollouts), 30, generator=torch.Generator().manual_seed(1))
 
@@ -187,29 +196,11 @@ def test_recomputed_passes_keep_a_fraction_of_the_activations_for_the_same_gradi
     the LM head's chunks take in (counted as autograd saves them: the parameters aside), and the backward
     passes, which compute the rest again, give the same gradients."""
     import copy
-    import random
 
     from trainers.learn.losses import completion_logprob_parts
-    from trainers.rollout.episodes import Rollout
-    from trainers.types import Task, Trajectory
 
     model = copy.deepcopy(tiny[0]).train()
-    rng = random.Random(0)
-    prompt = [rng.randint(100, 40000) for _ in range(40)]
-    task = Task(id="t", prompt="x")
-    rollouts = [
-        Rollout(
-            group=0,
-            sample=sample,
-            task=task,
-            seed=0,
-            trajectory=Trajectory(task=task, turns=[]),
-            prompt_ids=prompt,
-            completion_ids=[rng.randint(100, 40000) for _ in range(length)],
-            loss_mask=[1] * length,
-        )
-        for sample, length in enumerate((30, 24, 18))
-    ]
+    rollouts = shared_prompt_rollouts(random.Random(0), 0, 40, [30, 24, 18], lambda i: 1)
     masks = [r.loss_mask for r in rollouts]
     parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
