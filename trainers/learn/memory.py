@@ -32,12 +32,17 @@ def release_memory() -> int:
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
         torch.cuda.empty_cache()
+    trim_heap()
+    return max(0, before - resident_bytes())
+
+
+def trim_heap() -> None:
+    """Give the free pages of glibc's heaps back to the system (`malloc_trim(0)`; a no-op elsewhere)."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL("libc.so.6").malloc_trim(0)
         except (OSError, AttributeError):  # not glibc (musl, …): nothing to trim this way
             pass
-    return max(0, before - resident_bytes())
 
 
 # glibc's M_MMAP_THRESHOLD (malloc.h).
