@@ -109,12 +109,19 @@ def execute_run(run_id: int, *, task_id: str = "", hostname: str = "") -> str:
         with watching(lambda: run_cancel_requested(run_id), name=f"run-{run_id}") as cancel, beating(run_id):
             return _train(run, token, cancel.requested)
     except BaseException as exc:  # noqa: BLE001 — also soft time limits and KeyboardInterrupt
-        run_transition(
+        from trainers.sdk.cancel import Cancelled
+
+        if isinstance(exc, Cancelled):  # stopped on its Cancel: no failure (the trainer reported it, or now)
+            run_transition(run_id, RunStatus.CANCELLED)
+            return "cancelled"
+        failed = run_transition(
             run_id,
             RunStatus.FAILED,
             error_message=f"{type(exc).__name__}: {exc}"[:5000],
             error_traceback=traceback.format_exc(),
         )
+        if not failed:  # the run had already ended (its trainer reported it): the error still goes somewhere
+            log.error("run %s raised after it had ended", run_id, exc_info=exc)
         if not isinstance(exc, Exception):
             raise
         return "failed"
