@@ -154,12 +154,9 @@ def learner_step(
     old_logps: dict[tuple[int, int], torch.Tensor] = {}
     epochs = config["updates_per_batch"]
     for epoch in range(epochs):
-        optimizer.zero_grad(set_to_none=False)
-        # Zero tensors, not None: a step without signal still steps AdamW (moments, weight decay)
-        # exactly as other trainers do, so step counts and bias corrections stay aligned.
-        for p in params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
+        # None, not zeros: the first backward pass then writes each gradient instead of adding it to a zero
+        # fill (the 135M model's 540 MB of zeros and one more pass over them cost ~0.2 s a step).
+        optimizer.zero_grad(set_to_none=True)
         for c, micro in enumerate(micro_batches):
             if epoch == 0:
                 # Before the first optimizer step only: a cancel then leaves the weights as they were.
@@ -229,6 +226,11 @@ def learner_step(
                 totals.ratio_sum += stats.ratio_sum
             times["backward"] += time.perf_counter() - t0  # the last prompt's own backward pass
         t0 = time.perf_counter()
+        # A step without signal still steps AdamW (moments, weight decay) exactly as other trainers do, so
+        # step counts and bias corrections stay aligned: what no pass reached gets a zero gradient.
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
         if config["max_grad_norm"] > 0:
             norm = torch.nn.utils.clip_grad_norm_(params, config["max_grad_norm"])
             totals.grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
