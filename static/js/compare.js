@@ -1,4 +1,5 @@
-// Compare page: one metric of several runs overlaid; active runs keep growing over their websockets.
+// Compare page: one metric of several runs overlaid; active runs keep growing over their websockets; a
+// click on a point (x-axis: step) opens that step's groups in that point's run (static/js/curve_click.js).
 // Protocol: docs/live.md. Run names and metric keys reach the DOM as text only, and Plotly's labels
 // (legend, title, hover) through live.plotText, so a name that looks like markup stays text.
 (function () {
@@ -102,6 +103,14 @@
       legend: { orientation: "v", x: 1.02, y: 1, xanchor: "left", yanchor: "top" },
       uirevision: state.metric + state.xAxis,
     }), { displaylogo: false, responsive: true });
+    // From curve to cause: a point opens that step's groups in its run (eval groups for an eval metric).
+    if (window.RolloutStepClick) {
+      window.RolloutStepClick.bind(chart, {
+        url: function (point) { const run = runs[point.curveNumber]; return run ? run.groups_url : null; },
+        split: function () { return state.metric.indexOf("eval/") === 0 ? "eval" : ""; },
+        enabled: function () { return state.xAxis === "step"; },
+      });
+    }
   }
 
   function setOptions(keys) {

@@ -104,9 +104,16 @@ def test_async_health_charts_and_a_click_to_the_steps_groups(async_run, server, 
     assert "Groups at step 2" in page.inner_text("h1")
     rows = page.locator("table.group-list tbody tr")
     assert rows.count() == 2
-    page.locator("table.group-list tbody tr").first.locator("[data-worst]").click()
+    first = rows.first
+    assert first.locator("[data-best]").inner_text() == "best 0.750"
+    assert first.locator("[data-worst]").inner_text() == "worst 0.250"
+    first.locator("[data-worst]").click()
     page.wait_for_url("**/trajectories/**")
     assert "answer 0.25" in page.inner_text("ol[data-turns]")  # step 2, group 0: 0.25 vs 0.75
+    page.go_back()
+    page.locator("table.group-list tbody tr").first.locator("[data-best]").click()
+    page.wait_for_url("**/trajectories/**")
+    assert "answer 0.75" in page.inner_text("ol[data-turns]")
 
     # The same from a point of the live reward curve.
     page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")

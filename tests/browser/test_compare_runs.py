@@ -105,3 +105,31 @@ def test_more_runs_than_the_chart_overlays_says_so(sweep, server, page):
     page.wait_for_url("**/compare/?run=**")
     page.wait_for_function("(document.getElementById('compare-chart').data || []).length === 8")
     assert page.locator("[data-compare-too-many]").count() == 0
+
+
+def test_a_click_on_a_runs_point_opens_that_runs_groups_at_that_step(sweep, server, page):
+    project, runs, _others = sweep
+    sign_in(page, server, "dave", PASSWORD)
+    page.goto(f"{server}/p/{project.slug}/compare/?runs={','.join(str(run.pk) for run in runs)}")
+    page.wait_for_function(
+        "(document.getElementById('compare-chart').data || []).filter(t => t.y.length === 2).length === 4"
+    )
+    # The mouse on the second run's point at step 2 (curves in the link's order; at step 2 they are
+    # 0.2, 0.4, 0.6, 0.8 apart): under the "x unified" hover every curve's point at step 2 is clicked
+    # with it, and the one under the cursor decides the run.
+    target = runs[1]
+    x, y = chart(
+        page,
+        "#compare-chart",
+        """(() => {
+            const xa = div._fullLayout.xaxis, ya = div._fullLayout.yaxis, trace = div.data[1];
+            const i = Array.from(trace.x).indexOf(2), box = div.getBoundingClientRect();
+            return [box.left + xa._offset + xa.l2p(2), box.top + ya._offset + ya.l2p(trace.y[i])];
+        })()""",
+    )
+    page.mouse.move(x, y)
+    page.wait_for_selector("#compare-chart .hoverlayer .hoverlabel, #compare-chart .hoverlayer .legend")
+    page.mouse.click(x, y)
+    page.wait_for_url(f"**/runs/{target.pk}/groups/?step=2")
+    assert "Groups at step 2" in page.inner_text("h1")
+    assert page.inner_text(".crumbs") == target.name

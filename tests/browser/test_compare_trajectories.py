@@ -96,6 +96,7 @@ def test_ticked_trajectories_of_two_runs_side_by_side(one_task_in_two_runs, serv
     page.wait_for_selector("table.compare-turns")
     headers = page.locator("thead [data-compare-column]").all_text_contents()
     assert len(headers) == 3 and any("other run" in h for h in headers)
+    assert page.inner_text("[data-compare-task]") == "Task eval-7"
     # In the explorer's order (newest first): the other run's answer, then step 5's, then step 0's.
     answers = page.locator("tr[data-compare-row='1'] td.cell")
     assert HOSTILE in answers.nth(0).inner_text() and page.evaluate("window.pwned") is None

@@ -181,6 +181,8 @@ def compare(request: HttpRequest, slug: str) -> HttpResponse:
                     "active": run.is_active,
                     "metrics_url": reverse("live:metrics_json", args=[slug, run.pk]),
                     "ws_path": f"/ws/runs/{run.pk}/",
+                    # a click on a point opens that step's groups (static/js/curve_click.js); DPO has none
+                    "groups_url": None if run.is_dpo else reverse("rollouts:group_list", args=[slug, run.pk]),
                 }
                 for run in runs
             ],

@@ -415,11 +415,19 @@ def compare_trajectories(request: HttpRequest, slug: str) -> HttpResponse:
         if len(trajectories) < compare_many.MIN_TRAJECTORIES:
             raise NotFound("This run has this task at fewer than two steps.")
     rows, cut = compare_many.compare_rows([reading.turns_for_diff(t) for t in trajectories])
+    # Ticked rows of the explorer may be of several tasks: the page names them, so prompts that differ
+    # are not read as the policy's doing.
+    tasks = list(dict.fromkeys(t.task_id for t in trajectories))
     return render(
         request,
         "rollouts/compare_trajectories.html",
         project_context(
-            access, trajectories=trajectories, rows=rows, cut=cut, max_rows=compare_many.MAX_ROWS
+            access,
+            trajectories=trajectories,
+            tasks=tasks,
+            rows=rows,
+            cut=cut,
+            max_rows=compare_many.MAX_ROWS,
         ),
     )
 

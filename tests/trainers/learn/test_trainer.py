@@ -12,6 +12,7 @@ from trainers.learn.losses import completion_logprobs, policy_loss
 from trainers.learn.trainer import Trainer
 from trainers.models import cpu_runs_fast
 from trainers.rollout.episodes import ChatFormat, Rollout
+from trainers.sdk import wire
 from trainers.sdk.events import MemorySink
 from trainers.types import Task, Trajectory
 
@@ -138,6 +139,11 @@ def test_a_run_on_the_arithmetic_environment_reports_everything(policy_copy):
         "kl",
     ):
         assert key in train[0]["values"], key
+    # The run page's async-health panel stacks these phases per step and calls the rest waiting.
+    values = train[0]["values"]
+    phases = [f"time/{part}" for parts in wire.STEP_TIME_PARTS.values() for part in parts]
+    assert all(values[key] >= 0 for key in phases), sorted(values)
+    assert sum(values[key] for key in phases) <= values["step_time"]
     evals = [e for e in sink.of_type("metrics") if e["split"] == "eval"]
     assert [e["step"] for e in evals] == [0, 1]
     # A step's rollouts are reported as soon as they are scored, before its update begins.

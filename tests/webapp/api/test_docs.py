@@ -67,3 +67,11 @@ def test_the_documented_limits_are_the_ones_enforced(path, field, words):
     assert any(
         line.startswith(row) and line.endswith(f"| {words} |") for line in section("limits").splitlines()
     )
+
+
+def test_the_step_phases_an_external_trainer_reports_are_named():
+    """The async-health panel stacks wire.STEP_TIME_PARTS: an SDK user learns the metric names here."""
+    text = API_MD.read_text()
+    for parts in wire.STEP_TIME_PARTS.values():
+        for part in parts:
+            assert f"`time/{part}`" in text, part

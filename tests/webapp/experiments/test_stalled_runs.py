@@ -39,6 +39,17 @@ def test_stalled_is_heartbeats_without_progress(settings, status, heartbeat_ago,
     assert run.is_stalled(NOW) is (status != RunStatus.SUCCEEDED and heartbeat_ago < 45)
 
 
+@pytest.mark.parametrize("stall_after_s, stalled", [(3600, False), (600, True), (300, True)])
+def test_how_long_without_progress_counts_as_stalled_is_the_deployments_choice(
+    settings, stall_after_s, stalled
+):
+    settings.RUN_STALL_AFTER_S, settings.RUN_HEARTBEAT_TIMEOUT_S = stall_after_s, 45
+    quiet = NOW - timedelta(minutes=11)
+    run = Run(status=RunStatus.RUNNING, heartbeat_at=NOW, started_at=quiet, progress_at=quiet)
+    assert run.is_stalled(NOW) is stalled
+    assert (run.stall(NOW) is not None) is stalled
+
+
 def test_heartbeats_do_not_count_as_progress_and_the_pages_flag_the_run(client, reporting_run, signed_in):  # noqa: F811
     run, token = reporting_run
     Run.objects.filter(pk=run.pk).update(status=RunStatus.STARTING)

@@ -54,6 +54,8 @@ def test_compare_lists_only_the_knobs_that_differ(client_for, project, environme
     live = json.loads(html.split('id="compare-runs" type="application/json">')[1].split("</script>")[0])
     assert [r["id"] for r in live] == [first.pk, second.pk]
     assert live[0]["metrics_url"] == f"/p/{project.slug}/runs/{first.pk}/metrics.json"
+    # A click on a point opens that run's groups at the step (static/js/curve_click.js).
+    assert live[1]["groups_url"] == f"/p/{project.slug}/runs/{second.pk}/groups/"
 
 
 def test_compare_ignores_runs_of_other_projects_and_hides_the_project_from_outsiders(

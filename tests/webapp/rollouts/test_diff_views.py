@@ -261,3 +261,13 @@ def test_compare_many_refuses_bad_lists_and_other_projects_trajectories(client_f
     assert client_for("dave").get(url, {"ids": f"{a.pk},999999"}).status_code == 404
     assert client_for("eve").get(url, {"ids": f"{a.pk},{b.pk}"}).status_code == 404
     assert client_for("dave").get(url, {"run": run.pk, "task": "nope"}).status_code == 404
+
+
+def test_compare_many_names_the_task_and_says_when_the_ticked_rows_are_of_several(client_for, project, run):
+    a, b = make_trajectory(run, sample=0, task_id="t1"), make_trajectory(run, sample=1, task_id="t1")
+    c = make_trajectory(run, sample=2, task_id="<b>t2</b>")
+    url = reverse("rollouts:compare_trajectories", args=[project.slug])
+    one = client_for("dave").get(url, {"ids": f"{a.pk},{b.pk}"}).content.decode()
+    assert "Task <code>t1</code>" in one and "different tasks" not in one
+    two = client_for("dave").get(url, {"ids": f"{a.pk},{b.pk},{c.pk}"}).content.decode()
+    assert "2 different tasks" in two and "<code>&lt;b&gt;t2&lt;/b&gt;</code>" in two
