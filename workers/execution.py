@@ -109,6 +109,9 @@ def execute_run(run_id: int, *, task_id: str = "", hostname: str = "") -> str:
         with watching(lambda: run_cancel_requested(run_id), name=f"run-{run_id}") as cancel, beating(run_id):
             return _train(run, token, cancel.requested)
     except BaseException as exc:  # noqa: BLE001 — also soft time limits and KeyboardInterrupt
+        # Logged either way: a run that had already ended (its trainer reported SUCCEEDED) refuses FAILED,
+        # and the error would otherwise leave no trace.
+        log.exception("run %s: its task raised", run_id)
         run_transition(
             run_id,
             RunStatus.FAILED,
@@ -182,7 +185,10 @@ def _train_dpo(run: Run, token: str, cancel: Callable[[], bool]) -> str:
                 records, config, out_dir=out_dir, callbacks=[callback], resume_from=resume_path(run)
             )
     finally:
-        http.emit(http.heartbeat())  # the run's final peak memory
+        # The run's final peak memory, unless the callback has already finished the run (its final status
+        # closed the sink: emitting then raised, and turned a SUCCEEDED run's task into 'failed').
+        if not reporter.finished:
+            http.emit(http.heartbeat())
         if not http.close(timeout_s=120):
             log.error("run %s: some events could not be delivered: %s", run.pk, http.stats)
     return "cancelled" if callback.cancelled else f"done ({result.steps} steps)"
