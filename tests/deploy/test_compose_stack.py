@@ -639,6 +639,7 @@ def test_with_postgres_stopped_mid_run_the_web_answers_503_json_and_the_run_ends
     assert admin["api"].get(f"{BASE}/api/projects/", timeout=30).status_code == 200
     status, frames = follow(admin, run["id"], timeout=900)
     state = run_state(admin, run["id"])
+    print(f"postgres stopped mid-run: the run ended {status} {state['error_message']!r}")
     assert status == "SUCCEEDED" or (status == "FAILED" and state["error_message"]), (status, state)
     keys = stored_keys(admin, run["id"])
     assert keys and len(keys) == len(set(keys))
