@@ -189,7 +189,10 @@ def _train_dpo(run: Run, token: str, cancel: Callable[[], bool]) -> str:
                 records, config, out_dir=out_dir, callbacks=[callback], resume_from=resume_path(run)
             )
     finally:
-        http.emit(http.heartbeat())  # the run's final peak memory
+        # The run's final peak memory, unless the callback has already finished the run (its final status
+        # closed the sink: emitting then raised, and turned a SUCCEEDED run's task into 'failed').
+        if not reporter.finished:
+            http.emit(http.heartbeat())
         if not http.close(timeout_s=120):
             log.error("run %s: some events could not be delivered: %s", run.pk, http.stats)
     return "cancelled" if callback.cancelled else f"done ({result.steps} steps)"

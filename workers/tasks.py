@@ -19,11 +19,13 @@ def execute_run(self, run_id: int) -> str:
 def reap_lost_runs() -> list[int]:
     """Runs, reward-model trainings and queue judges whose worker stopped heartbeating: LOST / failed; the
     queued runs of a worker that went silent are told."""
-    from webapp.fleet.services import announce_silent_workers
+    from webapp.fleet.services import announce_silent_workers, heartbeats_could_be_written
     from webapp.fleet.services import reap_lost_runs as reap
     from webapp.review.services.judges import queue_judges_reap_lost
     from webapp.rewards.services import reward_models_reap_lost
 
+    if not heartbeats_could_be_written():  # the database (or this scheduler) was away: silence means nothing
+        return []
     reward_models_reap_lost()
     queue_judges_reap_lost()
     announce_silent_workers()  # the runs waiting on a dead worker's queues learn it (same 15 s period)

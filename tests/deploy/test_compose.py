@@ -36,6 +36,9 @@ def test_the_gpu_worker_reserves_nvidia_devices_and_installs_the_gpu_extra():
     assert "-Q gpu" in command
     # The GPU worker's machine joins Ray as a node (with its GPUs) before the worker starts.
     assert command.startswith("ray start --address=ray-head:6379 && exec celery")
+    # A node joins a head that answers: `ray start --address` fails when the head is not up yet.
+    for name in ("worker-gpu", "worker-cpu", "ray-worker"):
+        assert load()["services"][name]["depends_on"]["ray-head"] == {"condition": "service_healthy"}, name
 
 
 def test_web_runs_an_asgi_server_on_postgres_and_redis():

@@ -108,6 +108,44 @@ def wait_for(what: str, probe, timeout: float, every: float = 2.0):
     raise AssertionError(f"{what}: not within {timeout:.0f} s (last: {last!r})")
 
 
+IMAGE = "rollout-studio:latest"
+
+
+def test_every_kind_builds_inside_the_image():
+    """tests/deploy/test_every_kind_builds.py, unchanged, in a throwaway container of the image the stack
+    runs (before the stack starts): every environment, criterion and run kind imports and builds there.
+    The image holds no tests and no test tools: the container gets a copy of tests/ and, for its own
+    life only, pytest (the host's versions) and the verifiers fixture package, so that the `verifiers`
+    kind is built too, not only validated. pip may need this machine's CA bundle (a TLS-intercepting
+    proxy): it is mounted read-only, as the image build's secret is, and never kept."""
+    from importlib.metadata import version
+
+    start = time.monotonic()
+    tools = [f"{name}=={version(name)}" for name in ("pytest", "pytest-django", "pytest-timeout")]
+    cert = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
+    mounts = ["-v", f"{ROOT / 'tests'}:/src/tests:ro"]
+    if Path(cert).is_file():
+        mounts += ["-v", f"{cert}:/run/pip-cert.pem:ro", "-e", "PIP_CERT=/run/pip-cert.pem"]
+    script = (
+        "set -e; cp -r /src/tests /app/tests; "
+        f"pip install -q --no-cache-dir -c constraints.txt {' '.join(tools)} /app/tests/fixtures/vf_word_tools; "
+        "python -m pytest -q -p no:cacheprovider -p no:randomly tests/deploy/test_every_kind_builds.py"
+    )
+    done = subprocess.run(
+        # No REDIS_URL would start an embedded redis-server the image does not have; nothing connects to
+        # this one (the tests use no database and no broker).
+        ["docker", "run", "--rm", *mounts, "-e", "REDIS_URL=redis://127.0.0.1:1/0"]
+        + ["-e", "ROLLOUT_STUDIO_VAR=/tmp/var", IMAGE, "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    print(f"deploy timing: every kind built inside the image: {time.monotonic() - start:.0f} s")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    summary = done.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "skipped" not in summary and "failed" not in summary, summary
+
+
 @pytest.fixture(scope="module")
 def stack():
     s = Stack()
@@ -581,17 +619,32 @@ def test_a_killed_worker_container_loses_the_run_and_auto_resume_finishes_it(sta
     assert run_state(admin, child["id"])["current_step"] == 6
 
 
-def test_with_postgres_stopped_the_web_answers_503_json_and_recovers(stack, admin):
+def test_with_postgres_stopped_mid_run_the_web_answers_503_json_and_the_run_ends_visibly(stack, admin):
+    """Postgres stopped briefly while a run trains: the web answers 503 JSON (health, API); started again,
+    the run finishes, or fails with its reason, and what was ingested is stored once, no event lost (the
+    trainer's reporter retries a 503 as it does a refused connection)."""
+    steps = 3
+    run = launch(admin, "postgres stopped", {**SMALL, "max_steps": steps})
+    wait_until_step(admin, run["id"], 1)
     stack.compose("stop", "postgres")
     try:
         for path in ("/healthz", f"/api/projects/{admin['project']}/runs/"):
             reply = admin["api"].get(f"{BASE}{path}", timeout=60)
             assert reply.status_code == 503, (path, reply.status_code, reply.text[:300])
             assert reply.headers["Content-Type"].startswith("application/json"), path
+        time.sleep(15)  # a few of the trainer's reports while the database is away
     finally:
         stack.compose("start", "postgres")
     wait_for("web healthy again", lambda: requests.get(f"{BASE}/healthz", timeout=5).status_code == 200, 180)
     assert admin["api"].get(f"{BASE}/api/projects/", timeout=30).status_code == 200
+    status, frames = follow(admin, run["id"], timeout=900)
+    state = run_state(admin, run["id"])
+    print(f"postgres stopped mid-run: the run ended {status} {state['error_message']!r}")
+    assert status == "SUCCEEDED" or (status == "FAILED" and state["error_message"]), (status, state)
+    keys = stored_keys(admin, run["id"])
+    assert keys and len(keys) == len(set(keys))
+    seqs = event_seqs(admin, run["id"])
+    assert seqs == list(range(seqs[0], seqs[-1] + 1)), seqs
 
 
 def test_a_pg_dump_backup_restores_and_the_pages_load(stack, admin):

@@ -1,7 +1,7 @@
 """Every kind this install registers is importable and builds from its example config: every environment
 kind, every criterion kind and every run kind. It runs in CI on the host and, unchanged, inside the built
-image (`pytest tests/deploy/test_every_kind_builds.py` in the web, worker or Ray image), where a kind whose
-extra the image lacks fails here rather than in a user's run. tests/deploy/test_image_extras.py is the
+image (the web, worker and Ray image: the deploy tier's `test_every_kind_builds_inside_the_image`), where a
+kind whose extra the image lacks fails here rather than in a user's run. tests/deploy/test_image_extras.py is the
 cheap check on the Dockerfile's install lines; this one proves what those lines installed works.
 
 The example configs are tests/kind_examples.py's (the samples the registry and form tests use, pointed at

@@ -111,3 +111,25 @@ def test_cancelling_a_dpo_run_stops_it_with_a_checkpoint(project, users, snapsho
     run.refresh_from_db()
     assert run.current_step < steps
     assert Checkpoint.objects.filter(run=run).exists()  # what it trained is kept, and can be resumed
+
+
+def test_the_worker_task_of_a_dpo_run_returns_done(project, users, snapshot, tiny_model_path, settings):
+    """The task's own answer (what Celery logs) says the run trained: an error raised after the run had
+    reported SUCCEEDED went nowhere, since a final run refuses the FAILED transition (seen in the deploy
+    tier: a DPO task that ended 'failed' beside a SUCCEEDED run)."""
+    from workers import execution
+
+    with asgi_server() as url:
+        settings.DASHBOARD_URL = url
+        params = {**DPO_TINY, "max_steps": 1, "model": tiny_model_path}
+        run, _ = run_create_dpo(
+            project=project,
+            snapshot=snapshot,
+            name="dpo task",
+            params=params,
+            user=users["bob"],
+            dispatch=False,
+        )
+        answer = execution.execute_run(run.pk, hostname="test@host")
+    run.refresh_from_db()
+    assert run.status == "SUCCEEDED" and answer == "done (1 steps)", (answer, run.error_traceback)

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from webapp.core.broadcast import broadcast_on_commit
@@ -104,6 +104,44 @@ def reap_lost_runs(*, now=None, timeout_s: int | None = None) -> list[int]:
                 lost.append(run_id)
                 run_auto_resume(run_id=run_id)  # when the run asked for it (the auto_resume knob)
     return lost
+
+
+REAP_PERIOD_S = 15.0  # the beat schedule's period for the reaper (workers/celery.py)
+
+
+class DatabaseWatch:
+    """How long the database has answered this process's reaper without a gap. While the database is
+    down nobody can write a heartbeat (the web's ingestion nor the worker's `beating`), so a run's
+    silence then says nothing about its worker: a reaper that came back after a gap longer than two of
+    its periods first waits a full heartbeat timeout (found by the deploy tier: Postgres stopped ~30 s
+    made a healthy run LOST at the first reap after it returned). A reaper process that just started
+    counts as having come back."""
+
+    def __init__(self, gap_s: float = 2 * REAP_PERIOD_S) -> None:
+        self.gap_s = gap_s
+        self.last_answer: datetime | None = None
+        self.answering_since: datetime | None = None
+
+    def answered(self, now: datetime) -> float:
+        """Record that the database answered at `now`; the seconds it has answered without a gap."""
+        if self.last_answer is None or (now - self.last_answer).total_seconds() > self.gap_s:
+            self.answering_since = now
+        self.last_answer = now
+        assert self.answering_since is not None
+        return (now - self.answering_since).total_seconds()
+
+
+_database_watch = DatabaseWatch()
+
+
+def heartbeats_could_be_written(*, now=None, watch: DatabaseWatch | None = None) -> bool:
+    """Whether the beat's reapers may judge heartbeats now: the database has answered them (a query, here)
+    for a full heartbeat timeout without a gap (`DatabaseWatch`). A database that does not answer raises,
+    as the reapers would, and counts as a gap."""
+    now = now or timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return (watch or _database_watch).answered(now) >= settings.RUN_HEARTBEAT_TIMEOUT_S
 
 
 def run_queue_announce(queue: str) -> None:

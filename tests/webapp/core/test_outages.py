@@ -99,6 +99,33 @@ def test_a_fork_while_the_broker_is_down_is_committed_once(signed_in, stopped_ru
     assert Run.objects.filter(parent=stopped_run).count() == 1
 
 
+def test_a_dpo_run_while_the_broker_is_down_answers_201_and_is_sent_when_it_returns(
+    signed_in, run, users, project, broker_down
+):
+    from tests.webapp.review_factories import make_group
+    from webapp.review import services as review
+
+    make_group(run, rewards=[1.0, 0.0])
+    queue = review.queue_create(
+        project=project, user=users["bob"], name="prefs", runs=[run], annotators=[users["bob"]]
+    )
+    pair = review.next_pair(queue=queue, annotator=users["bob"]).pair
+    review.judgement_submit(pair=pair, annotator=users["bob"], choice="a")
+    snapshot = review.snapshot_create(queue, users["bob"])
+
+    response = signed_in("bob").post(
+        f"/api/preference-snapshots/{snapshot.pk}/dpo-runs/", {"name": "dpo", "config": {}}, format="json"
+    )
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["kind"] == "dpo" and body["dispatch_pending"] is True and body["task_id"] == UNSENT
+    assert Run.objects.filter(kind="dpo").count() == 1
+
+    broker_down()  # Redis is back
+    assert run_dispatch_pending() == [body["id"]]
+    assert uuid.UUID(Run.objects.get(pk=body["id"]).task_id)
+
+
 def test_a_run_sent_normally_is_not_pending(signed_in, stopped_run, private_broker):
     response = signed_in("bob").post(f"/api/runs/{stopped_run.pk}/resume/", {}, format="json")
     body = response.json()

@@ -37,6 +37,26 @@ def test_a_run_without_heartbeat_turns_lost_and_a_fresh_one_does_not(
     assert reap_lost_runs(timeout_s=45) == []  # a final status never changes again
 
 
+def test_the_beats_reaper_judges_heartbeats_only_once_the_database_has_answered_for_a_timeout(db, settings):
+    """A database outage stops every heartbeat (ingestion and the worker's own): after a gap longer than
+    two reaper periods, nothing is reaped until the database has answered for a full heartbeat timeout
+    (the deploy tier's Postgres stopped ~30 s mid-run made a healthy run LOST at the first reap after)."""
+    from webapp.fleet.services import REAP_PERIOD_S, DatabaseWatch, heartbeats_could_be_written
+
+    settings.RUN_HEARTBEAT_TIMEOUT_S = 45
+    watch, t0 = DatabaseWatch(), timezone.now()
+
+    def reap_at(seconds: float) -> bool:
+        return heartbeats_could_be_written(now=t0 + timedelta(seconds=seconds), watch=watch)
+
+    # A reaper that just started waits a timeout: it cannot know what happened before it.
+    assert [reap_at(s * REAP_PERIOD_S) for s in range(5)] == [False, False, False, True, True]
+    # The database away for 60 s (the reaps at 75 and 90 s failed): judged again a timeout after it answered.
+    assert [reap_at(s) for s in (120, 135, 150, 165)] == [False, False, False, True]
+    # One late reap (25 s) is not an outage.
+    assert reap_at(190) is True
+
+
 def lose(run: Run) -> None:
     Run.objects.filter(pk=run.pk).update(
         status="RUNNING", heartbeat_at=timezone.now() - timedelta(seconds=300)
