@@ -123,8 +123,8 @@ def ray_cpus(config: dict[str, Any]) -> int:
 
 def actor_options(device: str) -> dict[str, Any]:
     """What one rollout worker or learner shard asks Ray for (`ray.remote(**options)`): a CPU, and a GPU
-    when it runs on CUDA (an explicit "cuda…" device; "auto" decides on the node it lands on, so it asks
-    for none). Asking is what places it: Ray puts an actor that asks for a GPU only on a node that
+    when it runs on CUDA (a "cuda…" device: the run's own, or "auto" resolved by the learner, see
+    `rollout_device`). Asking is what places it: Ray puts an actor that asks for a GPU only on a node that
     declares one. The one rule for both kinds of actor, and for the sizing check (`ray_resources_needed`)."""
     return {"num_cpus": 1, "num_gpus": 1 if str(device).startswith("cuda") else 0}
 
@@ -136,13 +136,22 @@ def remote_actor(cls: type, device: str) -> Any:
     return ray.remote(**actor_options(device))(cls)
 
 
+def rollout_device(config: dict[str, Any], learner_device: str | None = None) -> str:
+    """The device a run's rollout workers ask Ray for: the run's `device`, or for "auto" the learner's
+    resolved one when known — the run's driver decides for the whole run, so a run that starts on a GPU
+    worker rolls out on nodes with GPUs (placed there by asking), and one on a CPU worker stays on CPUs.
+    (Before, "auto" asked for no GPU and its actors could land on a CPU-only node beside the GPU one.)"""
+    device = str(config.get("device", "auto"))
+    return learner_device if device == "auto" and learner_device else device
+
+
 def ray_resources_needed(config: dict[str, Any], learner_device: str | None = None) -> dict[str, float]:
     """What the run's actors ask Ray for in all: `actor_options` summed over its `num_rollout_workers`
-    (on the run's `device`) and, when `num_learner_workers` > 1, its learner shards (on `learner_device`,
+    (on `rollout_device`) and, when `num_learner_workers` > 1, its learner shards (on `learner_device`,
     the learner's resolved device, or the run's `device`)."""
     device = str(config.get("device", "auto"))
     learners = config.get("num_learner_workers", 1)
-    actors = [(config.get("num_rollout_workers", 0), actor_options(device))]
+    actors = [(config.get("num_rollout_workers", 0), actor_options(rollout_device(config, learner_device)))]
     if learners > 1:
         actors.append((learners, actor_options(learner_device or device)))
     cpus = sum(count * options["num_cpus"] for count, options in actors)
@@ -259,14 +268,15 @@ class RayRollouts:
         config: dict[str, Any],
         initial_state: Callable[[], dict[str, Any]] | None = None,
         initial_version: int = 0,
+        learner_device: str | None = None,
     ) -> None:
         import ray
 
         self.config = config
         workers = config["num_rollout_workers"]
-        self.started_ray = init_ray(config)
+        self.started_ray = init_ray(config, learner_device)
         # A CUDA run's rollout workers each ask for a GPU, so Ray places them on a node that has one.
-        remote = remote_actor(self.worker_class, config.get("device", "auto"))
+        remote = remote_actor(self.worker_class, rollout_device(config, learner_device))
         self.actors: list[Any] = [remote.remote(config, i, 1) for i in range(workers)]
         self._pending_updates: list[Any] = []
         # Surface load errors here, not mid-step; the pids name the workers when one dies later.

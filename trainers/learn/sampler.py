@@ -40,7 +40,7 @@ def make_rollouts(
     if cfg["num_rollout_workers"] > 0:
         from trainers.learn.distributed import RayRollouts
 
-        return RayRollouts(cfg, learner.policy_state_dict, policy_version)
+        return RayRollouts(cfg, learner.policy_state_dict, policy_version, learner_device=learner.device)
     from trainers.rollout.backends import make_backend
 
     if cfg["backend"] == "vllm":

@@ -210,6 +210,9 @@ def test_the_sizing_check_counts_gpus_and_custom_resources_and_names_the_shortfa
     cuda = {"num_rollout_workers": 2, "num_learner_workers": 1, "device": "cuda"}
     assert ray_resources_needed(cuda) == {"CPU": 2.0, "GPU": 2.0}
     assert ray_resources_needed({**cuda, "device": "auto"}) == {"CPU": 2.0}
+    # "auto" is the learner's resolved device once known: on a GPU worker the rollout workers need GPUs.
+    assert ray_resources_needed({**cuda, "device": "auto"}, learner_device="cuda") == {"CPU": 2.0, "GPU": 2.0}
+    assert ray_resources_needed({**cuda, "device": "auto"}, learner_device="cpu") == {"CPU": 2.0}
     message = ray_shortfall(ray_resources_needed(cuda), {"CPU": 16.0, "GPU": 1.0})
     assert message and "needs 2 GPU (the cluster has 1)" in message and "CPU" not in message.split(":")[1]
     assert ray_shortfall({"CPU": 1.0, "node:gpu-box": 1.0}, {"CPU": 4.0}) is not None

@@ -108,6 +108,17 @@ def test_a_cuda_runs_rollout_workers_and_learner_shard_land_on_the_node_that_dec
         learner.close()
 
 
+def test_an_auto_run_whose_learner_found_a_gpu_rolls_out_on_the_gpu_node(cluster):
+    """`device: auto` on a worker with GPUs (compose's gpu profile): the learner resolves to CUDA where the
+    run starts, and its rollout workers ask for GPUs too, so none lands on a CPU-only node."""
+    rollouts = ProbeRollouts({"num_rollout_workers": 1, "device": "auto"}, learner_device="cuda")
+    try:
+        (where,) = _nodes(rollouts.actors)
+        assert where["node_id"] == cluster["gpu_node"] and where["gpu_ids"]
+    finally:
+        rollouts.close()
+
+
 def test_a_cpu_runs_actors_ask_for_no_gpu(cluster):
     assert actor_options("cpu") == {"num_cpus": 1, "num_gpus": 0}
     assert actor_options("auto") == {"num_cpus": 1, "num_gpus": 0}  # "auto" decides on the node
