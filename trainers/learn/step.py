@@ -155,7 +155,7 @@ def learner_step(
     epochs = config["updates_per_batch"]
     for epoch in range(epochs):
         # None, not zeros: the first backward pass then writes each gradient instead of adding it to a zero
-        # fill (the 135M model's 540 MB of zeros and one more pass over them cost ~0.2 s a step).
+        # fill (the 135M model's 540 MB of zeros and one more pass over them: ~0.1 s of a 4-s bench step).
         optimizer.zero_grad(set_to_none=True)
         for c, micro in enumerate(micro_batches):
             if epoch == 0:
