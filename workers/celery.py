@@ -13,6 +13,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 django.setup()
 
 from webapp.core.dispatch import CONTROL_QUEUE, QUEUES, Task, celery_app  # noqa: E402 — needs django.setup()
+from webapp.fleet.services import REAP_PERIOD_S  # noqa: E402 — the reapers' gap rule reads the same period
 
 app = celery_app
 app.conf.task_queues = [KombuQueue(name) for name in QUEUES]
@@ -28,7 +29,7 @@ app.conf.task_routes = {
 app.conf.beat_schedule = {
     # With a 60 s heartbeat timeout and a 15 s period a dead worker's run is LOST within 75 s at worst;
     # RUN_HEARTBEAT_TIMEOUT_S defaults to 45 so the total stays within a minute.
-    "reap-lost-runs": {"task": Task.REAP_LOST_RUNS, "schedule": 15.0},
+    "reap-lost-runs": {"task": Task.REAP_LOST_RUNS, "schedule": REAP_PERIOD_S},
     # Runs launched while the broker was unreachable (webapp.core.dispatch.UNSENT): sent once it is back.
     "dispatch-pending-runs": {"task": Task.DISPATCH_PENDING_RUNS, "schedule": 15.0},
 }

@@ -106,7 +106,7 @@ def reap_lost_runs(*, now=None, timeout_s: int | None = None) -> list[int]:
     return lost
 
 
-REAP_PERIOD_S = 15.0  # the beat schedule's period for the reaper (workers/celery.py)
+REAP_PERIOD_S = 15.0  # how often the beat runs the reapers (workers/celery.py schedules them with it)
 
 
 class DatabaseWatch:
