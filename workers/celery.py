@@ -24,14 +24,15 @@ app.conf.worker_redirect_stdouts = os.environ.get("CELERY_REDIRECT_STDOUTS", "1"
 app.conf.task_default_queue = CONTROL_QUEUE
 app.conf.task_routes = {
     Task.REAP_LOST_RUNS: {"queue": CONTROL_QUEUE},
-    Task.DISPATCH_PENDING_RUNS: {"queue": CONTROL_QUEUE},
+    Task.DISPATCH_PENDING: {"queue": CONTROL_QUEUE},
 }
 app.conf.beat_schedule = {
     # With a 60 s heartbeat timeout and a 15 s period a dead worker's run is LOST within 75 s at worst;
     # RUN_HEARTBEAT_TIMEOUT_S defaults to 45 so the total stays within a minute.
     "reap-lost-runs": {"task": Task.REAP_LOST_RUNS, "schedule": REAP_PERIOD_S},
-    # Runs launched while the broker was unreachable (webapp.core.dispatch.UNSENT): sent once it is back.
-    "dispatch-pending-runs": {"task": Task.DISPATCH_PENDING_RUNS, "schedule": 15.0},
+    # Runs, reward-model trainings and judges asked for while the broker was unreachable
+    # (webapp.core.dispatch.UNSENT): sent once it is back.
+    "dispatch-pending": {"task": Task.DISPATCH_PENDING, "schedule": 15.0},
 }
 app.autodiscover_tasks(["workers"], related_name="tasks")
 app.autodiscover_tasks(["workers"], related_name="reward_tasks")

@@ -32,9 +32,16 @@ def reap_lost_runs() -> list[int]:
     return reap()
 
 
-@app.task(name=Task.DISPATCH_PENDING_RUNS, ignore_result=True)
-def dispatch_pending_runs() -> list[int]:
-    """Runs launched while the broker was unreachable: their tasks sent now that it answers."""
+@app.task(name=Task.DISPATCH_PENDING, ignore_result=True)
+def dispatch_pending() -> dict[str, list[int]]:
+    """Runs, reward-model trainings and queue judges asked for while the broker was unreachable: their
+    tasks sent now that it answers (each kind's service; `webapp.core.dispatch.send_pending`)."""
     from webapp.experiments.services import run_dispatch_pending
+    from webapp.review.services.judges import queue_judges_dispatch_pending
+    from webapp.rewards.services import reward_models_dispatch_pending
 
-    return run_dispatch_pending()
+    return {
+        "runs": run_dispatch_pending(),
+        "reward_models": reward_models_dispatch_pending(),
+        "judges": queue_judges_dispatch_pending(),
+    }

@@ -44,7 +44,7 @@ class Task:
     TRAIN_REWARD_MODEL = "workers.train_reward_model"
     JUDGE_QUEUE = "workers.judge_queue"
     REAP_LOST_RUNS = "workers.reap_lost_runs"
-    DISPATCH_PENDING_RUNS = "workers.dispatch_pending_runs"
+    DISPATCH_PENDING = "workers.dispatch_pending"
 
 
 celery_app = Celery("rollout_studio")
@@ -64,7 +64,7 @@ celery_app.conf.task_publish_retry_policy = {
 def send_task(task: str, *, args: list[Any], queue: str) -> str | None:
     """Send `task(*args)` to `queue` now; its Celery task id, or None when the broker could not take it
     (unreachable, refused). The failure is logged and never raised: the caller's write is already
-    committed, and what was not sent is sent again later (`run_dispatch_pending` for runs)."""
+    committed, and what was not sent is sent again later (`send_pending`)."""
     try:
         return celery_app.send_task(task, args=args, queue=queue).id
     except Exception:  # kombu OperationalError, redis ConnectionError, a DNS failure: all the same here
@@ -90,6 +90,25 @@ def send_on_commit(
             on_sent(task_id or UNSENT)
 
     transaction.on_commit(send)
+
+
+def send_pending(queued: models.QuerySet, *, task: str, queue_field: str = "queue") -> list[int]:
+    """Send `task(pk)` for every row of `queued` (a kind's rows still queued) whose task the broker could
+    not take (`task_id` reads `UNSENT`), to the queue its `queue_field` names, and record each task id;
+    the ids of those sent now. While the broker still refuses, nothing is sent and the rows stay pending
+    for the next call. A task sent twice is harmless: every kind's worker claims its row with a
+    conditional update (QUEUED → started), so the second delivery finds it taken. Runs, reward models and
+    queue judges each call this from their services (`run_dispatch_pending`, ...)."""
+    sent = []
+    for pk, queue in queued.filter(task_id=UNSENT).order_by("pk").values_list("pk", queue_field):
+        task_id = send_task(task, args=[pk], queue=queue)
+        if task_id is None:
+            break  # the broker is still away: the others would fail the same way
+        # Recorded only if still queued and unsent: a row cancelled meanwhile stays as it is (its task,
+        # if a worker gets it, finds the row no longer queued and does nothing).
+        if queued.filter(pk=pk, task_id=UNSENT).update(task_id=task_id):
+            sent.append(pk)
+    return sent
 
 
 def revoke(task_id: str) -> None:

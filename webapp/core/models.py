@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from webapp.core.dispatch import UNSENT
+
 
 class BackgroundJob(models.Model):
     """A piece of work a Celery worker does for someone (training a reward model, an LLM judge annotating a
@@ -39,3 +41,9 @@ class BackgroundJob(models.Model):
         offered Cancel again. The pages and the APIs ask here."""
         status = getattr(self, "status", "")
         return status in (self.QUEUED_STATUS, self.RUNNING_STATUS) and not self.cancel_requested
+
+    def dispatch_pending(self) -> bool:
+        """Queued here but not yet handed to a worker queue: the broker could not take its task when the
+        job was asked for (as `Run.dispatch_pending`). The periodic `workers.dispatch_pending` job sends
+        it once the broker answers (`webapp.core.dispatch.send_pending`)."""
+        return getattr(self, "status", "") == self.QUEUED_STATUS and self.task_id == UNSENT

@@ -382,7 +382,8 @@ class Run(models.Model):
 
     def dispatch_pending(self) -> bool:
         """Queued here but not yet handed to a worker queue: the broker could not take its task when the
-        run was launched. `run_dispatch_pending` (a periodic job) sends it once the broker answers."""
+        run was launched. `run_dispatch_pending` (the periodic `workers.dispatch_pending` job) sends it once
+        the broker answers. Reward models and queue judges: `BackgroundJob.dispatch_pending`."""
         return self.status == RunStatus.QUEUED and self.task_id == UNSENT
 
     @property

@@ -29,6 +29,11 @@ class ReliabilitySerializer(serializers.Serializer):
 
 class RewardModelSerializer(serializers.ModelSerializer):
     reliability = serializers.SerializerMethodField()
+    dispatch_pending = serializers.SerializerMethodField(
+        help_text="true while the model is queued here but its training task is not yet with a worker "
+        "queue: the broker (Redis) was unreachable when it was asked for; it is sent within about 15 s of "
+        "the broker answering again. Do not train it again."
+    )
 
     class Meta:
         model = RewardModel
@@ -46,8 +51,12 @@ class RewardModelSerializer(serializers.ModelSerializer):
             "created_at",
             "finished_at",
             "cancel_requested",
+            "dispatch_pending",
             "reliability",
         ]
+
+    def get_dispatch_pending(self, reward_model: RewardModel) -> bool:
+        return reward_model.dispatch_pending()
 
     @extend_schema_field(ReliabilitySerializer)
     def get_reliability(self, reward_model: RewardModel) -> dict:

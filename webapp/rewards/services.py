@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from trainers.learn.reward_training import TRAINING_SCHEMA
 from trainers.registry import config_with_defaults, validate_config
-from webapp.core.dispatch import Queue, Task, queue_refusal, send_on_commit
+from webapp.core.dispatch import Queue, Task, queue_refusal, send_on_commit, send_pending
 from webapp.core.jobs import job_request_cancel
 from webapp.experiments.models import Rubric, RubricVersion
 from webapp.experiments.services.rubrics import rubric_update
@@ -176,6 +176,15 @@ def reward_model_cancel(*, reward_model: RewardModel) -> str:
     """Cancel a reward model's training: dropped at once while queued, else its worker stops it within
     seconds (`webapp.core.jobs`). Returns "cancelled" or "cancel_requested"."""
     return job_request_cancel(reward_model)
+
+
+def reward_models_dispatch_pending() -> list[int]:
+    """Send the training task of every queued model whose launch found the broker unreachable
+    (`BackgroundJob.dispatch_pending`); the ids sent now. Sending one twice is harmless: the worker claims
+    a model with a conditional update (`reward_model_claim`)."""
+    return send_pending(
+        RewardModel.objects.filter(status=RewardModelStatus.QUEUED), task=Task.TRAIN_REWARD_MODEL
+    )
 
 
 def reward_models_reap_lost(*, now=None, timeout_s: int | None = None) -> list[int]:

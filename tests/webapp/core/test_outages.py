@@ -1,10 +1,11 @@
 """When a part of the deployment is down: a launch whose broker (Redis) is unreachable still answers
 201 with its committed run marked `dispatch_pending`, and the periodic job sends it once the broker is
-back; a request that needs the database or Redis while it is down gets a 503 JSON body, never a 500;
+back — reward-model trainings and LLM judges asked for from their pages likewise; a request that needs the database or Redis while it is down gets a 503 JSON body, never a 500;
 /healthz names the part that does not answer."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -13,10 +14,19 @@ import uuid
 from pathlib import Path
 
 import pytest
+from django.urls import reverse
 
+from tests.webapp.html_forms import form_data
+from tests.webapp.review_factories import make_group
+from tests.webapp.rewards_factories import direct_snapshot, preference_texts
 from webapp.core.dispatch import UNSENT, celery_app
 from webapp.experiments.models import Checkpoint, Run
-from webapp.experiments.services import run_dispatch_pending
+from webapp.experiments.services import rubric_create, run_dispatch_pending
+from webapp.review import services as review
+from webapp.review.models import QueueJudge
+from webapp.review.services import queue_judges_dispatch_pending
+from webapp.rewards.models import RewardModel
+from webapp.rewards.services import reward_models_dispatch_pending
 
 ROOT = Path(__file__).resolve().parents[3]
 CLOSED_PORT_REDIS = "redis://127.0.0.1:1/0"  # nothing listens on port 1: the connection is refused
@@ -57,6 +67,20 @@ def broker_down(private_broker):
     return lambda: use_broker(private_broker)
 
 
+def queued_tasks(queue: str) -> list[tuple[str, list]]:
+    """The tasks waiting on `queue` in the tests' private broker database: (task name, args), oldest first."""
+    import redis
+    from django.conf import settings
+
+    broker = redis.Redis.from_url(settings.REDIS_URL, db=PRIVATE_DB)
+    messages = [json.loads(raw) for raw in reversed(broker.lrange(queue, 0, -1))]  # kombu LPUSHes
+    return [(m["headers"]["task"], json.loads(base64.b64decode(m["body"]))[0]) for m in messages]
+
+
+# What a page says of a run, reward model or judge whose task the broker could not take yet.
+WAITING = "Waiting for the broker"
+
+
 @pytest.fixture
 def stopped_run(run):
     Run.objects.filter(pk=run.pk).update(status="LOST", current_step=4)
@@ -81,6 +105,11 @@ def test_a_resume_while_the_broker_is_down_answers_201_and_is_sent_when_it_retur
     assert run_dispatch_pending() == []
     assert Run.objects.get(pk=resumed.pk).dispatch_pending()
 
+    page = signed_in("bob").get(
+        reverse("experiments:run_detail", args=[stopped_run.project.slug, resumed.pk])
+    )
+    assert WAITING in page.content.decode()
+
     broker_down()  # Redis is back
     assert run_dispatch_pending() == [resumed.pk]
     resumed.refresh_from_db()
@@ -88,6 +117,11 @@ def test_a_resume_while_the_broker_is_down_answers_201_and_is_sent_when_it_retur
     detail = signed_in("bob").get(f"/api/runs/{resumed.pk}/").json()
     assert detail["dispatch_pending"] is False
     assert run_dispatch_pending() == []  # sent once
+    assert queued_tasks("cpu") == [("workers.execute_run", [resumed.pk])]
+    page = signed_in("bob").get(
+        reverse("experiments:run_detail", args=[stopped_run.project.slug, resumed.pk])
+    )
+    assert WAITING not in page.content.decode()
 
 
 def test_a_fork_while_the_broker_is_down_is_committed_once(signed_in, stopped_run, broker_down):
@@ -130,6 +164,120 @@ def test_a_run_sent_normally_is_not_pending(signed_in, stopped_run, private_brok
     response = signed_in("bob").post(f"/api/runs/{stopped_run.pk}/resume/", {}, format="json")
     body = response.json()
     assert response.status_code == 201 and body["dispatch_pending"] is False and uuid.UUID(body["task_id"])
+
+
+@pytest.fixture
+def snapshot(project, users):
+    return direct_snapshot(project=project, rows=preference_texts(6), user=users["bob"])
+
+
+def train_from_the_page(client, project, snapshot, name: str) -> RewardModel:
+    url = reverse("rewards:reward_model_create", args=[project.slug])
+    data = form_data(client.get(url + f"?snapshot={snapshot.pk}").content.decode(), "train-form")
+    data.update(name=name)
+    response = client.post(url, data)
+    assert response.status_code == 302, response.content.decode()[:500]
+    return RewardModel.objects.get(name=name)
+
+
+def test_a_reward_model_trained_while_the_broker_is_down_is_sent_when_it_returns(
+    client_for, signed_in, project, snapshot, broker_down
+):
+    client = client_for("bob")
+    reward_model = train_from_the_page(client, project, snapshot, "tone")
+    assert (
+        reward_model.status == "queued" and reward_model.task_id == UNSENT and reward_model.dispatch_pending()
+    )
+    detail_url = reverse("rewards:reward_model_detail", args=[project.slug, reward_model.pk])
+    assert WAITING in client.get(detail_url).content.decode()
+    assert signed_in("bob").get(f"/api/reward-models/{reward_model.pk}/").json()["dispatch_pending"] is True
+    # Still down: nothing is sent, the model stays pending.
+    assert reward_models_dispatch_pending() == []
+    assert RewardModel.objects.get(pk=reward_model.pk).dispatch_pending()
+
+    broker_down()  # Redis is back
+    assert reward_models_dispatch_pending() == [reward_model.pk]
+    reward_model.refresh_from_db()
+    assert not reward_model.dispatch_pending() and uuid.UUID(reward_model.task_id)
+    assert reward_models_dispatch_pending() == []  # sent once
+    assert queued_tasks("cpu") == [("workers.train_reward_model", [reward_model.pk])]
+    assert WAITING not in client.get(detail_url).content.decode()
+    assert signed_in("bob").get(f"/api/reward-models/{reward_model.pk}/").json()["dispatch_pending"] is False
+
+
+@pytest.fixture
+def judged_queue(project, run, users):
+    """A preference queue of 4 pairs and a rubric with an LLM-judge criterion."""
+    for group in range(4):
+        make_group(run, group=group, rewards=[1.0, 0.0])
+    queue = review.queue_create(
+        project=project, user=users["bob"], name="q", runs=[run], annotators=[users["carol"]], seed=3
+    )
+    spec = {"criteria": [{"name": "tone", "kind": "llm_judge", "params": {"model": "smollm2-135m"}}]}
+    version = rubric_create(project=project, name="style", spec=spec, user=users["alice"]).latest_version
+    return queue, version
+
+
+def ask_from_the_page(client, project, judged_queue) -> QueueJudge:
+    queue, version = judged_queue
+    response = client.post(
+        reverse("review:queue_judge_start", args=[project.slug, queue.pk]),
+        {"criterion": f"{version.pk}:tone", "worker_queue": "cpu"},
+    )
+    assert response.status_code == 302
+    return QueueJudge.objects.get(queue=queue)
+
+
+def test_a_judge_asked_while_the_broker_is_down_is_sent_when_it_returns(
+    client_for, project, judged_queue, broker_down
+):
+    client = client_for("bob")
+    judge = ask_from_the_page(client, project, judged_queue)
+    assert judge.status == "queued" and judge.task_id == UNSENT and judge.dispatch_pending()
+    panel_url = reverse("review:queue_judges", args=[project.slug, judge.queue_id])
+    assert WAITING in client.get(panel_url).content.decode()
+    assert queue_judges_dispatch_pending() == []  # still down
+    assert QueueJudge.objects.get(pk=judge.pk).dispatch_pending()
+
+    broker_down()  # Redis is back
+    assert queue_judges_dispatch_pending() == [judge.pk]
+    judge.refresh_from_db()
+    assert not judge.dispatch_pending() and uuid.UUID(judge.task_id)
+    assert queue_judges_dispatch_pending() == []  # sent once
+    assert queued_tasks("cpu") == [("workers.judge_queue", [judge.pk])]
+    assert WAITING not in client.get(panel_url).content.decode()
+
+
+def test_the_periodic_job_sends_every_kind_once_and_never_a_cancelled_one(
+    client_for, project, snapshot, judged_queue, stopped_run, broker_down
+):
+    from workers.tasks import dispatch_pending
+
+    client = client_for("bob")
+    kept = train_from_the_page(client, project, snapshot, "kept")
+    dropped = train_from_the_page(client, project, snapshot, "dropped")
+    judge = ask_from_the_page(client, project, judged_queue)
+    resumed = client.post(reverse("experiments:run_resume", args=[project.slug, stopped_run.pk]))
+    assert resumed.status_code == 302
+    run = Run.objects.get(parent=stopped_run)
+    assert all(job.dispatch_pending() for job in [kept, dropped, judge, run])
+    assert dispatch_pending() == {"runs": [], "reward_models": [], "judges": []}  # still down
+
+    cancel = client.post(reverse("rewards:reward_model_cancel", args=[project.slug, dropped.pk]))
+    assert cancel.status_code == 302
+    dropped.refresh_from_db()
+    assert dropped.status == "cancelled" and not dropped.dispatch_pending()
+    client.post(reverse("review:queue_judge_cancel", args=[project.slug, judge.queue_id, judge.pk]))
+    judge.refresh_from_db()
+    assert judge.status == "cancelled" and not judge.dispatch_pending()
+
+    broker_down()  # Redis is back
+    assert dispatch_pending() == {"runs": [run.pk], "reward_models": [kept.pk], "judges": []}
+    assert dispatch_pending() == {"runs": [], "reward_models": [], "judges": []}
+    assert sorted(queued_tasks("cpu")) == [
+        ("workers.execute_run", [run.pk]),
+        ("workers.train_reward_model", [kept.pk]),
+    ]
 
 
 PROBE = """

@@ -12,7 +12,7 @@ from django.db import transaction
 from trainers.config import resolve_run_config, validate_run_config
 from webapp.accounts.models import hash_token
 from webapp.core.broadcast import broadcast_on_commit
-from webapp.core.dispatch import UNSENT, Queue, Task, queue_refusal, send_on_commit, send_task
+from webapp.core.dispatch import Queue, Task, queue_refusal, send_on_commit, send_pending
 from webapp.experiments.capacity import ray_capacity_errors
 from webapp.experiments.judges import judge_launch_errors
 from webapp.experiments.models import (
@@ -167,17 +167,9 @@ def dispatch_run(run: Run) -> None:
 
 def run_dispatch_pending() -> list[int]:
     """Send the task of every queued run whose launch found the broker unreachable (`Run.dispatch_pending`);
-    the ids of those sent now. A run the broker still refuses stays pending for the next call. Sending
-    one twice is harmless: a worker claims a run with a conditional update (QUEUED → STARTING)."""
-    sent = []
-    pending = Run.objects.filter(status=RunStatus.QUEUED, task_id=UNSENT).order_by("pk")
-    for run_id, queue in pending.values_list("pk", "queue"):
-        task_id = send_task(Task.EXECUTE_RUN, args=[run_id], queue=queue)
-        if task_id is None:
-            break  # the broker is still away: the others would fail the same way
-        if Run.objects.filter(pk=run_id, task_id=UNSENT).update(task_id=task_id):
-            sent.append(run_id)
-    return sent
+    the ids of those sent now (`send_pending`: a worker claims a run with a conditional update, QUEUED →
+    STARTING, so sending one twice is harmless)."""
+    return send_pending(Run.objects.filter(status=RunStatus.QUEUED), task=Task.EXECUTE_RUN)
 
 
 RUN_TAG_MAX_CHARS = 40

@@ -29,6 +29,7 @@ from webapp.review.services.judges import (
     queue_judge_record,
     queue_judge_set_in_snapshots,
     queue_judge_start,
+    queue_judges_dispatch_pending,
     queue_judges_reap_lost,
 )
 from webapp.review.services.queues import (
@@ -85,6 +86,7 @@ __all__ = [
     "queue_judge_record",
     "queue_judge_set_in_snapshots",
     "queue_judge_start",
+    "queue_judges_dispatch_pending",
     "queue_judges_reap_lost",
     "queue_create",
     "side_of_choice",

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from webapp.core.dispatch import Queue, Task, queue_refusal, send_on_commit
+from webapp.core.dispatch import Queue, Task, queue_refusal, send_on_commit, send_pending
 from webapp.core.jobs import job_request_cancel
 from webapp.experiments.models import RubricVersion
 from webapp.fleet.selectors import lost_jobs
@@ -170,6 +170,17 @@ def queue_judge_fail(judge_id: int, *, error: str) -> bool:
         QueueJudge.objects.filter(pk=judge_id, status__in=[JudgeStatus.QUEUED, JudgeStatus.RUNNING]).update(
             status=JudgeStatus.FAILED, error_message=error[:5000], finished_at=timezone.now()
         )
+    )
+
+
+def queue_judges_dispatch_pending() -> list[int]:
+    """Send the task of every queued judge whose asking found the broker unreachable
+    (`BackgroundJob.dispatch_pending`); the ids sent now. Sending one twice is harmless: the worker claims
+    a judge with a conditional update (`queue_judge_claim`)."""
+    return send_pending(
+        QueueJudge.objects.filter(status=JudgeStatus.QUEUED),
+        task=Task.JUDGE_QUEUE,
+        queue_field="worker_queue",
     )
 
 
