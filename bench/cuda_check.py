@@ -2,7 +2,7 @@
 
     python bench/cuda_check.py [--out DIR] [--model NAME|PATH] [--steps 6] [--threads 4]
                                [--gguf-parts A,B --gguf-sha256 HEX] [--fallback-dir DIR] [--tiny]
-                               [--only nvml,train]
+                               [--only nvml,demo,train]
 
 Checks, each printed as one PASS / FAIL / SKIP line and gathered in `<out>/cuda_check.json`:
 
@@ -10,6 +10,10 @@ Checks, each printed as one PASS / FAIL / SKIP line and gathered in `<out>/cuda_
    bf16 matrix-product loop keeps the GPU busy in a background thread: every GPU has a utilisation
    above 0 and memory figures, read through NVML (`pynvml`), not the nvidia-smi fallback.
    workers/node.py is loaded from its file: importing the `workers` package starts Celery and Django.
+1b. `demo` — the demo run's knobs (`seed_demo.DEMO_RUN`: LoRA on every linear layer, recomputed
+   activations, a bf16 sampling copy) for a few steps on this device: SUCCEEDED, only the adapters
+   trained, and the memory fields a run's heartbeat carries (`trainers.sdk.resources.peaks`: peak RSS,
+   and peak GPU memory on CUDA), which the run and Workers pages show.
 2. `train` — `trainers.learn.trainer.Trainer` (what `python -m trainers train` runs) on
    trainers/examples/arithmetic_grpo.yaml with `device: auto`, a few steps, eval, checkpoints: the
    policy's weights are fp32 on every device and its passes run under bf16 autocast on CUDA
@@ -390,6 +394,88 @@ def check_train(config_path: Path, work: Path) -> Any:
         checkpoint=result.checkpoint,
     )
     return trainer, config, out
+
+
+def demo_overrides() -> dict[str, Any]:
+    """The demo run's training knobs (`seed_demo.DEMO_RUN`), read from that file without importing
+    Django, so the check follows whatever the demo trains with."""
+    import ast
+
+    source = (ROOT / "webapp" / "core" / "management" / "commands" / "seed_demo.py").read_text()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "DEMO_RUN" for t in node.targets):
+            return dict(ast.literal_eval(node.value)["overrides"])
+    raise LookupError("DEMO_RUN not found in seed_demo.py")
+
+
+def check_demo(args: argparse.Namespace, model: str, work: Path) -> None:
+    """The demo's knobs (LoRA on every linear layer, recomputed activations, bf16 sampling copy) on this
+    device for a few steps, and the memory a run's heartbeat reports (`trainers.sdk.resources.peaks`:
+    what the run and Workers pages show as the worker's peak RSS and GPU memory)."""
+    import torch
+    import yaml
+
+    from trainers.cli import load_config
+    from trainers.learn.trainer import Trainer
+    from trainers.sdk import resources
+    from trainers.sdk.events import JsonlSink
+
+    raw = yaml.safe_load((ROOT / "trainers" / "examples" / "arithmetic_grpo.yaml").read_text())
+    raw.update(demo_overrides())
+    raw.update(
+        model=model,
+        device="auto",
+        torch_threads=args.threads,
+        max_steps=2 if args.tiny else 4,
+        checkpoint_every=0,
+        eval_every=0,
+        keep_best_n=0,
+    )
+    if args.tiny:
+        raw.update(group_size=2, prompts_per_step=1, max_new_tokens=8, max_turns=1)
+    path = work / "demo.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    out = work / "demo"
+    out.mkdir(parents=True, exist_ok=True)
+    sink = JsonlSink(out / "events.jsonl")
+    resources.reset_peaks()
+    trainer = Trainer(load_config(path), sink=sink, out_dir=out)
+    started = time.perf_counter()
+    result = trainer.run()
+    wall = time.perf_counter() - started
+    sink.close()
+    peaks = resources.peaks()
+    trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in trainer.model.parameters())
+    train = [e for e in events(out / "events.jsonl") if e["type"] == "metrics" and e.get("split") == "train"]
+    step_times = [e["values"].get("step_time") for e in train]
+    rewards = [e["values"].get("reward/mean") for e in train]
+    on_cuda = trainer.learner.device.startswith("cuda")
+    ok = (
+        result.status == "SUCCEEDED"
+        and 0 < trainable < total / 10
+        and "peak_rss_mb" in peaks
+        and (("peak_gpu_mb" in peaks and peaks["peak_gpu_mb"] > 0) if on_cuda else "peak_gpu_mb" not in peaks)
+    )
+    record(
+        "demo",
+        "PASS" if ok else "FAIL",
+        f"{result.status} at step {result.step} in {wall:.1f} s on {trainer.learner.device} with the demo's knobs "
+        f"(LoRA: {trainable:,} of {total:,} parameters trained; activation_checkpointing "
+        f"{raw.get('activation_checkpointing')}); step times {', '.join(f'{t:.2f}' for t in step_times if t)} s; "
+        f"rewards {rewards}; the heartbeat's memory fields {peaks}",
+        status_=result.status,
+        device=trainer.learner.device,
+        trainable=trainable,
+        total=total,
+        step_times=step_times,
+        rewards=rewards,
+        peaks=peaks,
+        wall_s=round(wall, 2),
+    )
+    del trainer
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def check_checkpoint(trainer: Any, config: dict[str, Any], config_path: Path, out: Path, work: Path) -> None:
@@ -789,7 +875,7 @@ def main() -> int:
     parser.add_argument("--eval-tasks", type=int, default=16)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--nvml-seconds", type=float, default=4.0)
-    parser.add_argument("--only", default="", help="comma-separated: nvml,train (default: all)")
+    parser.add_argument("--only", default="", help="comma-separated: nvml,demo,train (default: all)")
     parser.add_argument(
         "--tiny",
         action=argparse.BooleanOptionalAction,
@@ -821,12 +907,18 @@ def main() -> int:
         RESULTS["environment"] = run_check("environment", environment)
         if not only or "nvml" in only:
             run_check("nvml", check_nvml, args.nvml_seconds)
-        if not only or "train" in only:
+        if not only or only & {"train", "demo"}:
             model = run_check("model", prepare_model, args, work)
             if model is not None:
                 run_check("convert", check_conversion, model)
+                if not only or "demo" in only:
+                    run_check("demo", check_demo, args, model, work)
                 config_path = write_config(args, model, work)
-                trained = run_check("train", check_train, config_path, work)
+                trained = (
+                    run_check("train", check_train, config_path, work)
+                    if not only or "train" in only
+                    else None
+                )
                 if trained is not None:
                     trainer, config, run_out = trained
                     if config["checkpoint_every"]:
