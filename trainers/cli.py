@@ -29,6 +29,23 @@ from trainers.config import PRESETS, RUN_CONFIG_SCHEMA, resolve_run_config, vali
 from trainers.sdk.events import JsonlSink, MultiSink
 
 
+class _ConfigLoader(yaml.SafeLoader):
+    """PyYAML reads YAML 1.1, where `2e-5` (no dot) is a string; every config writer means the number
+    (YAML 1.2, JSON, Python). This loader reads such exponents as floats."""
+
+
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def read_yaml(text: str) -> Any:
+    """A run config or a `--set` value, with `2e-5` read as a number."""
+    return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 — a SafeLoader subclass
+
+
 class CliError(Exception):
     pass
 
@@ -36,7 +53,7 @@ class CliError(Exception):
 def load_config(path: str | Path, assignments: list[str] | None = None) -> dict[str, Any]:
     """Read a YAML (or JSON) run config, apply `key=value` overrides (dotted keys, YAML values), resolve."""
     try:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
+        raw = read_yaml(Path(path).read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise CliError(f"cannot read config {path}: {exc}") from exc
     if not isinstance(raw, dict):
@@ -49,7 +66,7 @@ def load_config(path: str | Path, assignments: list[str] | None = None) -> dict[
         *parents, leaf = key.split(".")
         for part in parents:
             target = target.setdefault(part, {})
-        target[leaf] = yaml.safe_load(value)
+        target[leaf] = read_yaml(value)
     try:
         config = resolve_run_config(raw.get("preset"), raw)
     except ValueError as exc:
@@ -220,12 +237,12 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
     config: dict[str, Any] = {}
     if args.config:
-        loaded = yaml.safe_load(Path(args.config).read_text(encoding="utf-8")) or {}
+        loaded = read_yaml(Path(args.config).read_text(encoding="utf-8")) or {}
         # A run config file (its `environment` section) or an environment config on its own.
         config = loaded.get("environment", {}).get("config", {}) if "environment" in loaded else loaded
     for item in args.set:
         key, _, value = item.partition("=")
-        config[key] = yaml.safe_load(value)
+        config[key] = read_yaml(value)
     result = preview_environment(args.kind, config)
     print(json.dumps(result, indent=2, ensure_ascii=False))
     return 0 if result["ok"] else 1

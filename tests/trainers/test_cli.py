@@ -107,3 +107,13 @@ def test_a_bad_config_is_explained_in_plain_words(tmp_path):
         load_config(path)
     assert "learning_rate: Learning rate must be more than 0 (got -1)." in str(caught.value)
     assert "max_new_tokens: Max new tokens must be 1 or more (got 0)." in str(caught.value)
+
+
+def test_exponents_without_a_dot_are_numbers_in_files_and_overrides(tmp_path):
+    """PyYAML alone reads `2e-5` as text (YAML 1.1), and the config check then refused the learning rate."""
+    path = tmp_path / "run.yaml"
+    path.write_text(EXAMPLE.read_text() + "\nlearning_rate: 2e-5\n")
+    assert load_config(path)["learning_rate"] == 2e-5
+    config = load_config(EXAMPLE, ["learning_rate=3E-4", "max_grad_norm=1e0", "model=1e5x"])
+    assert config["learning_rate"] == 3e-4 and config["max_grad_norm"] == 1.0
+    assert config["model"] == "1e5x"  # text that only looks alike stays text
