@@ -130,6 +130,18 @@ def sign_in(page, server: str, username: str, password: str) -> None:
     page.wait_for_url(lambda url: "/accounts/login" not in url)
 
 
+# The page follows a run once the server has sent its snapshot. The socket's `open` comes earlier: the
+# server accepts first (so a refusal can carry its close code), then joins the run's group; an event
+# broadcast in between never reaches the page (its replay covers what was stored by then, not what is
+# broadcast after), so a test that reports right after `open` races the join on a loaded machine.
+FOLLOWING_RUN = "window.liveSnapshotsReceived >= 1"
+
+
+def wait_until_following(page) -> None:
+    """Until the open page's live socket has joined its run (the snapshot arrived)."""
+    page.wait_for_function(FOLLOWING_RUN)
+
+
 def scroll_until(page, selector: str, *, step_px: int = 100_000, timeout_s: float = 60) -> None:
     """Scroll down, as a reader does, until `selector` is in the page. Each scroll reveals the pending row
     and htmx fetches one more window; a budget of time, not of scrolls, so a loaded machine's slower

@@ -13,7 +13,7 @@ import pytest
 import requests
 from django.contrib.auth import get_user_model
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import FOLLOWING_RUN, sign_in
 
 PASSWORD = "correct-horse-battery"
 # Each payload, if it ran, would set window.pwned (or open a dialog).
@@ -201,7 +201,7 @@ def test_every_page_carries_the_policy_and_works_under_it_with_the_payloads_iner
     for rubric_path in [f"{p}/rubrics/{pk}/" for pk in project.rubrics.values_list("pk", flat=True)]:
         visit(rubric_path)
     # The live pages: plotly draws from our own static files, the websocket connects to our origin.
-    visit(f"{p}/runs/{runs[0].pk}/", "window.websocketConnected === true")
+    visit(f"{p}/runs/{runs[0].pk}/", FOLLOWING_RUN)
     assert page.evaluate("document.getElementById('chart-reward').data[0].x.length") == 3
     visit(
         f"{p}/compare/?runs={runs[0].pk}&runs={runs[1].pk}",

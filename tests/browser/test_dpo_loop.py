@@ -12,7 +12,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import sign_in, wait_until_following
 from tests.conftest import PASSWORD
 from tests.processes import celery_worker
 from tests.webapp.rewards_factories import answered, preference_texts
@@ -95,7 +95,7 @@ def test_a_team_trains_the_policy_on_its_judgements_with_dpo_and_goes_on_with_gr
 
         # The page follows the run on the worker: it succeeds, and its checkpoint shows up with a link
         # to start a GRPO run from it, without a reload.
-        page.wait_for_function("window.websocketConnected === true")
+        wait_until_following(page)
         expect(page.locator("[data-run-status]")).to_have_text("Succeeded", timeout=TRAINING_TIMEOUT_MS)
     dpo.refresh_from_db()
     assert dpo.status == RunStatus.SUCCEEDED, dpo.error_message + dpo.error_traceback

@@ -14,7 +14,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import sign_in, wait_until_following
 from tests.conftest import PASSWORD
 from tests.webapp.factories import make_run
 from tests.webapp.rewards_factories import direct_snapshot, preference_texts, ready
@@ -117,7 +117,7 @@ def test_the_alarm_rises_on_the_open_run_page_and_the_run_can_be_paused_from_it(
     slug = project.slug
     sign_in(page, server, "bob", PASSWORD)
     page.goto(f"{server}/p/{slug}/runs/{run.pk}/")
-    page.wait_for_function("window.websocketConnected === true")
+    wait_until_following(page)
     banner = page.locator("[data-hacking-alarm]")
     expect(banner).to_be_hidden()
 

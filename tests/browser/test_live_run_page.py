@@ -9,7 +9,7 @@ import pytest
 import requests
 from django.contrib.auth import get_user_model
 
-from tests.browser.conftest import elsewhere, sign_in
+from tests.browser.conftest import elsewhere, sign_in, wait_until_following
 
 PASSWORD = "correct-horse-battery"
 HOSTILE = '<img src=x onerror="window.pwned=1">'
@@ -120,7 +120,7 @@ def test_the_run_page_loads_history_and_then_follows_the_run_live(live_run, serv
     )
     sign_in(page, server, "dave", PASSWORD)
     page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
-    page.wait_for_function("window.websocketConnected === true")
+    wait_until_following(page)
 
     # History: five points per curve, the rollout feed and the log tail, all as text.
     assert points(page, "reward") == 5 and points(page, "criteria") == 5 and points(page, "kl") == 5
@@ -171,7 +171,7 @@ def test_a_failure_while_the_page_is_open_shows_its_error_as_text(live_run, serv
     report(server, run, token, [{"seq": 1, "type": "status", "status": "RUNNING"}])
     sign_in(page, server, "dave", PASSWORD)
     page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
-    page.wait_for_function("window.websocketConnected === true")
+    wait_until_following(page)
     assert page.locator("[data-run-error-panel]").is_hidden()
     report(
         server,
@@ -228,7 +228,7 @@ def test_compare_overlays_runs_and_follows_the_active_one(live_run, finished_run
 
     sign_in(page, server, "dave", PASSWORD)
     page.goto(f"{server}/p/{project.slug}/compare/?runs={active.pk},{finished.pk}")
-    page.wait_for_function("window.websocketConnected === true")
+    wait_until_following(page)
     assert page.evaluate("document.getElementById('compare-chart').data.map(t => t.x.length)") == [1, 6]
     assert "kl_coef" in page.locator("table.diff").inner_text()
 
@@ -257,7 +257,7 @@ def test_an_event_lost_on_the_way_is_fetched_again_by_a_reconnect(live_run, serv
     )
     sign_in(page, server, "dave", PASSWORD)
     page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
-    page.wait_for_function("window.websocketConnected === true")
+    wait_until_following(page)
 
     # Step 2 is stored, but its broadcast never reaches the page (as during a Redis blip)…
     monkeypatch.setattr(ingest, "broadcast_on_commit", lambda run, events: None)

@@ -12,7 +12,7 @@ import time
 import pytest
 import requests
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import sign_in, wait_until_following
 from tests.conftest import PASSWORD
 from tests.webapp.factories import make_run
 
@@ -117,7 +117,7 @@ def test_the_run_page_charts_read_like_a_researchers_notebook(reported_runs, ser
     report(server, run, token, first)
     sign_in(page, server, "alice", PASSWORD)
     page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
-    page.wait_for_function("window.websocketConnected === true")
+    wait_until_following(page)
 
     # After the step-0 evaluation and one step, every series of one point is drawn (a marker), each
     # step axis reads whole, unique steps, accuracy keeps its 0–1 range, and the evaluation's figures

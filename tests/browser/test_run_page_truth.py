@@ -18,7 +18,7 @@ import requests
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from tests.browser.conftest import elsewhere, sign_in
+from tests.browser.conftest import elsewhere, sign_in, wait_until_following
 
 PASSWORD = "correct-horse-battery"
 
@@ -116,7 +116,7 @@ class Watch:
         self.page.set_default_timeout(20_000)
         sign_in(self.page, server, "alice", PASSWORD)
         self.page.goto(self.url)
-        self.page.wait_for_function("window.websocketConnected === true")
+        wait_until_following(self.page)
 
     def state(self) -> dict:
         return self.page.evaluate(PAGE_STATE)
@@ -129,7 +129,7 @@ class Watch:
             sign_in(page, self.server, "alice", PASSWORD)
             page.goto(self.url)
             if javascript:
-                page.wait_for_function("window.liveSnapshotsReceived >= 1")
+                wait_until_following(page)
             return page.evaluate(PAGE_STATE)
         finally:
             context.close()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from tests.browser.conftest import elsewhere, sign_in
+from tests.browser.conftest import elsewhere, sign_in, wait_until_following
 from tests.processes import celery_worker
 
 pytestmark = [
@@ -165,7 +165,7 @@ def test_take_the_readme_screenshots_on_a_real_run(server, browser):
         # 4. The live page, the run still training: reward curve, evaluation, phase, the rollout feed.
         wait_for(lambda: Run.objects.get(pk=run.pk).current_step >= LIVE_STEP, f"step {LIVE_STEP}")
         page.goto(f"{server}/p/{slug}/runs/{run.pk}/")
-        page.wait_for_function("window.websocketConnected === true")
+        wait_until_following(page)
         page.wait_for_function(
             f"(document.getElementById('chart-reward').data[0] || {{x: []}}).x.length >= {LIVE_STEP}"
         )

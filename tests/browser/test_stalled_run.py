@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.browser.conftest import elsewhere, sign_in
+from tests.browser.conftest import elsewhere, sign_in, wait_until_following
 from tests.browser.test_run_page_charts import report
 from tests.conftest import PASSWORD
 from tests.webapp.factories import make_run
@@ -53,7 +53,7 @@ def test_a_stalled_run_is_flagged_in_the_list_and_live_on_its_page(stalled_run, 
     assert page.locator(f"tr[data-run-row='{fine.pk}'] [data-run-stalled]").count() == 0
 
     page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
-    page.wait_for_function("window.websocketConnected === true")
+    wait_until_following(page)
     flags = page.locator("[data-run-stalled]")
     assert flags.count() == 2  # next to the status and in the async-health panel
     assert all(flags.nth(i).is_visible() for i in range(2))
@@ -67,7 +67,7 @@ def test_a_stalled_run_is_flagged_in_the_list_and_live_on_its_page(stalled_run, 
 
     # On a reloaded page with no flag, the run stalls again: the trainer's next heartbeat brings it back.
     page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
-    page.wait_for_function("window.websocketConnected === true")
+    wait_until_following(page)
     assert all(flags.nth(i).is_hidden() for i in range(flags.count()))
     elsewhere(lambda: an_hour_without_progress(run.pk))
     time.sleep(1.1)  # a heartbeat news in a new second

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import sign_in, wait_until_following
 from tests.processes import celery_worker
 
 pytestmark = pytest.mark.slow
@@ -73,7 +73,7 @@ def test_watch_a_run_learn_and_cancel_it(training_setup, server, page, tiny_mode
         )
         sign_in(page, server, "rosa", PASSWORD)
         page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
-        page.wait_for_function("window.websocketConnected === true")
+        wait_until_following(page)
         # Each time the phase line turns to "Updating · step N": is step N's group already in the feed?
         page.evaluate("""() => {
           window.feedBeforeUpdate = [];
