@@ -640,6 +640,10 @@ def test_with_postgres_stopped_mid_run_the_web_answers_503_json_and_the_run_ends
     status, frames = follow(admin, run["id"], timeout=900)
     state = run_state(admin, run["id"])
     print(f"postgres stopped mid-run: the run ended {status} {state['error_message']!r}")
+    if status == "LOST":  # who judged it, and when: the scheduler's reaper and the worker's heartbeats
+        print(
+            stack.compose("logs", "--no-color", "--tail", "80", "scheduler", "worker-cpu", check=False).stdout
+        )
     assert status == "SUCCEEDED" or (status == "FAILED" and state["error_message"]), (status, state)
     keys = stored_keys(admin, run["id"])
     assert keys and len(keys) == len(set(keys))

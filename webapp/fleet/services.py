@@ -4,7 +4,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from webapp.core.broadcast import broadcast_on_commit
@@ -112,12 +112,13 @@ REAP_PERIOD_S = 15.0  # how often the beat runs the reapers (workers/celery.py s
 class DatabaseWatch:
     """How long the database has answered this process's reaper without a gap. While the database is
     down nobody can write a heartbeat (the web's ingestion nor the worker's `beating`), so a run's
-    silence then says nothing about its worker: a reaper that came back after a gap longer than two of
-    its periods first waits a full heartbeat timeout (found by the deploy tier: Postgres stopped ~30 s
-    made a healthy run LOST at the first reap after it returned). A reaper process that just started
-    counts as having come back."""
+    silence then says nothing about its worker: a reaper that came back after a gap, or after a pass that
+    found the database away, first waits a full heartbeat timeout (found by the deploy tier: Postgres
+    stopped ~30 s made a healthy run LOST at the first reap after it returned, twice — the second time
+    one failed pass left answers exactly two periods apart, which the first rule, "a gap longer than two
+    periods", did not count). A reaper process that just started counts as having come back."""
 
-    def __init__(self, gap_s: float = 2 * REAP_PERIOD_S) -> None:
+    def __init__(self, gap_s: float = 1.5 * REAP_PERIOD_S) -> None:
         self.gap_s = gap_s
         self.last_answer: datetime | None = None
         self.answering_since: datetime | None = None
@@ -130,6 +131,10 @@ class DatabaseWatch:
         assert self.answering_since is not None
         return (now - self.answering_since).total_seconds()
 
+    def failed(self) -> None:
+        """The database did not answer: whatever answers come next start a new stretch."""
+        self.last_answer = self.answering_since = None
+
 
 _database_watch = DatabaseWatch()
 
@@ -138,10 +143,14 @@ def heartbeats_could_be_written(*, now=None, watch: DatabaseWatch | None = None)
     """Whether the beat's reapers may judge heartbeats now: the database has answered them (a query, here)
     for a full heartbeat timeout without a gap (`DatabaseWatch`). A database that does not answer raises,
     as the reapers would, and counts as a gap."""
-    now = now or timezone.now()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    return (watch or _database_watch).answered(now) >= settings.RUN_HEARTBEAT_TIMEOUT_S
+    now, watch = now or timezone.now(), watch or _database_watch
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError:
+        watch.failed()
+        raise
+    return watch.answered(now) >= settings.RUN_HEARTBEAT_TIMEOUT_S
 
 
 def run_queue_announce(queue: str) -> None:

@@ -38,8 +38,8 @@ def test_a_run_without_heartbeat_turns_lost_and_a_fresh_one_does_not(
 
 
 def test_the_beats_reaper_judges_heartbeats_only_once_the_database_has_answered_for_a_timeout(db, settings):
-    """A database outage stops every heartbeat (ingestion and the worker's own): after a gap longer than
-    two reaper periods, nothing is reaped until the database has answered for a full heartbeat timeout
+    """A database outage stops every heartbeat (ingestion and the worker's own): after a pass that found it
+    away, or a gap of more than one and a half reaper periods, nothing is reaped until the database has answered for a full heartbeat timeout
     (the deploy tier's Postgres stopped ~30 s mid-run made a healthy run LOST at the first reap after)."""
     from webapp.fleet.services import REAP_PERIOD_S, DatabaseWatch, heartbeats_could_be_written
 
@@ -51,10 +51,15 @@ def test_the_beats_reaper_judges_heartbeats_only_once_the_database_has_answered_
 
     # A reaper that just started waits a timeout: it cannot know what happened before it.
     assert [reap_at(s * REAP_PERIOD_S) for s in range(5)] == [False, False, False, True, True]
-    # The database away for 60 s (the reaps at 75 and 90 s failed): judged again a timeout after it answered.
+    # The database away for 60 s (the reaps at 75 and 90 s never ran): judged again a timeout after it answered.
     assert [reap_at(s) for s in (120, 135, 150, 165)] == [False, False, False, True]
-    # One late reap (25 s) is not an outage.
-    assert reap_at(190) is True
+    # One late reap (20 s) is not an outage.
+    assert reap_at(185) is True
+    # One pass that found the database away, the next on time (answers 30 s apart): an outage all the same.
+    watch.failed()
+    assert [reap_at(s) for s in (215, 230, 245, 260)] == [False, False, False, True]
+    # A missed pass (answers two periods apart) is a gap too: the trainer's reports may have been refused.
+    assert [reap_at(s) for s in (290, 305, 320, 335)] == [False, False, False, True]
 
 
 def lose(run: Run) -> None:
