@@ -40,24 +40,31 @@ def use_broker(url: str) -> None:
     celery_app.conf.broker_url = url
 
 
-PRIVATE_DB = 15  # a Redis database no test worker consumes from: what these tests send stays there
+@pytest.fixture(scope="module")
+def private_redis(tmp_path_factory):
+    """A redis-server of these tests' own (the embedded default's binary, on a unix socket): no Celery
+    worker of any lane or session consumes from it, so what the tests send stays there to be counted.
+    (A database of the shared Redis is not enough: the suite's lanes spread over its databases, and the
+    heavy lane's workers took these tasks from database 15.)"""
+    from webapp.embedded import ensure_embedded_redis, stop_embedded_redis
+
+    var_dir = tmp_path_factory.mktemp("private-redis")
+    socket_path = ensure_embedded_redis(var_dir)
+    yield socket_path
+    stop_embedded_redis(var_dir)
 
 
 @pytest.fixture
-def private_broker():
-    """The tests' Redis, in a database of its own, emptied afterwards: tasks sent here reach no worker."""
+def private_broker(private_redis):
+    """The private redis-server as the dashboard's broker, emptied afterwards."""
     import redis
-    from django.conf import settings
 
     original = celery_app.conf.broker_url
-    if settings.REDIS_URL.startswith("unix://"):
-        url = f"redis+socket://{settings.REDIS_URL.removeprefix('unix://')}?virtual_host={PRIVATE_DB}"
-    else:
-        url = settings.REDIS_URL.rsplit("/", 1)[0] + f"/{PRIVATE_DB}"
+    url = f"redis+socket://{private_redis}"
     use_broker(url)
     yield url
     use_broker(original)
-    redis.Redis.from_url(settings.REDIS_URL, db=PRIVATE_DB).flushdb()
+    redis.Redis(unix_socket_path=str(private_redis)).flushdb()
 
 
 @pytest.fixture
@@ -67,14 +74,18 @@ def broker_down(private_broker):
     return lambda: use_broker(private_broker)
 
 
-def queued_tasks(queue: str) -> list[tuple[str, list]]:
-    """The tasks waiting on `queue` in the tests' private broker database: (task name, args), oldest first."""
+@pytest.fixture
+def queued_tasks(private_redis):
+    """The tasks waiting on a queue of the private broker: (task name, args), oldest first."""
     import redis
-    from django.conf import settings
 
-    broker = redis.Redis.from_url(settings.REDIS_URL, db=PRIVATE_DB)
-    messages = [json.loads(raw) for raw in reversed(broker.lrange(queue, 0, -1))]  # kombu LPUSHes
-    return [(m["headers"]["task"], json.loads(base64.b64decode(m["body"]))[0]) for m in messages]
+    broker = redis.Redis(unix_socket_path=str(private_redis))
+
+    def read(queue: str) -> list[tuple[str, list]]:
+        messages = [json.loads(raw) for raw in reversed(broker.lrange(queue, 0, -1))]  # kombu LPUSHes
+        return [(m["headers"]["task"], json.loads(base64.b64decode(m["body"]))[0]) for m in messages]
+
+    return read
 
 
 # What a page says of a run, reward model or judge whose task the broker could not take yet.
@@ -93,7 +104,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_resume_while_the_broker_is_down_answers_201_and_is_sent_when_it_returns(
-    signed_in, stopped_run, broker_down
+    signed_in, stopped_run, broker_down, queued_tasks
 ):
     response = signed_in("bob").post(f"/api/runs/{stopped_run.pk}/resume/", {}, format="json")
     assert response.status_code == 201, response.content
@@ -181,7 +192,7 @@ def train_from_the_page(client, project, snapshot, name: str) -> RewardModel:
 
 
 def test_a_reward_model_trained_while_the_broker_is_down_is_sent_when_it_returns(
-    client_for, signed_in, project, snapshot, broker_down
+    client_for, signed_in, project, snapshot, broker_down, queued_tasks
 ):
     client = client_for("bob")
     reward_model = train_from_the_page(client, project, snapshot, "tone")
@@ -229,7 +240,7 @@ def ask_from_the_page(client, project, judged_queue) -> QueueJudge:
 
 
 def test_a_judge_asked_while_the_broker_is_down_is_sent_when_it_returns(
-    client_for, project, judged_queue, broker_down
+    client_for, project, judged_queue, broker_down, queued_tasks
 ):
     client = client_for("bob")
     judge = ask_from_the_page(client, project, judged_queue)
@@ -249,7 +260,7 @@ def test_a_judge_asked_while_the_broker_is_down_is_sent_when_it_returns(
 
 
 def test_the_periodic_job_sends_every_kind_once_and_never_a_cancelled_one(
-    client_for, project, snapshot, judged_queue, stopped_run, broker_down
+    client_for, project, snapshot, judged_queue, stopped_run, broker_down, queued_tasks
 ):
     from workers.tasks import dispatch_pending
 
