@@ -122,6 +122,9 @@ def test_grpo_trains_the_real_model_through_the_taskset_its_harness_and_its_rewa
     assert [m["policy_version"] for m in metrics] == [1.0] and all("loss" in m for m in metrics)
 
 
+TAUGHT_LAYERS, TAUGHT_LR = 8, 1e-4
+
+
 def _learn_to_call_spell(model, tokenizer, words: list[str], steps: int = 6) -> None:
     """A few supervised steps on one worked exchange (the call, then the answer from its result), in the
     studio format the gateway shows the bundled model: a 135M model never chooses a tool on its own, so it
@@ -156,8 +159,16 @@ def _learn_to_call_spell(model, tokenizer, words: list[str], steps: int = 6) -> 
             prompt_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"]
             target_ids = tokenizer(whole[len(prefix) :], add_special_tokens=False)["input_ids"]
             examples.append((prompt_ids, target_ids))
+    # Only the top layers learn it: the backward pass then stops there instead of crossing all 30 layers
+    # and the tied 49k-token embedding (88 s of the suite's longest test before; the call is a fixed
+    # text to reproduce, which the top layers hold). Every weight takes part again for the run itself.
+    trained = [p for layer in model.model.layers[-TAUGHT_LAYERS:] for p in layer.parameters()]
+    for param in model.parameters():
+        param.requires_grad_(False)
+    for param in trained:
+        param.requires_grad_(True)
     torch.manual_seed(0)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    optimizer = torch.optim.AdamW(trained, lr=TAUGHT_LR)
     model.train()
     for _ in range(steps):
         for prompt_ids, target_ids in examples:
@@ -168,6 +179,8 @@ def _learn_to_call_spell(model, tokenizer, words: list[str], steps: int = 6) -> 
             (loss / len(examples)).backward()
         optimizer.step()
         optimizer.zero_grad()
+    for param in model.parameters():
+        param.requires_grad_(True)
     model.eval()
 
 
@@ -182,7 +195,7 @@ def test_a_toolsets_tool_is_called_by_the_model_and_its_answer_is_in_the_trace(p
     if not VF04_PYTHON.exists():
         pytest.skip("the verifiers 0.4 venv is missing: run `make venv-vf04` (make test does)")
     model, tokenizer = policy_copy
-    _learn_to_call_spell(model, tokenizer, ["apple", "river", "stone", "cloud", "maple", "tiger"])
+    _learn_to_call_spell(model, tokenizer, ["apple", "river", "stone"])
     config = {
         "preset": "grpo",
         "environment": {
