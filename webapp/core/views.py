@@ -72,6 +72,23 @@ def flash_job_cancel(request: HttpRequest, job: Any, cancel: Callable[[], str]) 
         messages.success(request, f"{job.label} cancelled.")
 
 
+def flash_job_queued(request: HttpRequest, job: Any, *, queue: str, queued: str) -> None:
+    """Say on the next page that a background job was asked for: `queued` (its own words) when the broker
+    took its task, else that it waits for the broker (`BackgroundJob.dispatch_pending`: the task id is
+    recorded after commit, so it is read again here)."""
+    from django.contrib import messages
+
+    job.refresh_from_db(fields=["task_id"])
+    if job.dispatch_pending():
+        messages.warning(
+            request,
+            f"{job.label} is saved, but Redis could not take it yet: it is sent to the {queue} workers "
+            "within about 15 s of Redis answering again; no need to ask again.",
+        )
+    else:
+        messages.success(request, queued)
+
+
 def favicon(request: HttpRequest) -> HttpResponse:
     """Browsers and tools still ask for /favicon.ico: send them to the static icon (the pages link it)."""
     return HttpResponsePermanentRedirect(static("img/favicon.ico"))

@@ -20,7 +20,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from trainers.texts import trajectory_text
-from webapp.core.views import flash_job_cancel
+from webapp.core.views import flash_job_cancel, flash_job_queued
 from webapp.experiments.services.dpo import run_create_dpo
 from webapp.projects.access import (
     Capability,
@@ -341,9 +341,11 @@ def queue_judge_start(request: HttpRequest, slug: str, queue_id: int) -> HttpRes
         except ValidationError as error:
             messages.error(request, _error_text(error))
         else:
-            messages.success(
+            flash_job_queued(
                 request,
-                f"{judge.label} is queued on the {judge.worker_queue} queue: every pair, in both orders.",
+                judge,
+                queue=judge.worker_queue,
+                queued=f"{judge.label} is queued on the {judge.worker_queue} queue: every pair, in both orders.",
             )
     else:
         messages.error(

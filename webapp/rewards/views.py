@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from webapp.core.views import flash_job_cancel
+from webapp.core.views import flash_job_cancel, flash_job_queued
 from webapp.experiments.models import Run
 from webapp.projects.access import (
     Capability,
@@ -67,8 +67,11 @@ def reward_model_create(request: HttpRequest, slug: str) -> HttpResponse:
         except ValidationError as error:
             _show_errors(form, error)
         else:
-            messages.success(
-                request, f"{reward_model.label} queued for training on the {reward_model.queue} workers."
+            flash_job_queued(
+                request,
+                reward_model,
+                queue=reward_model.queue,
+                queued=f"{reward_model.label} queued for training on the {reward_model.queue} workers.",
             )
             return redirect("rewards:reward_model_detail", slug, reward_model.pk)
     status = 400 if request.method == "POST" else 200
@@ -168,7 +171,7 @@ def reward_model_retrain(request: HttpRequest, slug: str, reward_model_id: int) 
             for message in field_messages:
                 messages.error(request, message)
         return redirect("rewards:reward_model_detail", slug, reward_model.pk)
-    messages.success(request, f"{again.label} queued for training.")
+    flash_job_queued(request, again, queue=again.queue, queued=f"{again.label} queued for training.")
     return redirect("rewards:reward_model_detail", slug, again.pk)
 
 

@@ -90,6 +90,17 @@ def queued_tasks(private_redis):
 
 # What a page says of a run, reward model or judge whose task the broker could not take yet.
 WAITING = "Waiting for the broker"
+# What the next page says after a reward model or judge was asked for while the broker was away.
+NOT_TAKEN = (
+    "is saved, but Redis could not take it yet: it is sent to the cpu workers within about 15 s of Redis "
+    "answering again; no need to ask again."
+)
+
+
+def flashed(response) -> list[str]:
+    from django.contrib.messages import get_messages
+
+    return [str(message) for message in get_messages(response.wsgi_request)]
 
 
 @pytest.fixture
@@ -188,6 +199,7 @@ def train_from_the_page(client, project, snapshot, name: str) -> RewardModel:
     data.update(name=name)
     response = client.post(url, data)
     assert response.status_code == 302, response.content.decode()[:500]
+    assert flashed(response)[-1] == f"{name} v1 {NOT_TAKEN}"
     return RewardModel.objects.get(name=name)
 
 
@@ -236,7 +248,9 @@ def ask_from_the_page(client, project, judged_queue) -> QueueJudge:
         {"criterion": f"{version.pk}:tone", "worker_queue": "cpu"},
     )
     assert response.status_code == 302
-    return QueueJudge.objects.get(queue=queue)
+    judge = QueueJudge.objects.get(queue=queue)
+    assert flashed(response)[-1] == f"{judge.label} {NOT_TAKEN}"
+    return judge
 
 
 def test_a_judge_asked_while_the_broker_is_down_is_sent_when_it_returns(
