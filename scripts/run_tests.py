@@ -2,7 +2,7 @@
 
     python scripts/run_tests.py [pytest arguments for both lanes …]
 
-The heavy lane (`slow`: the real model, Ray, workers, servers, the browser tests that train) prints as it runs;
+The heavy lane (`slow` and `browser`: the real model, Ray, workers, servers, Chromium) prints as it runs;
 the quick lane (everything else) writes to `<ROLLOUT_STUDIO_VAR>/quick-lane.log`, printed whole when both
 are done. Exits non-zero when either lane failed (a lane that selected no test counts as passed).
 """

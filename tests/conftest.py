@@ -79,9 +79,9 @@ def _drop_this_tests_artifacts(request):
     import shutil
     from pathlib import Path
 
-    from tests.parallel import needs_cleanup
+    from tests.parallel import is_heavy
 
-    if not needs_cleanup(request.keywords):
+    if not is_heavy(request.keywords):
         yield
         return
     roots = [
@@ -103,9 +103,9 @@ def _give_back_memory_after_heavy_tests(request):
     and, beside the Ray cluster of test_distributed's sharded run, the node's memory (22.5 of 23.5 GB),
     where Ray's memory monitor killed its workers."""
     yield
-    from tests.parallel import needs_cleanup
+    from tests.parallel import is_heavy
 
-    if needs_cleanup(request.keywords):
+    if is_heavy(request.keywords):
         from trainers.learn.memory import release_memory
 
         release_memory()

@@ -1,10 +1,9 @@
 """pytest plugin (loaded from pyproject's addopts: `-p tests.parallel`): the suite in parallel processes.
 
 `make test` runs the suite as two pytest processes side by side, in lanes (`scripts/run_tests.py`): the
-`slow` tests (the real model, Ray, Celery workers, servers, the browser tests that train: most of them use
-both cores while they train) one after another in one, as before, so that two of them never race for the
-cores and their time limits hold; the ~3,150 quick tests (one core each: in-process, and the browser tests
-that train nothing) in the other, beside them.
+`slow` and `browser` tests (the real model, Ray, Celery workers, servers, Chromium: most of them use both
+cores while they train) one after another in one, as before, so that two of them never race for the cores
+and their time limits hold; the ~3,100 quick in-process tests (one core each) in the other, beside them.
 `make test-fast` runs the quick ones in two pytest-xdist workers, a file at a time each.
 
 Each of those processes starts its own servers, Celery workers, Ray clusters and Chromium, and they must
@@ -27,21 +26,18 @@ from urllib.parse import urlsplit, urlunsplit
 
 REDIS_DATABASES = 16  # redis-server's default `databases`
 LANE_VARIABLE = "ROLLOUT_STUDIO_TEST_LANE"
-CLEANED_AFTER = ("slow", "browser")  # the real model, Ray, workers, servers, Chromium
+HEAVY_MARKERS = ("slow", "browser")  # the real model, Ray, workers, servers, Chromium
 
 
-def needs_cleanup(keywords) -> bool:
-    """Whether a test (its `request.keywords`) may leave run checkpoints on disk and freed heaps in the
-    process, which tests/conftest.py gives back when it ends."""
-    return any(marker in keywords for marker in CLEANED_AFTER)
+def is_heavy(keywords) -> bool:
+    """Whether a test (its `request.keywords`) is one of the heavy lane's."""
+    return any(marker in keywords for marker in HEAVY_MARKERS)
 
 
 # name → the pytest marker expression of its tests; the first lane keeps the REDIS_URL's own database.
-# The browser tests that train nothing (Chromium and the shared daphne server, about one core) run in the
-# quick lane: in the heavy one they were 5 of its 22 minutes, while the quick lane ended after 8.
 LANES = {
-    "heavy": "slow",
-    "quick": "not slow",
+    "heavy": " or ".join(HEAVY_MARKERS),
+    "quick": " and ".join(f"not {marker}" for marker in HEAVY_MARKERS),
 }
 WORKERS_PER_LANE = 8  # Redis databases set apart for each lane's xdist workers
 
