@@ -12,7 +12,13 @@ from kombu import Queue as KombuQueue
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 django.setup()
 
-from webapp.core.dispatch import CONTROL_QUEUE, QUEUES, Task, celery_app  # noqa: E402 — needs django.setup()
+from webapp.core.dispatch import (  # noqa: E402 — needs django.setup()
+    CONTROL_QUEUE,
+    DISPATCH_PENDING_PERIOD_S,
+    QUEUES,
+    Task,
+    celery_app,
+)
 from webapp.fleet.services import REAP_PERIOD_S  # noqa: E402 — the reapers' gap rule reads the same period
 
 app = celery_app
@@ -32,7 +38,7 @@ app.conf.beat_schedule = {
     "reap-lost-runs": {"task": Task.REAP_LOST_RUNS, "schedule": REAP_PERIOD_S},
     # Runs, reward-model trainings and judges asked for while the broker was unreachable
     # (webapp.core.dispatch.UNSENT): sent once it is back.
-    "dispatch-pending": {"task": Task.DISPATCH_PENDING, "schedule": 15.0},
+    "dispatch-pending": {"task": Task.DISPATCH_PENDING, "schedule": float(DISPATCH_PENDING_PERIOD_S)},
 }
 app.autodiscover_tasks(["workers"], related_name="tasks")
 app.autodiscover_tasks(["workers"], related_name="reward_tasks")

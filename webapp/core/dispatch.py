@@ -74,6 +74,10 @@ def send_task(task: str, *, args: list[Any], queue: str) -> str | None:
 
 # The task id a row keeps when the broker could not take its task (a Celery id is a UUID, never this).
 UNSENT = "unsent"
+# How often the beat re-sends what the broker could not take: workers/celery.py schedules
+# `Task.DISPATCH_PENDING` with it, the flash after asking reads it (the notice in _dispatch_pending.html
+# and the APIs' help texts write "about 15 s").
+DISPATCH_PENDING_PERIOD_S = 15
 
 
 def send_on_commit(

@@ -78,12 +78,14 @@ def flash_job_queued(request: HttpRequest, job: Any, *, queue: str, queued: str)
     recorded after commit, so it is read again here)."""
     from django.contrib import messages
 
+    from webapp.core.dispatch import DISPATCH_PENDING_PERIOD_S
+
     job.refresh_from_db(fields=["task_id"])
     if job.dispatch_pending():
         messages.warning(
             request,
             f"{job.label} is saved, but Redis could not take it yet: it is sent to the {queue} workers "
-            "within about 15 s of Redis answering again; no need to ask again.",
+            f"within about {DISPATCH_PENDING_PERIOD_S} s of Redis answering again; no need to ask again.",
         )
     else:
         messages.success(request, queued)

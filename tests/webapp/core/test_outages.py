@@ -103,6 +103,19 @@ def flashed(response) -> list[str]:
     return [str(message) for message in get_messages(response.wsgi_request)]
 
 
+def sent_once_when_the_broker_returns(job, resend, task: str, broker_back, queued_tasks) -> None:
+    """While the broker is down `resend` (a kind's periodic re-send) sends nothing and `job` stays
+    pending; once it is back, `job` is sent, once, and its task waits on the cpu queue."""
+    assert resend() == []  # still down
+    assert type(job).objects.get(pk=job.pk).dispatch_pending()
+    broker_back()
+    assert resend() == [job.pk]
+    job.refresh_from_db()
+    assert not job.dispatch_pending() and uuid.UUID(job.task_id)
+    assert resend() == []  # sent once
+    assert queued_tasks("cpu") == [(task, [job.pk])]
+
+
 @pytest.fixture
 def stopped_run(run):
     Run.objects.filter(pk=run.pk).update(status="LOST", current_step=4)
@@ -123,23 +136,16 @@ def test_a_resume_while_the_broker_is_down_answers_201_and_is_sent_when_it_retur
     assert body["status"] == "QUEUED" and body["dispatch_pending"] is True and body["task_id"] == UNSENT
     resumed = Run.objects.get(pk=body["id"])
     assert resumed.dispatch_pending()
-    # Still down: nothing is sent, the run stays pending (and says so).
-    assert run_dispatch_pending() == []
-    assert Run.objects.get(pk=resumed.pk).dispatch_pending()
-
     page = signed_in("bob").get(
         reverse("experiments:run_detail", args=[stopped_run.project.slug, resumed.pk])
     )
     assert WAITING in page.content.decode()
 
-    broker_down()  # Redis is back
-    assert run_dispatch_pending() == [resumed.pk]
-    resumed.refresh_from_db()
-    assert not resumed.dispatch_pending() and uuid.UUID(resumed.task_id)
+    sent_once_when_the_broker_returns(
+        resumed, run_dispatch_pending, "workers.execute_run", broker_down, queued_tasks
+    )
     detail = signed_in("bob").get(f"/api/runs/{resumed.pk}/").json()
     assert detail["dispatch_pending"] is False
-    assert run_dispatch_pending() == []  # sent once
-    assert queued_tasks("cpu") == [("workers.execute_run", [resumed.pk])]
     page = signed_in("bob").get(
         reverse("experiments:run_detail", args=[stopped_run.project.slug, resumed.pk])
     )
@@ -214,16 +220,10 @@ def test_a_reward_model_trained_while_the_broker_is_down_is_sent_when_it_returns
     detail_url = reverse("rewards:reward_model_detail", args=[project.slug, reward_model.pk])
     assert WAITING in client.get(detail_url).content.decode()
     assert signed_in("bob").get(f"/api/reward-models/{reward_model.pk}/").json()["dispatch_pending"] is True
-    # Still down: nothing is sent, the model stays pending.
-    assert reward_models_dispatch_pending() == []
-    assert RewardModel.objects.get(pk=reward_model.pk).dispatch_pending()
 
-    broker_down()  # Redis is back
-    assert reward_models_dispatch_pending() == [reward_model.pk]
-    reward_model.refresh_from_db()
-    assert not reward_model.dispatch_pending() and uuid.UUID(reward_model.task_id)
-    assert reward_models_dispatch_pending() == []  # sent once
-    assert queued_tasks("cpu") == [("workers.train_reward_model", [reward_model.pk])]
+    sent_once_when_the_broker_returns(
+        reward_model, reward_models_dispatch_pending, "workers.train_reward_model", broker_down, queued_tasks
+    )
     assert WAITING not in client.get(detail_url).content.decode()
     assert signed_in("bob").get(f"/api/reward-models/{reward_model.pk}/").json()["dispatch_pending"] is False
 
@@ -261,15 +261,10 @@ def test_a_judge_asked_while_the_broker_is_down_is_sent_when_it_returns(
     assert judge.status == "queued" and judge.task_id == UNSENT and judge.dispatch_pending()
     panel_url = reverse("review:queue_judges", args=[project.slug, judge.queue_id])
     assert WAITING in client.get(panel_url).content.decode()
-    assert queue_judges_dispatch_pending() == []  # still down
-    assert QueueJudge.objects.get(pk=judge.pk).dispatch_pending()
 
-    broker_down()  # Redis is back
-    assert queue_judges_dispatch_pending() == [judge.pk]
-    judge.refresh_from_db()
-    assert not judge.dispatch_pending() and uuid.UUID(judge.task_id)
-    assert queue_judges_dispatch_pending() == []  # sent once
-    assert queued_tasks("cpu") == [("workers.judge_queue", [judge.pk])]
+    sent_once_when_the_broker_returns(
+        judge, queue_judges_dispatch_pending, "workers.judge_queue", broker_down, queued_tasks
+    )
     assert WAITING not in client.get(panel_url).content.decode()
 
 
