@@ -10,11 +10,12 @@ so both see the same machine load. The first `--warmup` pairs are excluded.
     python bench/trainer_vs_trl.py [--steps 6] [--warmup 1] [--threads 2] [--ours float32,auto] [--trl-bf16]
 
 `--ours` lists our variants, each a trainer of its own, run one after another after each TRL step (same
-load for all): a run config `dtype` (`float32`, the fp32 path above; `auto`, the default:
-`trainers.models.policy_precision`), or `mixed`: fp32 weights, gradients and AdamW moments with the
-learner's passes (update and KL reference) under bf16 autocast, as `auto` does on CUDA, while sampling
-stays fp32 — the candidate rule for a CPU with bf16 matrix units (AVX512-BF16/AMX). `--trl-bf16` gives
-TRL its own default (bf16 autocast, `bf16=True`) instead of fp32.
+load for all), by run config `dtype` (`trainers.models.policy_precision`): `float32`, the fp32 path above;
+`auto`, the default (fp32 on a CPU); `mixed`, fp32 weights, gradients and AdamW moments with the learner's
+passes under bf16 autocast and sampling in a bf16 copy on a CPU with bf16 matrix units (AVX512-BF16/AMX)
+— what TRL's own default does (`--trl-bf16`: `bf16=True`, fp32 weights under bf16 autocast), so
+`--ours mixed --trl-bf16` is the like-for-like pair in half precision, `--ours float32` without it the
+one in fp32.
 
 Per-phase breakdown: ours from the trainer's own timers; TRL's by wrapping its generation, its
 generate-and-score, `compute_loss` (forward) and the optimizer callbacks (backward is the rest).
@@ -131,7 +132,7 @@ def main() -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from trainers.learn.trainer import Trainer
-    from trainers.models import PolicyPrecision, load_tokenizer, model_dir
+    from trainers.models import load_tokenizer, model_dir
 
     transformers.logging.set_verbosity_error()
     path = model_dir("smollm2-135m")
@@ -161,12 +162,9 @@ def main() -> None:
             env_factory=BenchEnv,
         )
 
-    ours = {label: our_trainer("float32" if label == "mixed" else label) for label in args.ours.split(",")}
-    for label, trainer in ours.items():
+    ours = {label: our_trainer(label) for label in args.ours.split(",")}
+    for trainer in ours.values():
         trainer.setup()
-        if label == "mixed":
-            # After setup: the sampler (the policy itself) keeps the fp32 precision it was given.
-            trainer.learner.precision = PolicyPrecision(torch.float32, torch.bfloat16, "cpu")
 
     dataset = Dataset.from_list(
         [

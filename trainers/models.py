@@ -169,6 +169,12 @@ class PolicyPrecision:
         """The dtype the policy's matrix products run in."""
         return self.autocast_dtype if self.autocast_dtype is not None else self.weights
 
+    @property
+    def samples_under_autocast(self) -> bool:
+        """Whether sampling with the policy itself under its autocast is fast: on a GPU. A CPU's autocast
+        casts every weight at every decoded token (~6× slower than a copy in that dtype)."""
+        return self.autocast_dtype is None or self.device_type != "cpu"
+
     def autocast(self) -> AbstractContextManager[Any]:
         """Enter around a forward pass of the policy: the learner's scoring, the KL reference's, and
         sampling with the policy itself, so all three compute alike."""
@@ -188,12 +194,19 @@ def policy_precision(dtype: str, device: str) -> PolicyPrecision:
     passes run under bf16 autocast, so the matrix products keep bf16's speed while the fp32 weights take
     every update (mixed precision); on a CPU they run in fp32, as they always did. An explicit dtype
     holds the weights in it and runs the passes in it, without autocast: `bfloat16` halves the memory
-    and pays with the updates it rounds away."""
+    and pays with the updates it rounds away. "mixed" is fp32 weights with the passes under bf16 autocast
+    on every device that has bf16 matrix units (a GPU, or a CPU with AVX512-BF16/AMX); fp32 elsewhere."""
     import torch
 
     device_type = device.split(":")[0]
     if dtype == "auto":
         return PolicyPrecision(torch.float32, torch.bfloat16 if device_type == "cuda" else None, device_type)
+    if dtype == "mixed":
+        # "auto"'s GPU rule on a CPU too, where bf16 matrix units make it pay: the demo's learner passes
+        # (LoRA, recomputed activations) took 17-21 s under bf16 autocast against 26 s in fp32 on an AMX
+        # CPU at load < 1 (docs/trainers.md). Without those units bf16 products are scalar loops: fp32.
+        fast = device_type == "cuda" or (device_type == "cpu" and cpu_runs_fast(torch.bfloat16))
+        return PolicyPrecision(torch.float32, torch.bfloat16 if fast else None, device_type)
     return PolicyPrecision(getattr(torch, dtype), None, device_type)
 
 

@@ -37,6 +37,27 @@ def test_auto_on_a_cpu_is_fp32_with_no_autocast():
         assert layer(torch.ones(1, 4)).dtype is torch.float32
 
 
+def test_mixed_runs_the_passes_under_bf16_autocast_where_bf16_has_matrix_units():
+    assert policy_precision("mixed", "cuda:0") == PolicyPrecision(torch.float32, torch.bfloat16, "cuda")
+    on_this_cpu = torch.bfloat16 if cpu_runs_fast(torch.bfloat16) else None
+    assert policy_precision("mixed", "cpu") == PolicyPrecision(torch.float32, on_this_cpu, "cpu")
+
+
+def test_mixed_on_a_cpu_without_bf16_units_runs_fp32_passes():
+    import subprocess
+    import sys
+
+    probe = "from trainers.models import policy_precision; print(policy_precision('mixed', 'cpu').compute)"
+    on_avx2 = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "ATEN_CPU_CAPABILITY": "avx2"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert on_avx2.stdout.strip() == "torch.float32"
+
+
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_an_explicit_bfloat16_stores_the_policy_in_bf16_without_autocast(device):
     precision = policy_precision("bfloat16", device)
@@ -102,7 +123,11 @@ def test_bf16_weights_lose_small_updates_that_fp32_master_weights_keep():
 def test_the_trainer_scores_and_samples_under_the_policys_autocast(tiny, toy_env, monkeypatch):
     """The CUDA path on the CPU: fp32 weights, bf16 autocast. The learner's forward, its backward and
     sampling with the policy itself run under it; the weights, gradients and AdamW moments stay fp32."""
-    mixed = PolicyPrecision(torch.float32, torch.bfloat16, "cpu")
+
+    class AsOnCuda(PolicyPrecision):
+        samples_under_autocast = True  # as on a GPU (a CPU samples with a copy instead)
+
+    mixed = AsOnCuda(torch.float32, torch.bfloat16, "cpu")
     monkeypatch.setattr(models, "policy_precision", lambda dtype, device: mixed)
     model, tokenizer = tiny
     trainer = Trainer(

@@ -53,13 +53,14 @@ def make_rollouts(
 
     sampling = inference_dtype(cfg["generation_dtype"], learner.device)
     precision = learner.precision
-    if cfg["generation_dtype"] == "auto" or (
-        sampling == precision.weights and precision.autocast_dtype is None
-    ):
+    asked = cfg["generation_dtype"]
+    if asked == "auto" and not precision.samples_under_autocast:
+        # The learner's compute dtype, as "auto" promises, in a copy (`dtype: mixed` on a CPU).
+        asked = str(precision.autocast_dtype).removeprefix("torch.")
+    elif asked == "auto" or (sampling == precision.weights and precision.autocast_dtype is None):
         # Generation runs on the policy itself: nothing to copy, ever; under the learner's autocast, so
         # sampler and learner score tokens alike. (A copy in the policy's own dtype would only cost memory
         # and a weight push per step: e.g. bfloat16 asked for on a CPU that samples it in fp32.)
-        asked = cfg["generation_dtype"]
         if asked != "auto":
             why = (
                 ""
@@ -72,7 +73,7 @@ def make_rollouts(
         )
         return LocalRollouts(backend, chat, make_env, cfg, stop, push_weights=False)
 
-    sampler = load_model(cfg["model"], learner.device, cfg["generation_dtype"]).eval()
+    sampler = load_model(cfg["model"], learner.device, asked).eval()
     for p in sampler.parameters():
         p.requires_grad_(False)
     backend = make_backend("transformers", model=sampler, tokenizer=learner.tokenizer)

@@ -354,6 +354,24 @@ def test_a_failed_update_gives_the_sampling_copy_its_weights_back(policy_copy, t
         assert torch.equal(sampled[key], value.to(torch.bfloat16)), key
 
 
+@pytest.mark.skipif(not cpu_runs_fast(torch.bfloat16), reason="mixed runs fp32 passes on this CPU")
+def test_mixed_precision_on_a_cpu_samples_with_a_bf16_copy_and_trains_fp32_weights(policy_copy, toy_env):
+    """`dtype: mixed` with `generation_dtype: auto` samples in the learner's compute dtype, in a copy:
+    decoding under CPU autocast would cast every weight at every token."""
+    model, tokenizer = policy_copy
+    trainer = Trainer(
+        {**TINY, "group_size": 4, "dtype": "mixed"}, env_factory=toy_env, model=model, tokenizer=tokenizer
+    )
+    trainer.setup()
+    metrics = trainer.train_step()
+    sampler = trainer.rollouts.backend.model
+    assert sampler is not trainer.model and next(sampler.parameters()).dtype == torch.bfloat16
+    assert next(trainer.model.parameters()).dtype == torch.float32
+    assert trainer.learner.precision.autocast_dtype is torch.bfloat16
+    # The learner's bf16 passes score the bf16 sampler's tokens within rounding.
+    assert metrics["logprob_mismatch/mean"] < 0.1
+
+
 def test_a_sampler_in_the_policys_own_dtype_is_the_policy_itself(policy_copy, toy_env):
     """No copy (and no weight push per step) when the sampling dtype is the policy's: fp32 asked for, or
     bf16 on a CPU that samples it in fp32."""

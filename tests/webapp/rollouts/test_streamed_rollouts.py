@@ -51,7 +51,10 @@ class StoredBeforeScoring:
             stored = Trajectory.objects.filter(run=self.run, step=1, split="train")
             deadline = time.monotonic() + 30
             earlier = set(range(self.groups - 1))
-            while not earlier <= set(stored.values_list("group_index", flat=True)) and time.monotonic() < deadline:
+            while (
+                not earlier <= set(stored.values_list("group_index", flat=True))
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.05)
             self.stored_before_last = sorted(set(stored.values_list("group_index", flat=True)))
         return self.inner.score_group(trajectories)

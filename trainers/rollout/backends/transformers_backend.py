@@ -153,6 +153,18 @@ def kv_bytes_per_token(model: Any) -> int:
     return int(layers * 2 * kv_heads * head_dim * size)
 
 
+def _contiguous_head_input(model: Any) -> None:
+    """Hand the LM head a contiguous input. A prefill keeps each row's last hidden state only
+    (`logits_to_keep=1`), a strided (rows, 1, hidden) slice, and PyTorch multiplies such a slice by
+    broadcasting the head's weight to every row, copying it: for the 135M model's 49,152 × 576 head in
+    bf16 and 13 rows, 650 ms against 5 ms for a contiguous input — ~1-2 s of the demo's step."""
+    head = model.get_output_embeddings()
+    if head is None or getattr(head, "_studio_contiguous_input", False):
+        return
+    head.register_forward_pre_hook(lambda module, args: (args[0].contiguous(), *args[1:]) if args else None)
+    head._studio_contiguous_input = True
+
+
 def _decoder_layers(model: Any) -> list[Any]:
     """The model's stack of decoder layers (the first module list of more than one module)."""
     for module in model.modules():
@@ -260,6 +272,7 @@ class TransformersBackend(GenerationBackend):
 
                 model = apply_lora(model, lora)
         self.model = model
+        _contiguous_head_input(model)
         self.tokenizer = tokenizer
         self.precision = precision
         self.eos_ids = eos_token_ids(model, tokenizer)
