@@ -53,11 +53,12 @@ def test_progress_is_plain_lines_off_a_terminal():
 
 
 @pytest.mark.slow
-def test_train_then_eval_from_the_checkpoint(tmp_path):
+def test_train_then_eval_from_the_checkpoint(tmp_path, tiny_model_path):
     config = tmp_path / "tiny.yaml"
     config.write_text(
         yaml.safe_dump(
             {
+                "model": tiny_model_path,  # the command line's plumbing, not what a model learns
                 "environment": {"kind": "arithmetic_calculator", "config": {"max_turns": 1}},
                 "group_size": 2,
                 "prompts_per_step": 1,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 
-import pytest
 import torch
 
 from trainers.learn.checkpoint import CheckpointRegistry, checkpoint_kind, load_trainer_state
@@ -56,9 +55,8 @@ def _step_metrics(sink: MemorySink, step: int) -> dict:
     return next(e["values"] for e in sink.of_type("metrics") if e["step"] == step and e["split"] == "train")
 
 
-@pytest.mark.slow
-def test_resume_gives_the_same_next_step_as_an_uninterrupted_run(smollm, toy_env, tmp_path):
-    model, tokenizer = smollm
+def test_resume_gives_the_same_next_step_as_an_uninterrupted_run(tiny, toy_env, tmp_path):
+    model, tokenizer = tiny  # resume is plumbing: the tiny random Llama proves it in a second
     straight_sink = MemorySink()
     straight = Trainer(
         RESUME,
@@ -98,9 +96,8 @@ def test_resume_gives_the_same_next_step_as_an_uninterrupted_run(smollm, toy_env
         assert torch.equal(a, b), name
 
 
-@pytest.mark.slow
-def test_lora_checkpoints_hold_only_the_adapters_and_resume(smollm, toy_env, tmp_path):
-    model, tokenizer = smollm
+def test_lora_checkpoints_hold_only_the_adapters_and_resume(tiny, toy_env, tmp_path):
+    model, tokenizer = tiny  # resume is plumbing: the tiny random Llama proves it in a second
     config = {**RESUME, "max_steps": 1, "lora": {"enabled": True, "r": 4}}
     sink = MemorySink()
     trainer = Trainer(

@@ -1,5 +1,8 @@
 """Rollout workers on a real local Ray: generation, weight pushes, bounded async, and rollout workers
-beside a sharded learner (the cluster shape of docs/scale.md, on one machine)."""
+beside a sharded learner (the cluster shape of docs/scale.md, on one machine). The runs train the tiny
+random Llama (`tiny_model_path`): these tests prove plumbing — who holds which weights, how stale a batch
+is, what a dead process says — not what a model learns, and the 135M model made them 2 of the suite's
+longest minutes."""
 
 from __future__ import annotations
 
@@ -30,9 +33,9 @@ def local_ray():
     ray.shutdown()
 
 
-def test_ray_workers_roll_out_and_follow_the_learner(local_ray, smollm):
-    model, tokenizer = smollm
+def test_ray_workers_roll_out_and_follow_the_learner(local_ray, tiny_model_path):
     config = {
+        "model": tiny_model_path,
         "max_steps": 3,
         "group_size": 2,
         "prompts_per_step": 2,
@@ -47,9 +50,7 @@ def test_ray_workers_roll_out_and_follow_the_learner(local_ray, smollm):
         "environment": {"kind": "arithmetic_calculator", "config": {}},
     }
     sink = MemorySink()
-    import copy
-
-    trainer = Trainer(config, sink=sink, model=copy.deepcopy(model), tokenizer=tokenizer)
+    trainer = Trainer(config, sink=sink)
     trainer.setup()
     try:
         initial = state_digest(trainer.policy_state_dict())
@@ -74,11 +75,11 @@ def test_ray_workers_roll_out_and_follow_the_learner(local_ray, smollm):
     ]
 
 
-def test_rollouts_run_ahead_by_at_most_max_staleness_versions(local_ray, smollm):
+def test_rollouts_run_ahead_by_at_most_max_staleness_versions(local_ray, tiny_model_path):
     """One worker, max_staleness 2: it samples up to two batches ahead of the learner; each item says
     which policy sampled it and how stale it was, and the learner corrects with capped IS weights."""
-    model, tokenizer = smollm
     config = {
+        "model": tiny_model_path,
         "max_steps": 4,
         "group_size": 2,
         "prompts_per_step": 1,
@@ -92,10 +93,8 @@ def test_rollouts_run_ahead_by_at_most_max_staleness_versions(local_ray, smollm)
         "learning_rate": 1e-3,
         "environment": {"kind": "arithmetic_calculator", "config": {}},
     }
-    import copy
-
     sink = MemorySink()
-    trainer = Trainer(config, sink=sink, model=copy.deepcopy(model), tokenizer=tokenizer)
+    trainer = Trainer(config, sink=sink)
     trainer.setup()
     try:
         for _ in range(4):
@@ -115,11 +114,11 @@ def test_rollouts_run_ahead_by_at_most_max_staleness_versions(local_ray, smollm)
             assert m["logprob_mismatch/mean"] >= 0 and 0 < m["is_weight/mean"] <= 2.0
 
 
-def test_rollout_workers_follow_a_sharded_learner(local_ray, smollm):
+def test_rollout_workers_follow_a_sharded_learner(local_ray, tiny_model_path):
     """The cluster shape at its smallest: one rollout worker sampling a step ahead while two FSDP2
     learner processes (gloo) train; after every update the gathered weights reach the worker."""
-    model, tokenizer = smollm
     config = {
+        "model": tiny_model_path,
         "max_steps": 3,
         "group_size": 2,
         "prompts_per_step": 2,
@@ -134,10 +133,8 @@ def test_rollout_workers_follow_a_sharded_learner(local_ray, smollm):
         "weight_decay": 0.1,
         "environment": {"kind": "arithmetic_calculator", "config": {}},
     }
-    import copy
-
     sink = MemorySink()
-    trainer = Trainer(config, sink=sink, model=copy.deepcopy(model), tokenizer=tokenizer)
+    trainer = Trainer(config, sink=sink)
     trainer.setup()
     try:
         initial = state_digest(trainer.policy_state_dict())
@@ -169,7 +166,7 @@ def test_a_run_bigger_than_the_ray_cluster_fails_at_once_instead_of_waiting(loca
         RayRollouts(config)
 
 
-def test_a_rollout_worker_killed_mid_run_fails_the_step_saying_so(local_ray, smollm):
+def test_a_rollout_worker_killed_mid_run_fails_the_step_saying_so(local_ray, tiny_model_path):
     """kill -9 of a worker process: the next step raises a sentence naming the dead worker, at once."""
     import os
     import signal
@@ -177,8 +174,8 @@ def test_a_rollout_worker_killed_mid_run_fails_the_step_saying_so(local_ray, smo
 
     from trainers.learn.distributed import RayWorkerDied
 
-    model, tokenizer = smollm
     config = {
+        "model": tiny_model_path,
         "max_steps": 3,
         "group_size": 2,
         "prompts_per_step": 1,
@@ -189,9 +186,7 @@ def test_a_rollout_worker_killed_mid_run_fails_the_step_saying_so(local_ray, smo
         "checkpoint_every": 0,
         "environment": {"kind": "arithmetic_calculator", "config": {}},
     }
-    import copy
-
-    trainer = Trainer(config, sink=MemorySink(), model=copy.deepcopy(model), tokenizer=tokenizer)
+    trainer = Trainer(config, sink=MemorySink())
     trainer.setup()
     try:
         trainer.train_step()

@@ -116,10 +116,10 @@ def test_parquet_loads_with_hugging_face_datasets(snapshot, tmp_path):
 
 
 @pytest.mark.slow
-def test_both_exports_train_a_step_of_trls_dpo_trainer(snapshot, tmp_path):
-    """The real DPOTrainer, the bundled model (no download), one optimizer step on each export — in
-    float32: TRL's bf16 default would run every matrix product on an AVX2 CPU through torch's fallback
-    kernel (a default-sized step went from ~38 s to ~6 min)."""
+def test_both_exports_train_a_step_of_trls_dpo_trainer(snapshot, tmp_path, tiny_model_path):
+    """The real DPOTrainer, one optimizer step on each export — in float32: TRL's bf16 default would run
+    every matrix product on an AVX2 CPU through torch's fallback kernel (a default-sized step went from
+    ~38 s to ~6 min). The tiny random Llama (no download): what is proved is that TRL reads the files."""
     from transformers import TrainerCallback
 
     from trainers.learn.dpo import train_dpo
@@ -135,7 +135,7 @@ def test_both_exports_train_a_step_of_trls_dpo_trainer(snapshot, tmp_path):
         path.write_bytes(data)
         result = train_dpo(
             exports.read_dpo_jsonl(path.read_bytes()),
-            {"max_steps": 1, "batch_size": 3, "max_length": 128, "device": "cpu"},
+            {"model": tiny_model_path, "max_steps": 1, "batch_size": 3, "max_length": 128, "device": "cpu"},
             out_dir=tmp_path / name,
             callbacks=[Precision()],
         )
