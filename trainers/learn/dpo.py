@@ -20,6 +20,7 @@ transformers and trl only when called.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -224,6 +225,14 @@ class DPOResult:
     checkpoints: list[str] = field(default_factory=list)
 
 
+def _checkpointing_argument(config_class: Any) -> str:
+    """The training arguments' name for activation checkpointing: `activation_checkpointing` in the
+    transformers this venv resolves (the old name warns that it goes in v6), `gradient_checkpointing` in
+    older ones (the GPU image's)."""
+    names = {argument.name for argument in dataclasses.fields(config_class)}
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+
+
 def train_dpo(
     records: Sequence[Mapping[str, Any]],
     config: Mapping[str, Any] | None = None,
@@ -272,6 +281,7 @@ def train_dpo(
                 control.should_save = True
 
     last = _Last()
+    no_checkpointing: dict[str, Any] = {_checkpointing_argument(DPOConfig): False}
     args = DPOConfig(
         output_dir=str(out),
         beta=knobs["beta"],
@@ -297,7 +307,9 @@ def train_dpo(
         dataloader_num_workers=0,
         dataset_num_proc=None,
         disable_tqdm=True,
-        gradient_checkpointing=False,  # a 135M model fits; checkpointing only slows the CPU down
+        # A 135M model fits; checkpointing only slows the CPU down. (transformers renamed the argument;
+        # images with an older transformers still know it by its old name.)
+        **no_checkpointing,
         # TRL turns bf16 autocast on by default, on the CPU too, where a CPU without bf16 units (AVX2)
         # then runs every matrix product in torch's fallback kernel: ~7× slower than float32, and a
         # default-sized DPO step on the bundled model took minutes. bf16 where the trainer's GRPO uses it.
