@@ -312,7 +312,8 @@ def main() -> None:
         )
         print(
             f"ours ({d}): ratio ours/TRL = {our_total / trl_total:.2f} (ours {our_total:.2f} s/step, "
-            f"TRL {trl_total:.2f} s/step)"
+            f"TRL {trl_total:.2f} s/step)   goal ≤ 0.40 (issue 25), "
+            f"{'met' if our_total / trl_total <= 0.40 else 'not met'}"
         )
 
 
