@@ -360,7 +360,11 @@ def test_mixed_precision_on_a_cpu_samples_with_a_bf16_copy_and_trains_fp32_weigh
     decoding under CPU autocast would cast every weight at every token."""
     model, tokenizer = policy_copy
     trainer = Trainer(
-        {**TINY, "group_size": 4, "dtype": "mixed"}, env_factory=toy_env, model=model, tokenizer=tokenizer
+        # A KL term: every sampled row is trained (and scored), whatever rewards the toy environment gives.
+        {**TINY, "group_size": 4, "dtype": "mixed", "kl_coef": 0.05},
+        env_factory=toy_env,
+        model=model,
+        tokenizer=tokenizer,
     )
     trainer.setup()
     metrics = trainer.train_step()
@@ -369,7 +373,7 @@ def test_mixed_precision_on_a_cpu_samples_with_a_bf16_copy_and_trains_fp32_weigh
     assert next(trainer.model.parameters()).dtype == torch.float32
     assert trainer.learner.precision.autocast_dtype is torch.bfloat16
     # The learner's bf16 passes score the bf16 sampler's tokens within rounding.
-    assert metrics["logprob_mismatch/mean"] < 0.1
+    assert metrics["trained_sequences"] > 0 and metrics["logprob_mismatch/mean"] < 0.1
 
 
 def test_a_sampler_in_the_policys_own_dtype_is_the_policy_itself(policy_copy, toy_env):
