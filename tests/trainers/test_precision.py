@@ -43,19 +43,24 @@ def test_mixed_runs_the_passes_under_bf16_autocast_where_bf16_has_matrix_units()
     assert policy_precision("mixed", "cpu") == PolicyPrecision(torch.float32, on_this_cpu, "cpu")
 
 
-def test_mixed_on_a_cpu_without_bf16_units_runs_fp32_passes():
+def _on_an_avx2_cpu(expression: str) -> str:
+    """What `models.<expression>` prints in a process whose PyTorch dispatches to AVX2 at
+    most, as on a CPU without bf16 units (ATEN_CPU_CAPABILITY lowers what PyTorch dispatches to)."""
     import subprocess
     import sys
 
-    probe = "from trainers.models import policy_precision; print(policy_precision('mixed', 'cpu').compute)"
-    on_avx2 = subprocess.run(
+    probe = f"from trainers import models; print(models.{expression})"
+    return subprocess.run(
         [sys.executable, "-c", probe],
         env={**os.environ, "ATEN_CPU_CAPABILITY": "avx2"},
         capture_output=True,
         text=True,
         check=True,
-    )
-    assert on_avx2.stdout.strip() == "torch.float32"
+    ).stdout.strip()
+
+
+def test_mixed_on_a_cpu_without_bf16_units_runs_fp32_passes():
+    assert _on_an_avx2_cpu("policy_precision('mixed', 'cpu').compute") == "torch.float32"
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
@@ -73,20 +78,8 @@ def test_a_model_that_only_samples_runs_in_the_learners_compute_dtype():
 
 def test_a_bf16_sampling_copy_samples_in_fp32_on_a_cpu_without_bf16_units():
     """On an AVX2 CPU a bf16 matrix product runs in a scalar fallback ~10× slower than fp32 (the demo's
-    bf16 sampler made 5.5 tokens/s there): the copy samples in fp32. ATEN_CPU_CAPABILITY lowers what
-    PyTorch dispatches to, as on such a CPU."""
-    import subprocess
-    import sys
-
-    probe = "from trainers.models import inference_dtype; print(inference_dtype('bfloat16', 'cpu'))"
-    on_avx2 = subprocess.run(
-        [sys.executable, "-c", probe],
-        env={**os.environ, "ATEN_CPU_CAPABILITY": "avx2"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert on_avx2.stdout.strip() == "torch.float32"
+    bf16 sampler made 5.5 tokens/s there): the copy samples in fp32."""
+    assert _on_an_avx2_cpu("inference_dtype('bfloat16', 'cpu')") == "torch.float32"
     expected = torch.bfloat16 if cpu_runs_fast(torch.bfloat16) else torch.float32
     assert inference_dtype("bfloat16", "cpu") is expected
     assert inference_dtype("bfloat16", "cuda") is torch.bfloat16
