@@ -15,10 +15,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from trainers.models import DEFAULT_MODEL
 from trainers.registry import UnknownKind, environment_kind, validate_config
 from trainers.rollout.toolformats import TOOL_FORMAT_CHOICES
-
-DEFAULT_MODEL = "smollm2-135m"
 
 ALGORITHMS = ("grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp")
 LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")

@@ -1,6 +1,6 @@
 """The direct route from preferences to the policy, in real headless Chromium on a real daphne server and
 a real Celery worker: an annotator judges a queue's pairs with the keyboard, the researcher freezes a
-snapshot and trains the policy on it with DPO in one click (TRL's DPOTrainer on the bundled model, one
+snapshot and trains the policy on it with DPO in one click (TRL's DPOTrainer on the judged run's model, one
 step), watches the run succeed and its checkpoint appear without a reload, starts a GRPO run from that
 checkpoint through the run form, and finds snapshot → DPO run → checkpoint → GRPO run on the lineage
 page. The GRPO run is only queued: the lineage needs it to exist, not to finish."""
@@ -28,17 +28,22 @@ pytestmark = [
 
 PAIRS = 3  # one pair per group: a confident tagged answer vs a hedging one
 DPO_STEPS = 1
-TRAINING_TIMEOUT_MS = 330_000  # loading and a DPO step of the 135M model on a busy two-core machine
+TRAINING_TIMEOUT_MS = 330_000  # a worker's start and a DPO step on a busy two-core machine
 
 
 @pytest.fixture
-def queue(run, project, users):
+def queue(run, project, users, tiny_model_path):
     """The `run` fixture, finished with groups of two rollouts, and a preference queue over them with
-    carol assigned (the queue form has its own browser test: test_preference_loop.py)."""
+    carol assigned (the queue form has its own browser test: test_preference_loop.py). The run trained the
+    tiny random Llama, so the DPO run on its judgements does too: this test proves the loop, not learning."""
     for group, (prompt, good, bad) in enumerate(preference_texts(PAIRS, seed=5)):
         answered(run, group=group, sample=0, prompt=prompt, answer=good, reward=1.0)
         answered(run, group=group, sample=1, prompt=prompt, answer=bad, reward=0.0)
-    Run.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED, current_step=1)
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.SUCCEEDED,
+        current_step=1,
+        resolved_config={**run.resolved_config, "model": tiny_model_path},
+    )
     return review.queue_create(
         project=project,
         user=users["bob"],
@@ -56,7 +61,7 @@ def box(page, column: str):
 
 
 def test_a_team_trains_the_policy_on_its_judgements_with_dpo_and_goes_on_with_grpo(
-    queue, run, project, environment, rubric, server, browser, page
+    queue, run, project, environment, rubric, server, browser, page, tiny_model_path
 ):
     slug = project.slug
 
@@ -85,13 +90,15 @@ def test_a_team_trains_the_policy_on_its_judgements_with_dpo_and_goes_on_with_gr
         expect(page.locator(".messages")).to_contain_text(f"Dataset v1: {PAIRS} pairs")
         row = page.locator("#datasets ~ table tbody tr").first
         row.locator("[data-dpo-run] input[name=max_steps]").fill(str(DPO_STEPS))
-        # It may start from a checkpoint of the judged runs (the GRPO policy); this one has none: the base model.
-        expect(row.locator("[data-dpo-start] option")).to_have_text(["the base model"])
+        # It may start from a checkpoint of the judged runs (the GRPO policy); this one has none: the model
+        # the judged run started from, named.
+        expect(row.locator("[data-dpo-start] option")).to_have_text([f"the base model: {tiny_model_path}"])
         row.locator("[data-dpo-run] button:has-text('Train the policy with DPO')").click()
         page.wait_for_url(re.compile(r"/runs/\d+/$"))
         expect(page.locator(".messages")).to_contain_text("queued on the cpu queue")
         dpo = Run.objects.get(kind="dpo")
         assert dpo.max_steps == DPO_STEPS and dpo.preference_snapshot.queue_id == queue.pk
+        assert dpo.resolved_config["model"] == tiny_model_path
 
         # The page follows the run on the worker: it succeeds, and its checkpoint shows up with a link
         # to start a GRPO run from it, without a reload.

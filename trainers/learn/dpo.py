@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from trainers.kinds import config_with_defaults, format_errors, validate_config
+from trainers.models import DEFAULT_MODEL
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "smollm2-135m"
 LOSS_TYPES = ("sigmoid", "ipo", "hinge", "robust")
 # The columns DPOTrainer reads; the rest of a row (rewards, provenance) stays out of its dataset.
 PREFERENCE_COLUMNS = ("prompt", "chosen", "rejected")

@@ -287,6 +287,14 @@ class PreferenceQueue(models.Model):
         """Assigned annotators judge; researchers and owners may too (they can assign themselves anyway)."""
         return membership.can(Capability.ANNOTATE) and self.visible_to(membership)
 
+    def base_model(self) -> str | None:
+        """The model every run of this queue started from (their config's `model`: a Hugging Face id, the
+        bundled model or a checkpoint directory), None when they differ or the queue has no run. A DPO run on
+        this queue's judgements trains it unless a checkpoint is chosen: judging a Qwen policy's rollouts and
+        then training the bundled model on them would be a silent mistake."""
+        models = {run.resolved_config.get("model") for run in self.runs.all()}
+        return models.pop() if len(models) == 1 and None not in models else None
+
 
 class PreferencePair(models.Model):
     """Two trajectories of the same task. `judgement_count` is kept by the judging service."""

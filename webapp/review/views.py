@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from trainers.texts import trajectory_text
 from webapp.core.views import flash_job_cancel, flash_job_queued
-from webapp.experiments.services.dpo import run_create_dpo
+from webapp.experiments.services.dpo import dpo_base_model, run_create_dpo
 from webapp.projects.access import (
     Capability,
     Forbidden,
@@ -298,6 +298,7 @@ def queue_detail(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse
             matrix=_matrix_rows(summary),
             snapshots=selectors.snapshot_list(queue),
             dpo_starts=selectors.dpo_start_checkpoints(queue),
+            dpo_base_model=dpo_base_model(queue),
             annotators_form=AnnotatorsForm(
                 project=access.project, initial={"annotators": list(queue.annotators.all())}
             ),

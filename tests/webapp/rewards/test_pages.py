@@ -13,7 +13,7 @@ from django.urls import reverse
 from tests.webapp.html_forms import form_data
 from tests.webapp.rewards_factories import annotated_snapshot, direct_snapshot, preference_texts, ready
 from webapp.experiments.models import Checkpoint, RubricVersion, Run
-from webapp.experiments.services import run_create, run_create_dpo, run_create_from_checkpoint
+from webapp.experiments.services import run_create, run_create_dpo, run_create_from_checkpoint, run_resume
 from webapp.projects.models import ROLE_CAPABILITIES
 from webapp.rewards import services
 from webapp.rewards.models import RewardModel
@@ -451,3 +451,45 @@ def test_one_click_dpo_starts_from_a_chosen_checkpoint_and_its_page_shows_dpo_on
     assert reverse("rollouts:group_list", args=[project.slug, dpo.pk]) not in page
     resume = page[page.index('data-run-action="resume"') :].split(">")[0]
     assert "hidden" in resume  # finished: start a new run from its checkpoint instead
+
+
+def test_one_click_dpo_trains_the_model_the_judged_runs_started_from_and_names_it(
+    client_for, project, environment, rubric, run, users
+):
+    """Judging a Qwen policy's rollouts and then training the bundled model on them would be a silent
+    mistake: without a chosen checkpoint, the one-click DPO run trains the judged runs' own model, and the
+    queue page says which. Runs of different models leave it to the DPO default, named as well."""
+    Run.objects.filter(pk=run.pk).update(resolved_config={**run.resolved_config, "model": "Qwen/Qwen3-0.6B"})
+    snapshot = annotated_snapshot(
+        project=project,
+        run=run,
+        researcher=users["bob"],
+        annotator=users["carol"],
+        rows=preference_texts(2),
+        queue_name="qwen queue",
+    )
+    bob = client_for("bob")
+    queue_url = reverse("review:queue_detail", args=[project.slug, snapshot.queue_id])
+    assert "the base model: Qwen/Qwen3-0.6B</option>" in bob.get(queue_url).content.decode()
+    bob.post(reverse("review:snapshot_dpo_run", args=[project.slug, snapshot.pk]), {"max_steps": "2"})
+    dpo = Run.objects.get(kind="dpo")
+    assert dpo.resolved_config["model"] == "Qwen/Qwen3-0.6B"
+
+    # A resume keeps the parent's policy, whatever the queue's runs say by then.
+    checkpoint = Checkpoint.objects.create(run=dpo, step=1, path="/ckpt/dpo-1")
+    other = run_create(
+        project=project,
+        name="another model",
+        environment=environment,
+        rubric=rubric,
+        preset="grpo",
+        overrides={"model": "smollm2-135m"},
+        user=users["bob"],
+        dispatch=False,
+    )[0]
+    snapshot.queue.runs.add(other)
+    Run.objects.filter(pk=dpo.pk).update(status="FAILED")
+    dpo.refresh_from_db()
+    resumed, _ = run_resume(run=dpo, checkpoint=checkpoint, user=users["bob"], dispatch=False)
+    assert resumed.resolved_config["model"] == "Qwen/Qwen3-0.6B"
+    assert "the base model: smollm2-135m</option>" in bob.get(queue_url).content.decode()

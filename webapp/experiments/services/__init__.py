@@ -14,7 +14,7 @@ below are the package's public ones; code in the web app imports them from their
 """
 
 from webapp.experiments.services.definitions import definition_errors
-from webapp.experiments.services.dpo import dpo_params, run_create_dpo
+from webapp.experiments.services.dpo import dpo_base_model, dpo_params, run_create_dpo
 from webapp.experiments.services.environments import (
     environment_create,
     environment_update,
@@ -45,6 +45,7 @@ __all__ = [
     "RUN_TAGS_MAX",
     "RUN_TAG_MAX_CHARS",
     "definition_errors",
+    "dpo_base_model",
     "dpo_params",
     "environment_create",
     "environment_update",

@@ -21,6 +21,13 @@ from webapp.experiments.services.runs import launched
 from webapp.projects.models import Project
 
 
+def dpo_base_model(queue: Any) -> str:
+    """The policy a DPO run on `queue`'s judgements trains when neither a `model` nor a checkpoint is given:
+    the model the judged runs started from (`PreferenceQueue.base_model`), else the DPO default (the
+    bundled model). The queue page names it beside the one-click button."""
+    return (queue.base_model() if queue is not None else None) or DPO_SCHEMA["properties"]["model"]["default"]
+
+
 def dpo_params(params: Any) -> dict[str, Any]:
     """A DPO run's knobs with defaults filled in (trainers.learn.dpo.DPO_SCHEMA); field errors as config.*."""
     if not isinstance(params, dict):
@@ -50,6 +57,7 @@ def run_create_dpo(
     """A DPO run: the policy trained on `snapshot`'s preference pairs with TRL's DPOTrainer, on the same
     worker queues and reporting through the same event API as every run. Returns the run and its token.
 
+    Without a `model` in `params` the policy is the judged runs' base model (`dpo_base_model`).
     `start_from`: a kept checkpoint of the project (a GRPO run's policy, say) whose weights the policy
     starts from instead of the base model; the run is linked under it as lineage `init`.
     `start_from_given`: the caller asked for a checkpoint, so None means it was not found."""
@@ -65,7 +73,7 @@ def run_create_dpo(
         raise ValidationError({"snapshot": ["Choose a preference dataset of this project."]})
     if refusal := queue_refusal(queue):
         raise ValidationError({"queue": [refusal]})
-    knobs = dpo_params(params)
+    knobs = dpo_params({"model": dpo_base_model(snapshot.queue if snapshot.queue_id else None), **params})
     pairs = snapshot.pairs.count()
     if pairs == 0:
         raise ValidationError(

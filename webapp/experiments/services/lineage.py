@@ -88,7 +88,10 @@ def _child_run(
             project=run.project,
             snapshot=run.preference_snapshot,
             name=name,
-            params=overrides,
+            # The parent's policy, as it resolved (an older run's may differ from today's default).
+            params={"model": run.resolved_config["model"], **overrides}
+            if "model" in run.resolved_config
+            else overrides,
             user=user,
             queue=run.queue,
             parent=run,
