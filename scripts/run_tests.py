@@ -1,10 +1,11 @@
-"""The whole suite as two pytest processes side by side, one per lane of tests/parallel.py (`make test`).
+"""The whole suite as pytest processes in lanes, two at a time (tests/parallel.py; `make test`).
 
-    python scripts/run_tests.py [pytest arguments for both lanes …]
+    python scripts/run_tests.py [pytest arguments for every lane …]
 
-The heavy lane (`slow` and `browser`: the real model, Ray, workers, servers, Chromium) prints as it runs;
-the quick lane (everything else) writes to `<ROLLOUT_STUDIO_VAR>/quick-lane.log`, printed whole when both
-are done. Exits non-zero when either lane failed (a lane that selected no test counts as passed).
+The heavy lane (`slow`: the real model, Ray, workers, servers) prints as it runs; beside it the quick lane
+(the in-process tests) and then the browser lane (Chromium against a daphne server, nothing trained) run
+one after the other, each writing to `<ROLLOUT_STUDIO_VAR>/<lane>-lane.log`, printed whole when all are
+done. Exits non-zero when any lane failed (a lane that selected no test counts as passed).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.parallel import LANE_VARIABLE, LANES  # noqa: E402
+from tests.parallel import AFTER_ONE_ANOTHER, LANE_VARIABLE, LANES  # noqa: E402
 
 NO_TESTS_COLLECTED = 5  # pytest's exit code
 
@@ -28,39 +29,46 @@ def lane_command(lane: str, extra: list[str]) -> list[str]:
     return [sys.executable, "-m", "pytest", "-m", LANES[lane], *extra]
 
 
+def start(lane: str, extra: list[str], log=None) -> subprocess.Popen:
+    output = {"stdout": log, "stderr": subprocess.STDOUT} if log is not None else {}
+    return subprocess.Popen(
+        lane_command(lane, extra), cwd=ROOT, env={**os.environ, LANE_VARIABLE: lane}, **output
+    )
+
+
 def main(extra: list[str]) -> int:
     var = ROOT / os.environ.get("ROLLOUT_STUDIO_VAR", "var")
     var.mkdir(parents=True, exist_ok=True)
-    quick_log = var / "quick-lane.log"
+    logs = {lane: var / f"{lane}-lane.log" for lane in AFTER_ONE_ANOTHER}
     started = time.monotonic()
-    with open(quick_log, "w") as log:
-        quick = subprocess.Popen(
-            lane_command("quick", extra),
-            cwd=ROOT,
-            env={**os.environ, LANE_VARIABLE: "quick"},
-            stdout=log,
-            stderr=subprocess.STDOUT,
+    codes: dict[str, int] = {}
+    ended: dict[str, float] = {}
+    heavy = start("heavy", extra)
+    running = [heavy]
+    try:
+        for lane in AFTER_ONE_ANOTHER:
+            with open(logs[lane], "w") as log:
+                process = start(lane, extra, log)
+                running.append(process)
+                codes[lane] = process.wait()
+                ended[lane] = time.monotonic() - started
+        codes["heavy"] = heavy.wait()
+        ended["heavy"] = time.monotonic() - started
+    except KeyboardInterrupt:
+        for process in running:
+            process.send_signal(signal.SIGINT)
+        for process in running:
+            process.wait()
+        return 130
+    for lane in AFTER_ONE_ANOTHER:
+        print(
+            f"\n===== the {lane} lane ({LANES[lane]}), beside the heavy one: {logs[lane]} =====", flush=True
         )
-        heavy = subprocess.Popen(
-            lane_command("heavy", extra), cwd=ROOT, env={**os.environ, LANE_VARIABLE: "heavy"}
-        )
-        try:
-            codes = {"heavy": heavy.wait()}
-            heavy_s = time.monotonic() - started
-            codes["quick"] = quick.wait()
-        except KeyboardInterrupt:
-            for process in (heavy, quick):
-                process.send_signal(signal.SIGINT)
-            for process in (heavy, quick):
-                process.wait()
-            return 130
-    print(f"\n===== the quick lane ({LANES['quick']}), beside the heavy one: {quick_log} =====", flush=True)
-    print(quick_log.read_text(), end="", flush=True)
-    print(
-        f"\n===== lanes: heavy exited {codes['heavy']} after {heavy_s:.0f} s, quick exited {codes['quick']}; "
-        f"{time.monotonic() - started:.0f} s in all =====",
-        flush=True,
+        print(logs[lane].read_text(), end="", flush=True)
+    ends = ", ".join(
+        f"{lane} exited {codes[lane]} after {ended[lane]:.0f} s" for lane in ("heavy", *AFTER_ONE_ANOTHER)
     )
+    print(f"\n===== lanes: {ends}; {time.monotonic() - started:.0f} s in all =====", flush=True)
     failed = [code for code in codes.values() if code not in (0, NO_TESTS_COLLECTED)]
     return failed[0] if failed else 0
 

@@ -1,10 +1,12 @@
 """pytest plugin (loaded from pyproject's addopts: `-p tests.parallel`): the suite in parallel processes.
 
-`make test` runs the suite as two pytest processes side by side, in lanes (`scripts/run_tests.py`): the
-`slow` and `browser` tests (the real model, Ray, Celery workers, servers, Chromium: most of them use both
-cores while they train) one after another in one, as before, so that two of them never race for the cores
-and their time limits hold; the ~3,100 quick in-process tests (one core each) in the other, beside them.
-`make test-fast` runs the quick ones in two pytest-xdist workers, a file at a time each.
+`make test` runs the suite as pytest processes in lanes (`scripts/run_tests.py`), two at a time: the `slow`
+tests (the real model, Ray, Celery workers, servers: most of them use both cores while they train) one
+after another in the *heavy* lane, so that two of them never race for the cores and their time limits
+hold; beside it the ~3,100 quick in-process tests (one core each) in the *quick* lane, then the `browser`
+tests that train nothing (a daphne server and Chromium, waiting on each other more than computing) in the
+*browser* lane, which starts when the quick lane is done. `make test-fast` runs the quick ones in two
+pytest-xdist workers, a file at a time each.
 
 Each of those processes starts its own servers, Celery workers, Ray clusters and Chromium, and they must
 not meet another process's: a Celery worker consuming the queue of a shared broker takes the other's runs.
@@ -35,11 +37,15 @@ def is_heavy(keywords) -> bool:
 
 
 # name → the pytest marker expression of its tests; the first lane keeps the REDIS_URL's own database.
+# Every test is in exactly one lane (tests/test_parallel.py).
 LANES = {
-    "heavy": " or ".join(HEAVY_MARKERS),
+    "heavy": "slow",
     "quick": " and ".join(f"not {marker}" for marker in HEAVY_MARKERS),
+    "browser": "browser and not slow",
 }
-WORKERS_PER_LANE = 8  # Redis databases set apart for each lane's xdist workers
+# The lanes scripts/run_tests.py starts one after the other beside the heavy one.
+AFTER_ONE_ANOTHER = ("quick", "browser")
+WORKERS_PER_LANE = 5  # Redis databases set apart for each lane's xdist workers: 3 lanes × 5 ≤ 16
 
 
 def slot(lane: str | None, worker_id: str | None) -> int:

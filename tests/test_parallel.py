@@ -13,7 +13,7 @@ from tests.parallel import LANES, isolate, own_redis_url, slot
 def test_each_process_gets_its_own_redis_database_and_the_first_keeps_the_urls():
     slots = {slot(lane, worker) for lane in (None, *LANES) for worker in (None, "gw0", "gw1", "gw2")}
     assert slot(None, None) == slot("heavy", None) == slot(None, "gw0") == 0
-    assert len({slot(lane, worker) for lane in LANES for worker in ("gw0", "gw1")}) == 4
+    assert len({slot(lane, worker) for lane in LANES for worker in ("gw0", "gw1")}) == 2 * len(LANES)
     assert max(slots) < 16
     assert own_redis_url("redis://127.0.0.1:6379/15", 0) == "redis://127.0.0.1:6379/15"
     assert own_redis_url("redis://127.0.0.1:6379/15", 1) == "redis://127.0.0.1:6379/14"
@@ -25,6 +25,13 @@ def test_each_process_gets_its_own_redis_database_and_the_first_keeps_the_urls()
     assert own_redis_url("unix:///srv/var/redis.sock", 1) == "unix:///srv/var/redis.sock"
 
 
+@pytest.mark.parametrize("markers", [set(), {"slow"}, {"browser"}, {"slow", "browser"}])
+def test_every_test_runs_in_exactly_one_lane(markers):
+    """A lane's marker expression (pytest's `-m`, plain Python booleans over the marker names) selects it."""
+    names = {"slow": "slow" in markers, "browser": "browser" in markers}
+    assert sum(bool(eval(expression, {}, names)) for expression in LANES.values()) == 1
+
+
 def test_a_lanes_worker_keeps_its_state_under_its_own_var_dir():
     environ = {
         "ROLLOUT_STUDIO_TEST_LANE": "quick",
@@ -34,14 +41,14 @@ def test_a_lanes_worker_keeps_its_state_under_its_own_var_dir():
     }
     isolate(environ)
     assert environ["ROLLOUT_STUDIO_VAR"] == os.path.join("var/test", "quick", "gw1")
-    assert environ["REDIS_URL"] == "redis://h:6379/6"
+    assert environ["REDIS_URL"] == "redis://h:6379/9"  # the second lane (slot 5), its worker gw1
 
 
 def test_one_plain_pytest_changes_nothing_and_an_unknown_lane_is_refused():
     environ = {"ROLLOUT_STUDIO_VAR": "var/test", "REDIS_URL": "redis://h:6379/15"}
     isolate(environ)
     assert environ == {"ROLLOUT_STUDIO_VAR": "var/test", "REDIS_URL": "redis://h:6379/15"}
-    with pytest.raises(RuntimeError, match="the lanes are heavy, quick"):
+    with pytest.raises(RuntimeError, match="the lanes are heavy, quick, browser"):
         isolate({"ROLLOUT_STUDIO_TEST_LANE": "fast"})
 
 
