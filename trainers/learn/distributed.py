@@ -101,7 +101,7 @@ class RolloutWorker:
 
     def weights_digest(self) -> str:
         """A hash of the generation weights (tests compare it with the learner's)."""
-        return state_digest(self.backend.model.state_dict())
+        return state_digest(self.backend.state_dict())
 
     def info(self) -> dict[str, Any]:
         return {"index": self.index, "pid": os.getpid(), "version": self.version}
