@@ -148,15 +148,14 @@ def shared_prompt_rollouts(rng, group, prompt_length, lengths, mask):
     ]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("max_tokens", "recompute"), [(0, False), (50, False), (90, False), (50, True)])
-def test_parts_give_the_log_probs_and_gradients_of_the_whole_batch(policy_copy, max_tokens, recompute):
+def test_parts_give_the_log_probs_and_gradients_of_the_whole_batch(tiny, max_tokens, recompute):
     """Two prompts of four samples each: the learner's parts (a backward pass per part, then the prompt's)
     add up to the gradients of one graph over the whole batch, with the decoder layers checkpointed too
-    (run again in the backward pass)."""
+    (run again in the backward pass). Plumbing, so the tiny model (the bundled one took ~10 s a case)."""
     from trainers.learn.losses import completion_logprob_parts, completion_logprobs
 
-    model, _ = policy_copy
+    model, _ = tiny
     model.train()
     rng = random.Random(0)
     rollouts = [

@@ -298,7 +298,7 @@ def test_a_bf16_sampler_follows_the_fp32_policy(policy_copy, toy_env):
     sampler = trainer.rollouts.backend.model
     assert sampler is not trainer.model and next(sampler.parameters()).dtype == torch.bfloat16
     assert sampler.config._attn_implementation == models.GROUPED_ATTENTION  # models.attention_implementation
-    sampled = sampler.state_dict()
+    sampled = trainer.rollouts.backend.state_dict()  # a packed copy's weights unpacked
     for key, value in trainer.model.state_dict().items():
         assert torch.equal(sampled[key], value.to(torch.bfloat16)), key
 
@@ -327,7 +327,7 @@ def test_the_update_runs_without_the_sampling_copy_and_leaves_no_gradients(polic
     trainer.train_step()
     assert held == [0]
     assert all(p.grad is None for p in trainer.model.parameters())
-    sampled = sampler.state_dict()
+    sampled = trainer.rollouts.backend.state_dict()  # a packed copy's weights unpacked
     for key, value in trainer.model.state_dict().items():
         assert torch.equal(sampled[key], value.to(torch.bfloat16)), key
 
@@ -349,7 +349,7 @@ def test_a_failed_update_gives_the_sampling_copy_its_weights_back(policy_copy, t
     monkeypatch.setattr(trainer.learner, "update", fails)
     with pytest.raises(RuntimeError, match="the update failed"):
         trainer.train_step()
-    sampled = trainer.rollouts.backend.model.state_dict()
+    sampled = trainer.rollouts.backend.state_dict()  # a packed copy's weights unpacked
     for key, value in trainer.model.state_dict().items():
         assert torch.equal(sampled[key], value.to(torch.bfloat16)), key
 
