@@ -30,7 +30,9 @@ TINY = {
 KEY = "sk-judge-4b1e7c"
 
 
-def launch(project, users, spec: dict, name: str) -> Run:
+def launch(project, users, spec: dict, name: str, policy: str) -> Run:
+    """A one-step run of `policy` judged by `spec`'s rubric. The judges are what the test is about, so the
+    policy is the tiny model: its answers are noise, which a judge scores like any other."""
     environment = environment_create(
         project=project,
         name=f"{name} env",
@@ -45,7 +47,7 @@ def launch(project, users, spec: dict, name: str) -> Run:
         environment=environment,
         rubric=rubric,
         preset="grpo",
-        overrides=TINY,
+        overrides={**TINY, "model": policy},
         user=users["bob"],
     )
     return run
@@ -71,7 +73,9 @@ def judge_components(run: Run, name: str) -> list[dict]:
 
 
 @pytest.mark.timeout(1800)  # two runs and three model loads: 6.5 min at load 14, past 10 min at load 50
-def test_judges_on_the_bundled_model_and_on_an_endpoint_reward_runs_that_succeed(project, users):
+def test_judges_on_the_bundled_model_and_on_an_endpoint_reward_runs_that_succeed(
+    project, users, tiny_model_path
+):
     from trainers.gateway.server import Gateway
     from trainers.rollout.backends import make_backend
     from trainers.rollout.episodes import ChatFormat
@@ -113,8 +117,8 @@ def test_judges_on_the_bundled_model_and_on_an_endpoint_reward_runs_that_succeed
                 }
             ]
         }
-        local = launch(project, users, local_spec, "judged on the worker")
-        endpoint = launch(project, users, endpoint_spec, "judged by an endpoint")
+        local = launch(project, users, local_spec, "judged on the worker", tiny_model_path)
+        endpoint = launch(project, users, endpoint_spec, "judged by an endpoint", tiny_model_path)
         local, endpoint = finished(local), finished(endpoint)
         endpoint_calls = gateway.calls
 

@@ -1,6 +1,6 @@
 """Closing the loop on real processes: a Celery worker trains a reward model from annotators' preference
 snapshot, the model joins a rubric, and the next run — on the worker, reporting to a real daphne — scores
-its rollouts with it. The default model, tiny settings."""
+its rollouts with it. The reward model on the default model; the run's policy the tiny one."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def wait_for(predicate, timeout_s: float, what: str):
 
 
 def test_a_worker_trains_a_reward_model_from_a_snapshot_and_the_next_run_scores_with_it(
-    project, rubric, run, users, tmp_path
+    project, rubric, run, users, tmp_path, tiny_model_path
 ):
     snapshot = annotated_snapshot(
         project=project,
@@ -87,7 +87,8 @@ def test_a_worker_trains_a_reward_model_from_a_snapshot_and_the_next_run_scores_
             environment=environment,
             rubric=rubric,
             preset="grpo",
-            overrides=TINY,
+            # The reward model (the bundled encoder) is what is tested: it scores the tiny policy's text.
+            overrides={**TINY, "model": tiny_model_path},
             user=users["bob"],
         )
         assert next_run.rubric_version == version
