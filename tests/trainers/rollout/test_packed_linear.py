@@ -72,6 +72,8 @@ def test_every_weight_push_is_packed_as_it_arrives(tiny, backends):
         backend.update_weights({one: changed[one] * -1})
     assert samples(packed) == samples(plain)
     assert all(torch.equal(packed.state_dict()[k], v) for k, v in plain.state_dict().items())
+    with pytest.raises(ValueError, match="a weight of shape"):
+        packed.update_weights({one: changed[one][:1]})
 
 
 def test_a_model_that_trains_or_runs_in_fp32_keeps_its_own_layers(tiny):

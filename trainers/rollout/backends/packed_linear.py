@@ -71,6 +71,8 @@ class PackedLinears:
         layer = self.owned.get(key)
         if layer is None:
             return False
+        if value.shape != self.shapes[key]:  # what copy_ into the plain weight would have refused
+            raise ValueError(f"{key}: a weight of shape {tuple(value.shape)} for {tuple(self.shapes[key])}")
         self._pack(layer, value.to(torch.bfloat16))
         return True
 
