@@ -10,9 +10,9 @@ The bench's group of 8 × 32 tokens decoded in 1.21 s instead of 1.63 s.
 
 Only for a model that never trains and whose weights change only through `TransformersBackend`
 (`update_weights`, `release_weights`). A layer whose weight no other module uses holds the packed copy
-instead of its plain weight (which is released: the copy costs no memory); a weight shared with another
-module (an LM head tied to the embeddings, which look rows up) stays and is packed beside it.
-"""
+instead of its plain weight (which is released); a weight shared with another module (an LM head tied to
+the embeddings, which look rows up) stays and is packed beside it: 56 MB more for the 135M model, whose
+demo run peaked at 2.52 GiB instead of 2.48 (2.74 GiB with every plain weight kept)."""
 
 from __future__ import annotations
 
