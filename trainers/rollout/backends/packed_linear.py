@@ -56,6 +56,9 @@ class PackedLinears:
         }
         self.layers = list(linears.values())
         self.owned = {f"{name}.weight": m for name, m in linears.items() if id(m.weight) not in elsewhere}
+        self.shared = [
+            m for m in self.layers if id(m.weight) in elsewhere
+        ]  # packed beside their plain weight
         self.shapes = {key: layer.weight.shape for key, layer in self.owned.items()}
         self._packed: dict[int, torch.Tensor] = {}  # id(layer) → its packed weight
 
@@ -77,11 +80,9 @@ class PackedLinears:
         return True
 
     def pack_shared(self) -> None:
-        """Pack again the weights that are not owned, after they changed in place."""
-        owned = {id(layer) for layer in self.owned.values()}
-        for layer in self.layers:
-            if id(layer) not in owned:
-                self._pack(layer, layer.weight)
+        """Pack again the shared weights, after they changed in place."""
+        for layer in self.shared:
+            self._pack(layer, layer.weight)
 
     def drop(self) -> None:
         """Let go of every packed weight (the owned ones with them: only a full weight push brings them

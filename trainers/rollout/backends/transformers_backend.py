@@ -304,8 +304,9 @@ class TransformersBackend(GenerationBackend):
         follows every update anyway, plus its allocation). Call it only on a model of the backend's own:
         the trainer does so when it pushes the policy's weights into it after each update."""
         if self._released is None:
-            shapes = self._packed.shapes if self._packed is not None else {}
-            if self._packed is not None:
+            shapes = {}
+            if self._packed is not None:  # the owned weights' shapes: their parameters are empty already
+                shapes = self._packed.shapes
                 self._packed.drop()
             self._released = {}
             for name, p in self.model.named_parameters():  # a tied weight once
