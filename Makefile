@@ -35,8 +35,8 @@ demo: $(STAMP)
 # Tests keep their state (embedded redis-server, databases, logs) in var/test, apart from the demo's.
 # The vLLM tier runs after the main suite, in its own venv (see venv-vllm below).
 # The embedded redis-server the suite started is stopped when it ends, pass or fail (stop-test-redis).
-# The suite runs as two pytest processes side by side (scripts/run_tests.py; tests/parallel.py keeps their
-# state apart): the slow and browser tests one after another in one, the quick ones beside them in the other.
+# The suite runs as pytest processes in lanes, two at a time (scripts/run_tests.py; tests/parallel.py keeps
+# their state apart): the slow tests in the heavy lane; beside it the quick ones, then the browser ones.
 # `make test-serial` runs it in one process; `make test-fast`, the edit loop, runs the quick tests in
 # TEST_WORKERS pytest-xdist processes, a file at a time each.
 TEST_WORKERS ?= 2

@@ -41,6 +41,19 @@ def chromium_path():
     return path
 
 
+# How long a page may take to load, or a condition to come true, before a test fails: on a 2-core CI
+# machine with the heavy lane training beside the browser lane, a run page's load (Chromium compiling
+# plotly on a few per cent of a core) has taken over 20 s.
+PAGE_TIMEOUT_MS = 45_000
+
+
+def new_page(context):
+    """A new page of `context` that waits up to PAGE_TIMEOUT_MS for a load or a condition."""
+    page = context.new_page()
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    return page
+
+
 # One daphne server and one Chromium serve a stretch of consecutive tests (tests.processes.Shared): each
 # start cost seconds in every browser test. The server holds no state of its own between tests (the data
 # is in the test database, which transactional_db empties after each test; sessions and the channel
@@ -99,8 +112,7 @@ def page(browser):
     from django.db import connections
 
     context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
-    page = context.new_page()
-    page.set_default_timeout(20_000)
+    page = new_page(context)
     yield page
     context.close()
     # While Playwright's loop runs, Django keeps the ORM connections the test opened in a separate
@@ -115,8 +127,7 @@ def enforced_page(browser):
     from django.db import connections
 
     context = browser.new_context(viewport={"width": 1360, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(20_000)
+    page = new_page(context)
     yield page
     context.close()
     connections.close_all()

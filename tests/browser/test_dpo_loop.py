@@ -12,7 +12,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import sign_in, wait_until_following
+from tests.browser.conftest import new_page, sign_in, wait_until_following
 from tests.conftest import PASSWORD
 from tests.processes import celery_worker
 from tests.webapp.rewards_factories import answered, preference_texts
@@ -70,8 +70,7 @@ def test_a_team_trains_the_policy_on_its_judgements_with_dpo_and_goes_on_with_gr
         # 1. carol judges every pair with the keyboard: the tagged answer wins.
         carol_context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
         try:
-            carol = carol_context.new_page()
-            carol.set_default_timeout(20_000)
+            carol = new_page(carol_context)
             sign_in(carol, server, "carol", PASSWORD)
             carol.goto(f"{server}/p/{slug}/review/queues/{queue.pk}/annotate/")
             for _ in range(PAIRS):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import new_page, sign_in
 from tests.conftest import PASSWORD
 from tests.webapp.factories import make_trajectory, turn
 from tests.webapp.review_factories import make_group
@@ -110,8 +110,7 @@ def widest(page) -> list[str]:
 
 def test_no_main_page_overflows_a_phone_and_the_nav_folds(world, project, server, browser):
     context = browser.new_context(viewport=PHONE, bypass_csp=True)
-    page = context.new_page()
-    page.set_default_timeout(20_000)
+    page = new_page(context)
     missing: list[str] = []
     page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
     try:
@@ -155,8 +154,7 @@ def dark_page(browser):
     context = browser.new_context(
         viewport={"width": 1280, "height": 800}, color_scheme="dark", bypass_csp=True
     )
-    page = context.new_page()
-    page.set_default_timeout(20_000)
+    page = new_page(context)
     yield page
     context.close()
 

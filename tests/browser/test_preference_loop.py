@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import new_page, sign_in
 from tests.conftest import PASSWORD
 from tests.processes import celery_worker
 from tests.webapp.rewards_factories import answered, preference_texts
@@ -77,8 +77,7 @@ def test_a_team_goes_from_a_finished_run_to_a_learned_reward_and_a_new_run_in_th
     # 2. The annotator judges every pair with the keyboard: the tagged answer wins, one pair is a tie.
     carol_context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
     try:
-        carol = carol_context.new_page()
-        carol.set_default_timeout(20_000)
+        carol = new_page(carol_context)
         sign_in(carol, server, "carol", PASSWORD)
         carol.goto(f"{server}/p/{slug}/review/queues/")
         carol.click("text=style study")

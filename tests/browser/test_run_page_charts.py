@@ -12,7 +12,7 @@ import time
 import pytest
 import requests
 
-from tests.browser.conftest import sign_in, wait_until_following
+from tests.browser.conftest import new_page, sign_in, wait_until_following
 from tests.conftest import PASSWORD
 from tests.webapp.factories import make_run
 
@@ -355,8 +355,7 @@ def test_every_chart_fits_a_390px_phone(reported_runs, server, browser):
             + [group(1, "train", [0.0, 1.0], "t1"), group(2, "train", [1.0, 0.5], "t2")],
         )
     context = browser.new_context(viewport=PHONE, bypass_csp=True)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
+    page = new_page(context)
     try:
         sign_in(page, server, "alice", PASSWORD)
         page.goto(f"{server}/p/{project.slug}/runs/{first.pk}/")

@@ -18,7 +18,7 @@ import requests
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from tests.browser.conftest import elsewhere, sign_in, wait_until_following
+from tests.browser.conftest import PAGE_TIMEOUT_MS, elsewhere, new_page, sign_in, wait_until_following
 
 PASSWORD = "correct-horse-battery"
 
@@ -112,29 +112,31 @@ class Watch:
         self.url = f"{server}/p/{project.slug}/runs/{run.pk}/"
         # bypass_csp: wait_for_function evaluates with eval, which the policy refuses (see the page fixture)
         self.context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
-        self.page = self.context.new_page()
-        self.page.set_default_timeout(20_000)
+        self.page = new_page(self.context)
         sign_in(self.page, server, "alice", PASSWORD)
         self.page.goto(self.url)
         wait_until_following(self.page)
+        # Alice's other tabs for the fresh loads, signed in once with her session: one renders with
+        # JavaScript off (the server's page alone), one with it on. Each comparison loads the page anew.
+        session = self.context.storage_state()
+        self.reloads = {}
+        for javascript in (False, True):
+            context = browser.new_context(
+                java_script_enabled=javascript, bypass_csp=True, storage_state=session
+            )
+            self.reloads[javascript] = new_page(context)
 
     def state(self) -> dict:
         return self.page.evaluate(PAGE_STATE)
 
     def reloaded(self, *, javascript: bool) -> dict:
-        context = self.browser.new_context(java_script_enabled=javascript, bypass_csp=True)
-        try:
-            page = context.new_page()
-            page.set_default_timeout(20_000)
-            sign_in(page, self.server, "alice", PASSWORD)
-            page.goto(self.url)
-            if javascript:
-                wait_until_following(page)
-            return page.evaluate(PAGE_STATE)
-        finally:
-            context.close()
+        page = self.reloads[javascript]
+        page.goto(self.url)
+        if javascript:
+            wait_until_following(page)
+        return page.evaluate(PAGE_STATE)
 
-    def wait_for(self, expression: str, timeout: float = 20_000) -> None:
+    def wait_for(self, expression: str, timeout: float = PAGE_TIMEOUT_MS) -> None:
         self.page.wait_for_function(expression, timeout=timeout)
 
     def wait_for_status(self, label: str) -> None:
@@ -156,6 +158,8 @@ class Watch:
         return live
 
     def close(self) -> None:
+        for page in self.reloads.values():
+            page.context.close()
         self.context.close()
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from tests.browser.conftest import elsewhere, sign_in, wait_until_following
+from tests.browser.conftest import elsewhere, new_page, sign_in, wait_until_following
 from tests.processes import celery_worker
 
 pytestmark = [
@@ -86,8 +86,7 @@ def test_take_the_readme_screenshots_on_a_real_run(server, browser):
     environment = Environment.objects.get(project=project, name=DEMO_ENVIRONMENT["name"])
     rubric = Rubric.objects.get(project=project, name=DEMO_RUBRIC["name"])
     context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
+    page = new_page(context)
     sign_in(page, server, DEMO_USERNAME, DEMO_PASSWORD)
     slug = project.slug
 

@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import new_page, sign_in
 from tests.conftest import PASSWORD
 from tests.webapp.review_factories import make_group
 from webapp.experiments.models import Run, RunStatus
@@ -78,8 +78,7 @@ def test_an_owner_invites_an_annotator_who_joins_judges_and_agreement_appears(
     # 3. The newcomer signs up through the link and lands in the project as an annotator.
     frank_context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
     try:
-        frank = frank_context.new_page()
-        frank.set_default_timeout(20_000)
+        frank = new_page(frank_context)
         frank.goto(link)
         expect(frank.locator("h1")).to_contain_text(f"Join “{project.name}”")
         frank.fill("input[name=username]", "frank")
