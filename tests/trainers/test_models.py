@@ -22,12 +22,15 @@ def test_names_resolve_without_touching_the_network(tmp_path):
 
 @pytest.mark.slow
 def test_gguf_is_converted_once_into_the_cache(smollm, tmp_path, monkeypatch):
+    import gguf
     from transformers import AutoModelForCausalLM
 
     monkeypatch.setenv("ROLLOUT_STUDIO_CACHE", str(tmp_path))
+    reader = gguf.GGUFReader
     started = time.perf_counter()
     first = model_dir("smollm2-135m")
     converted_in = time.perf_counter() - started
+    assert gguf.GGUFReader is reader  # the conversion's one shared parse is its own
     assert first.startswith(str(tmp_path / "models" / "smollm2-135m-"))
     weights = [f for f in os.listdir(first) if f.endswith(".safetensors")]
     assert weights and os.path.exists(os.path.join(first, "tokenizer.json"))
