@@ -160,25 +160,46 @@ def _learn_to_call_spell(model, tokenizer, words: list[str], steps: int = 6) -> 
             target_ids = tokenizer(whole[len(prefix) :], add_special_tokens=False)["input_ids"]
             examples.append((prompt_ids, target_ids))
     # Only the top layers learn it: the backward pass then stops there instead of crossing all 30 layers
-    # and the tied 49k-token embedding (88 s of the suite's longest test before; the call is a fixed
-    # text to reproduce, which the top layers hold). Every weight takes part again for the run itself.
+    # and the tied 49k-token embedding (the call is a fixed text to reproduce, which the top layers hold).
+    # Every weight takes part again for the run itself.
     trained = [p for layer in model.model.layers[-TAUGHT_LAYERS:] for p in layer.parameters()]
     for param in model.parameters():
         param.requires_grad_(False)
     for param in trained:
         param.requires_grad_(True)
+    # The examples as one right-padded batch: a step is one forward and one backward pass.
+    width = max(len(prompt) + len(target) for prompt, target in examples)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    input_ids, attention, labels = [], [], []
+    for prompt_ids, target_ids in examples:
+        padding = width - len(prompt_ids) - len(target_ids)
+        input_ids.append(prompt_ids + target_ids + [pad] * padding)
+        attention.append([1] * (width - padding) + [0] * padding)
+        labels.append([-100] * len(prompt_ids) + target_ids + [-100] * padding)
+    inputs = {"input_ids": torch.tensor(input_ids), "attention_mask": torch.tensor(attention)}
+    # The LM head (49k × 576, a fifth of a forward pass) runs only where a token is taught: the loss
+    # is the one `model(..., labels=…)` computes, without the logits of every prompt token.
+    next_tokens = torch.tensor(labels)[:, 1:]
+    taught = next_tokens != -100
+    # The frozen layers below give the same states at every step: computed once, each step runs only
+    # the taught layers on them (the model's own forward, its layer list cut to those).
+    layers = model.model.layers
+    with torch.no_grad():
+        below = model.model(**inputs, output_hidden_states=True).hidden_states[-TAUGHT_LAYERS - 1]
+    model.model.layers = torch.nn.ModuleList(layers[-TAUGHT_LAYERS:])
+    mask = inputs["attention_mask"]
     torch.manual_seed(0)
     optimizer = torch.optim.AdamW(trained, lr=TAUGHT_LR)
     model.train()
-    for _ in range(steps):
-        for prompt_ids, target_ids in examples:
-            labels = [-100] * len(prompt_ids) + target_ids
-            loss = model(
-                input_ids=torch.tensor([prompt_ids + target_ids]), labels=torch.tensor([labels])
-            ).loss
-            (loss / len(examples)).backward()
-        optimizer.step()
-        optimizer.zero_grad()
+    try:
+        for _ in range(steps):
+            hidden = model.model(inputs_embeds=below, attention_mask=mask).last_hidden_state[:, :-1]
+            loss = torch.nn.functional.cross_entropy(model.lm_head(hidden[taught]), next_tokens[taught])
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    finally:
+        model.model.layers = layers
     for param in model.parameters():
         param.requires_grad_(True)
     model.eval()
