@@ -59,3 +59,20 @@ def test_this_session_runs_where_its_process_says(settings):
         assert settings.VAR_DIR.name == own[-1]
     elif own[0]:
         assert settings.VAR_DIR.name == own[0]
+
+
+def test_each_lane_computes_on_one_thread_unless_told_otherwise(monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "run_tests", Path(__file__).resolve().parents[1] / "scripts" / "run_tests.py"
+    )
+    run_tests = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_tests)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    environment = run_tests.lane_environment("heavy")
+    assert environment["OMP_NUM_THREADS"] == environment["MKL_NUM_THREADS"] == "1"
+    assert environment["ROLLOUT_STUDIO_TEST_LANE"] == "heavy"
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert run_tests.lane_environment("quick")["OMP_NUM_THREADS"] == "2"
