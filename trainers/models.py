@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -101,28 +102,32 @@ def _clear_gguf_quantization_marker(model: Any) -> None:
         del model.config.quantization_config
 
 
+_GGUF_PATCH = threading.Lock()
+
+
 @contextmanager
 def _one_gguf_parse() -> Iterator[None]:
     """transformers opens the GGUF file afresh for the config, the weights and the tokenizer, and each
     `gguf.GGUFReader` parses every metadata field in Python: the bundled model's 49k-token vocabulary and
     merges took ~40 % of its conversion, three times over. While this is open the three share one reader
-    per file (transformers only reads from it)."""
+    per file (transformers only reads from it). One conversion at a time per process patches the module."""
     import gguf
 
-    original = gguf.GGUFReader
-    readers: dict[tuple[str, str], Any] = {}
+    with _GGUF_PATCH:
+        original = gguf.GGUFReader
+        readers: dict[tuple[str, str], Any] = {}
 
-    def shared_reader(path: Any, mode: Any = "r") -> Any:
-        key = (os.fspath(path), mode)
-        if key not in readers:
-            readers[key] = original(path, mode)
-        return readers[key]
+        def shared_reader(path: Any, mode: Any = "r") -> Any:
+            key = (os.fspath(path), mode)
+            if key not in readers:
+                readers[key] = original(path, mode)
+            return readers[key]
 
-    gguf.GGUFReader = shared_reader  # type: ignore[assignment,misc]
-    try:
-        yield
-    finally:
-        gguf.GGUFReader = original  # type: ignore[misc]
+        gguf.GGUFReader = shared_reader  # type: ignore[assignment,misc]
+        try:
+            yield
+        finally:
+            gguf.GGUFReader = original  # type: ignore[misc]
 
 
 def convert_gguf(source: ModelSource, target: Path) -> Path:
