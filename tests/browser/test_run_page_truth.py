@@ -108,7 +108,7 @@ class Watch:
     """Alice's open run page, and fresh loads of it to compare with."""
 
     def __init__(self, browser, server: str, project, run) -> None:
-        self.browser, self.server, self.run = browser, server, run
+        self.run = run
         self.url = f"{server}/p/{project.slug}/runs/{run.pk}/"
         # bypass_csp: wait_for_function evaluates with eval, which the policy refuses (see the page fixture)
         self.context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)

@@ -56,9 +56,8 @@ class PackedLinears:
         }
         self.layers = list(linears.values())
         self.owned = {f"{name}.weight": m for name, m in linears.items() if id(m.weight) not in elsewhere}
-        self.shared = [
-            m for m in self.layers if id(m.weight) in elsewhere
-        ]  # packed beside their plain weight
+        # Packed beside their plain weight, which another module also uses.
+        self.shared = [m for m in self.layers if id(m.weight) in elsewhere]
         self.shapes = {key: layer.weight.shape for key, layer in self.owned.items()}
         self._packed: dict[int, torch.Tensor] = {}  # id(layer) → its packed weight
 
