@@ -26,17 +26,10 @@ PANEL = """() => {
 
 
 def reloaded_panel(watch) -> dict | None:  # noqa: F811
-    context = watch.browser.new_context(java_script_enabled=False, bypass_csp=True)
-    try:
-        page = context.new_page()
-        from tests.browser.conftest import sign_in
-        from tests.browser.test_run_page_truth import PASSWORD
-
-        sign_in(page, watch.server, "alice", PASSWORD)
-        page.goto(watch.url)
-        return page.evaluate(PANEL)
-    finally:
-        context.close()
+    """The panel as the server renders it: Alice's JavaScript-off tab loads the page anew."""
+    page = watch.reloads[False]
+    page.goto(watch.url)
+    return page.evaluate(PANEL)
 
 
 @pytest.fixture
