@@ -7,6 +7,11 @@ The heavy lane (`slow`: the real model, Ray, workers, servers) prints as it runs
 one after the other, each writing to `<ROLLOUT_STUDIO_VAR>/<lane>-lane.log`, printed whole when all are
 done. Exits non-zero when any lane failed (a lane that selected no test counts as passed).
 
+The vLLM tier (tests/vllm) runs last beside the heavy lane, in its own venv (the Makefile's venv-vllm)
+and state directory (`<ROLLOUT_STUDIO_VAR>-vllm`), when that venv exists and no test paths are named: the
+quick and browser lanes end minutes before the heavy one, and the tier (~3.5 min alone) fills the gap
+instead of running after everything.
+
 Two lanes, two cores: each lane's PyTorch (and the workers and servers its tests start) computes on one
 thread. With its default two threads, a process whose other core is busy waits at every parallel region
 for the thread that is not running: a training step of the bundled model beside a busy core took 18.8 s
@@ -31,7 +36,24 @@ from tests.parallel import AFTER_ONE_ANOTHER, LANE_VARIABLE, LANES  # noqa: E402
 NO_TESTS_COLLECTED = 5  # pytest's exit code
 
 
+VLLM_LANE = "vllm"
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+
+
+def names_paths(extra: list[str]) -> bool:
+    """Whether the arguments select tests by path (`tests/webapp`, `tests/x.py::test_y`)."""
+    return any(not arg.startswith("-") and (ROOT / arg.split("::")[0]).exists() for arg in extra)
+
+
+def second_slot(extra: list[str]) -> list[str]:
+    """The lanes that run one after the other beside the heavy one."""
+    with_vllm = VLLM_PYTHON.exists() and not names_paths(extra)
+    return [*AFTER_ONE_ANOTHER, *([VLLM_LANE] if with_vllm else [])]
+
+
 def lane_command(lane: str, extra: list[str]) -> list[str]:
+    if lane == VLLM_LANE:
+        return [str(VLLM_PYTHON), "-m", "pytest", "-p", "no:django", "-m", "vllm", *extra, "tests/vllm"]
     return [sys.executable, "-m", "pytest", "-m", LANES[lane], *extra]
 
 
@@ -41,6 +63,10 @@ ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPEN
 def lane_environment(lane: str) -> dict[str, str]:
     """The lane's environment: its name, and one compute thread per process unless told otherwise."""
     threads = {} if "OMP_NUM_THREADS" in os.environ else ONE_THREAD
+    if lane == VLLM_LANE:  # not one of tests/parallel.py's lanes: a state directory of its own instead
+        inherited = {key: value for key, value in os.environ.items() if key != LANE_VARIABLE}
+        var = os.environ.get("ROLLOUT_STUDIO_VAR", "var")
+        return {**inherited, **threads, "ROLLOUT_STUDIO_VAR": f"{var}-vllm"}
     return {**os.environ, **threads, LANE_VARIABLE: lane}
 
 
@@ -52,14 +78,15 @@ def start(lane: str, extra: list[str], log=None) -> subprocess.Popen:
 def main(extra: list[str]) -> int:
     var = ROOT / os.environ.get("ROLLOUT_STUDIO_VAR", "var")
     var.mkdir(parents=True, exist_ok=True)
-    logs = {lane: var / f"{lane}-lane.log" for lane in AFTER_ONE_ANOTHER}
+    after_one_another = second_slot(extra)
+    logs = {lane: var / f"{lane}-lane.log" for lane in after_one_another}
     started = time.monotonic()
     codes: dict[str, int] = {}
     ended: dict[str, float] = {}
     heavy = start("heavy", extra)
     running = [heavy]
     try:
-        for lane in AFTER_ONE_ANOTHER:
+        for lane in after_one_another:
             with open(logs[lane], "w") as log:
                 process = start(lane, extra, log)
                 running.append(process)
@@ -73,13 +100,12 @@ def main(extra: list[str]) -> int:
         for process in running:
             process.wait()
         return 130
-    for lane in AFTER_ONE_ANOTHER:
-        print(
-            f"\n===== the {lane} lane ({LANES[lane]}), beside the heavy one: {logs[lane]} =====", flush=True
-        )
+    for lane in after_one_another:
+        selection = LANES.get(lane, "the vLLM venv's tests/vllm")
+        print(f"\n===== the {lane} lane ({selection}), beside the heavy one: {logs[lane]} =====", flush=True)
         print(logs[lane].read_text(), end="", flush=True)
     ends = ", ".join(
-        f"{lane} exited {codes[lane]} after {ended[lane]:.0f} s" for lane in ("heavy", *AFTER_ONE_ANOTHER)
+        f"{lane} exited {codes[lane]} after {ended[lane]:.0f} s" for lane in ("heavy", *after_one_another)
     )
     print(f"\n===== lanes: {ends}; {time.monotonic() - started:.0f} s in all =====", flush=True)
     failed = [code for code in codes.values() if code not in (0, NO_TESTS_COLLECTED)]

@@ -61,7 +61,7 @@ def test_this_session_runs_where_its_process_says(settings):
         assert settings.VAR_DIR.name == own[0]
 
 
-def test_each_lane_computes_on_one_thread_unless_told_otherwise(monkeypatch):
+def load_run_tests():
     import importlib.util
     from pathlib import Path
 
@@ -70,9 +70,32 @@ def test_each_lane_computes_on_one_thread_unless_told_otherwise(monkeypatch):
     )
     run_tests = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_tests)
+    return run_tests
+
+
+def test_each_lane_computes_on_one_thread_unless_told_otherwise(monkeypatch):
+    run_tests = load_run_tests()
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     environment = run_tests.lane_environment("heavy")
     assert environment["OMP_NUM_THREADS"] == environment["MKL_NUM_THREADS"] == "1"
     assert environment["ROLLOUT_STUDIO_TEST_LANE"] == "heavy"
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert run_tests.lane_environment("quick")["OMP_NUM_THREADS"] == "2"
+
+
+def test_the_vllm_tier_runs_last_beside_the_heavy_lane_when_its_venv_is_there(monkeypatch, tmp_path):
+    run_tests = load_run_tests()
+    venv_python = tmp_path / "python"
+    monkeypatch.setattr(run_tests, "VLLM_PYTHON", venv_python)
+    assert run_tests.second_slot([]) == ["quick", "browser"]  # no .venv-vllm: the main venv's lanes only
+    venv_python.touch()
+    assert run_tests.second_slot(["-q", "--durations=80"]) == ["quick", "browser", "vllm"]
+    # Tests named by path: a subset of the main venv's tests, not the tier.
+    assert run_tests.second_slot(["-q", "tests/test_parallel.py::test_slot"]) == ["quick", "browser"]
+
+    command = run_tests.lane_command("vllm", ["-q"])
+    assert command[0] == str(venv_python) and command[-3:] == ["vllm", "-q", "tests/vllm"]
+    monkeypatch.setenv("ROLLOUT_STUDIO_VAR", "var/test")
+    environment = run_tests.lane_environment("vllm")
+    assert environment["ROLLOUT_STUDIO_VAR"] == "var/test-vllm"  # as `make test-vllm`: its own state
+    assert "ROLLOUT_STUDIO_TEST_LANE" not in environment  # not a lane tests/parallel.py knows
