@@ -142,7 +142,7 @@ lock: $(STAMP)
 	@for pair in main:$(VENV) vllm:$(VLLM_VENV) mcp2:$(MCP2_VENV) vf04:$(VF04_VENV); do \
 	  name=$${pair%%:*}; venv=$${pair#*:}; test -x $$venv/bin/python || continue; \
 	  { echo "# $$venv at the versions the suite passed with; \`make lock\` rewrites this file."; \
-	    $(UV) pip freeze --python $$venv/bin/python --exclude-editable | sed -E 's/\+[a-z0-9.]+$$//' \
+	    $(UV) pip freeze -q --python $$venv/bin/python --exclude-editable | sed -E 's/\+[a-z0-9.]+$$//' \
 	    | grep -vE '^(pip|setuptools|wheel)=='; } > locks/$$name.txt; echo "wrote locks/$$name.txt"; done
 
 clean:
