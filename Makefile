@@ -49,17 +49,18 @@ demo: $(STAMP)
 # The suite runs as pytest processes in lanes, two at a time (scripts/run_tests.py; tests/parallel.py keeps
 # their state apart): the slow tests in the heavy lane; beside it the quick ones, then the browser ones.
 # `make test-serial` runs it in one process; `make test-fast`, the edit loop, runs the quick tests in
-# TEST_WORKERS pytest-xdist processes, a file at a time each, one compute thread each (as the lanes).
+# TEST_WORKERS pytest-xdist processes, a file at a time each, one compute thread each, writing bytecode
+# whatever PYTHONDONTWRITEBYTECODE says (as the lanes: scripts/run_tests.py says why).
 TEST_WORKERS ?= 2
 
 test: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP) $(VLLM_STAMP)
 	ROLLOUT_STUDIO_VAR=var/test $(PY) scripts/run_tests.py; status=$$?; $(MAKE) stop-test-redis; exit $$status
 
 test-serial: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP)
-	ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest; status=$$?; $(MAKE) stop-test-redis; exit $$status
+	env -u PYTHONDONTWRITEBYTECODE ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest; status=$$?; $(MAKE) stop-test-redis; exit $$status
 
 test-fast: $(STAMP)
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not browser"; \
+	env -u PYTHONDONTWRITEBYTECODE OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not browser"; \
 	status=$$?; $(MAKE) stop-test-redis; exit $$status
 
 # The embedded redis-servers the tests started: var/test's, each lane's and each xdist worker's.

@@ -60,14 +60,22 @@ def lane_command(lane: str, extra: list[str]) -> list[str]:
 ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
 
 
+# Each lane, and every worker, server and trainer its tests start, is a fresh Python process: with
+# PYTHONDONTWRITEBYTECODE (set in the shells of the machines this is developed on) each one compiled webapp/, trainers/ and
+# the packages uv installed without bytecode from source again, and pytest rewrote every test module's
+# asserts anew (collecting the quick tests: 31 s with it, 19 s without once the caches are written).
+NOT_INHERITED = ("PYTHONDONTWRITEBYTECODE",)
+
+
 def lane_environment(lane: str) -> dict[str, str]:
-    """The lane's environment: its name, and one compute thread per process unless told otherwise."""
+    """The lane's environment: its name, one compute thread per process unless told otherwise, bytecode."""
     threads = {} if "OMP_NUM_THREADS" in os.environ else ONE_THREAD
+    inherited = {key: value for key, value in os.environ.items() if key not in NOT_INHERITED}
     if lane == VLLM_LANE:  # not one of tests/parallel.py's lanes: a state directory of its own instead
-        inherited = {key: value for key, value in os.environ.items() if key != LANE_VARIABLE}
+        inherited.pop(LANE_VARIABLE, None)
         var = os.environ.get("ROLLOUT_STUDIO_VAR", "var")
         return {**inherited, **threads, "ROLLOUT_STUDIO_VAR": f"{var}-vllm"}
-    return {**os.environ, **threads, LANE_VARIABLE: lane}
+    return {**inherited, **threads, LANE_VARIABLE: lane}
 
 
 def start(lane: str, extra: list[str], log=None) -> subprocess.Popen:

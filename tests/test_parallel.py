@@ -83,6 +83,12 @@ def test_each_lane_computes_on_one_thread_unless_told_otherwise(monkeypatch):
     assert run_tests.lane_environment("quick")["OMP_NUM_THREADS"] == "2"
 
 
+def test_the_lanes_write_bytecode_whatever_the_caller_said(monkeypatch):
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    for lane in ("heavy", "quick", "vllm"):
+        assert "PYTHONDONTWRITEBYTECODE" not in load_run_tests().lane_environment(lane)
+
+
 def test_the_vllm_tier_runs_last_beside_the_heavy_lane_when_its_venv_is_there(monkeypatch, tmp_path):
     run_tests = load_run_tests()
     venv_python = tmp_path / "python"
