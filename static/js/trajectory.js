@@ -66,6 +66,26 @@
     goal = null;
   });
 
+  // htmx's `revealed` fires once per row. A row it missed (seen in the suite on a loaded machine: the
+  // window before it was swapped in and trimmed while the page moved, and the reader at the bottom waited
+  // on "Loading turns…" forever) or whose request failed would never load; so scrolling or turning the
+  // wheel also asks for the pending row's window while the row is on screen. htmx drops the ask while a
+  // request for that row is in flight.
+  let askQueued = false;
+  function askForVisibleRow() {
+    if (askQueued) return;
+    askQueued = true;
+    window.setTimeout(function () {
+      askQueued = false;
+      const row = pending();
+      if (!row || !window.htmx) return;
+      const box = row.getBoundingClientRect();
+      if (box.top < window.innerHeight && box.bottom >= 0) window.htmx.trigger(row, "load-now");
+    }, 200);
+  }
+  window.addEventListener("scroll", askForVisibleRow, { passive: true });
+  window.addEventListener("wheel", askForVisibleRow, { passive: true });
+
   if (loadAllButton) {
     loadAllButton.addEventListener("click", function () {
       loadAllButton.disabled = true;
