@@ -9,8 +9,8 @@ done. Exits non-zero when any lane failed (a lane that selected no test counts a
 
 The vLLM tier (tests/vllm) runs last beside the heavy lane, in its own venv (the Makefile's venv-vllm)
 and state directory (`<ROLLOUT_STUDIO_VAR>-vllm`), when that venv exists and no test paths are named: the
-quick and browser lanes end minutes before the heavy one, and the tier (~3.5 min alone) fills the gap
-instead of running after everything.
+tier (~3.5 min alone) runs beside the heavy lane instead of after everything (the two slots then end
+within ~4 min of each other: docs/architecture.md, "Installs in seconds").
 
 Two lanes, two cores: each lane's PyTorch (and the workers and servers its tests start) computes on one
 thread. With its default two threads, a process whose other core is busy waits at every parallel region
@@ -62,9 +62,10 @@ ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPEN
 
 
 # Each lane, and every worker, server and trainer its tests start, is a fresh Python process: with
-# PYTHONDONTWRITEBYTECODE (set in the shells of the machines this is developed on) each one compiled webapp/, trainers/ and
-# the packages uv installed without bytecode from source again, and pytest rewrote every test module's
-# asserts anew (collecting the quick tests: 31 s with it, 19 s without once the caches are written).
+# PYTHONDONTWRITEBYTECODE (set in the shells of the machines this is developed on) each one compiled
+# webapp/, trainers/ and the packages uv installed without bytecode from source again, and pytest rewrote
+# every test module's asserts anew (collecting the quick tests: 31 s with it, 19 s without once the
+# caches are written; the heavy lane 23:00 → 18:44 on the AMD machine).
 NOT_INHERITED = ("PYTHONDONTWRITEBYTECODE",)
 
 
