@@ -84,9 +84,10 @@ def test_each_lane_computes_on_one_thread_unless_told_otherwise(monkeypatch):
 
 
 def test_the_lanes_write_bytecode_whatever_the_caller_said(monkeypatch):
+    run_tests = load_run_tests()
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     for lane in ("heavy", "quick", "vllm"):
-        assert "PYTHONDONTWRITEBYTECODE" not in load_run_tests().lane_environment(lane)
+        assert "PYTHONDONTWRITEBYTECODE" not in run_tests.lane_environment(lane)
 
 
 def test_the_vllm_tier_runs_last_beside_the_heavy_lane_when_its_venv_is_there(monkeypatch, tmp_path):
