@@ -144,6 +144,8 @@ def _learn_to_call_spell(model, tokenizer, words: list[str], steps: int = 6) -> 
         "role": "system",
         "content": f"Spell words with the tool spell.\n\n{format_tools_prompt([spell])}",
     }
+    # One sequence per exchange, both assistant messages taught in it (the call, then the answer): the
+    # same tokens learnt as from one example per message, in half the rows (each padded to the widest).
     examples = []
     for word in words:
         spelled = "-".join(word.upper())
@@ -151,14 +153,18 @@ def _learn_to_call_spell(model, tokenizer, words: list[str], steps: int = 6) -> 
             ToolExample(f"Spell the word {word}.", ToolCall("spell", {"word": word}), spelled, spelled)
         )
         messages = [system, *exchange]
+        ids, taught, rendered = [], [], ""
         for i, message in enumerate(messages):
             if message["role"] != "assistant":
                 continue
             prefix = tokenizer.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True)
             whole = tokenizer.apply_chat_template(messages[: i + 1], tokenize=False)
-            prompt_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"]
+            context_ids = tokenizer(prefix[len(rendered) :], add_special_tokens=False)["input_ids"]
             target_ids = tokenizer(whole[len(prefix) :], add_special_tokens=False)["input_ids"]
-            examples.append((prompt_ids, target_ids))
+            ids += context_ids + target_ids
+            taught += [False] * len(context_ids) + [True] * len(target_ids)
+            rendered = whole
+        examples.append((ids, taught))
     # Only the top layers learn it: the backward pass then stops there instead of crossing all 30 layers
     # and the tied 49k-token embedding (the call is a fixed text to reproduce, which the top layers hold).
     # Every weight takes part again for the run itself.
@@ -168,14 +174,16 @@ def _learn_to_call_spell(model, tokenizer, words: list[str], steps: int = 6) -> 
     for param in trained:
         param.requires_grad_(True)
     # The examples as one right-padded batch: a step is one forward and one backward pass.
-    width = max(len(prompt) + len(target) for prompt, target in examples)
+    width = max(len(ids) for ids, _ in examples)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     input_ids, attention, labels = [], [], []
-    for prompt_ids, target_ids in examples:
-        padding = width - len(prompt_ids) - len(target_ids)
-        input_ids.append(prompt_ids + target_ids + [pad] * padding)
-        attention.append([1] * (width - padding) + [0] * padding)
-        labels.append([-100] * len(prompt_ids) + target_ids + [-100] * padding)
+    for ids, taught in examples:
+        padding = width - len(ids)
+        input_ids.append(ids + [pad] * padding)
+        attention.append([1] * len(ids) + [0] * padding)
+        labels.append(
+            [token if learnt else -100 for token, learnt in zip(ids, taught, strict=True)] + [-100] * padding
+        )
     inputs = {"input_ids": torch.tensor(input_ids), "attention_mask": torch.tensor(attention)}
     # The LM head (49k × 576, a fifth of a forward pass) runs only where a token is taught: the loss
     # is the one `model(..., labels=…)` computes, without the logits of every prompt token.
