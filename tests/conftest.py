@@ -42,6 +42,20 @@ def _embedded_redis(request):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _static_files_found_per_request(request):
+    """WhiteNoise's middleware indexes every static file when it is built (the finders' ~240 files, with a
+    stat and a header set for each): once per server process, but once per test client in a test process —
+    ~30 ms of each of the ~2,600 web tests, a third of their time. With autorefresh it looks a file up
+    when one is asked for instead; the servers the tests start (tests/server_settings.py) index as
+    production does."""
+    if _django_active(request.config):
+        from django.conf import settings
+
+        settings.WHITENOISE_AUTOREFRESH = True
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _private_artifact_dirs(request, tmp_path_factory):
     """Checkpoints and reward models of this session go to a temp dir that is removed at the end.
 
