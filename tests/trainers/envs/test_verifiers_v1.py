@@ -159,6 +159,7 @@ def _learn_to_call_spell(model, tokenizer, words: list[str], steps: int = 6) -> 
                 continue
             prefix = tokenizer.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True)
             whole = tokenizer.apply_chat_template(messages[: i + 1], tokenize=False)
+            assert prefix.startswith(rendered), "the chat template re-rendered an earlier message"
             context_ids = tokenizer(prefix[len(rendered) :], add_special_tokens=False)["input_ids"]
             target_ids = tokenizer(whole[len(prefix) :], add_special_tokens=False)["input_ids"]
             ids += context_ids + target_ids
