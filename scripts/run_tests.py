@@ -9,8 +9,9 @@ done. Exits non-zero when any lane failed (a lane that selected no test counts a
 
 The vLLM tier (tests/vllm) runs last beside the heavy lane, in its own venv (the Makefile's venv-vllm)
 and state directory (`<ROLLOUT_STUDIO_VAR>-vllm`), when that venv exists and no test paths are named: the
-tier (~3.5 min alone) runs beside the heavy lane instead of after everything (the two slots then end
-within ~4 min of each other: docs/architecture.md, "Installs in seconds").
+tier (2.5-3.5 min) runs beside the heavy lane instead of after everything, and the two slots end within
+seconds to minutes of each other, by machine (docs/architecture.md, "Installs in seconds" and "Under 15
+minutes"). `make test-vllm` runs the tier alone with the same pytest arguments.
 
 Two lanes, two cores: each lane's PyTorch (and the workers and servers its tests start) computes on one
 thread. With its default two threads, a process whose other core is busy waits at every parallel region
