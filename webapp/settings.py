@@ -254,7 +254,8 @@ STATICFILES_FINDERS = [
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        # WhiteNoise's hashed, compressed copies; the run page's ES modules name each other by hash too.
+        "BACKEND": "webapp.core.staticstorage.StaticStorage"
         if PRODUCTION
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },

@@ -1,7 +1,7 @@
 // From curve to cause, for every step curve: a click on a point of a chart whose x-axis is the step opens
 // that step's groups, each with its best and worst sample (…/groups/?step=N; on an evaluation curve,
 // &split=eval). One module, called by whoever draws a step chart: the run page's live charts
-// (static/js/run_live.js, while their x-axis is the step), its async-health panel (static/js/async_health.js)
+// (static/js/run_live.js, while their x-axis is the step), its async-health panel (static/js/run/async_health.js)
 // and the compare page (static/js/compare.js), whose curves are each another run's.
 //
 //   RolloutStepClick.bind(div, { url: groupsUrl, split: "eval" | "", enabled: function () { return true; } })

@@ -4,9 +4,10 @@
 //    says); 2. tokens/s; 3. a histogram of the trained samples' staleness; 4. the truncated and aborted share
 //    of each step's samples. Clicking a step opens that step's groups (best and worst sample of each:
 //    static/js/curve_click.js, shared with the live step curves).
-// Drawn once when the page opens and again every 15 s while the run is active.
-(function () {
-  "use strict";
+// Drawn once when the page opens and again every 15 s while the run is active. An ES module the run page's
+// entry (static/js/run_live.js) starts.
+
+export function startAsyncHealth() {
   const root = document.querySelector("[data-async-health]");
   if (!root || !window.Plotly) return;
   const partsNode = document.getElementById("async-health-parts");
@@ -84,4 +85,4 @@
   load();
   const live = document.querySelector("[data-status]");
   if (live && ["QUEUED", "STARTING", "RUNNING"].indexOf(live.dataset.status) >= 0) window.setInterval(load, 15000);
-})();
+}
