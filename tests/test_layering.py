@@ -136,7 +136,7 @@ def test_the_old_module_paths_are_aliases_of_the_moved_modules():
 # inside a function — has no cycle, and no domain module imports a page.
 
 PAGE_MODULES = re.compile(
-    r"^(views\w*|apis|serializers|forms|schema_forms|consumers|admin|templatetags\.\w+|management\.\w+(\.\w+)?)$"
+    r"^(views\w*|views\.\w+|apis|serializers|forms|schema_forms|consumers|admin|templatetags\.\w+|management\.\w+(\.\w+)?)$"
 )
 ROUTING_MODULES = re.compile(r"^(urls\w*|routing)$")
 

@@ -2,10 +2,10 @@
 
 from django.urls import path
 
-from webapp.review import views
+from webapp.review.views import activity
 
 app_name = "notifications"
 urlpatterns = [
-    path("", views.notifications, name="list"),
-    path("<int:notification_id>/", views.notification_open, name="open"),
+    path("", activity.notifications, name="list"),
+    path("<int:notification_id>/", activity.notification_open, name="open"),
 ]

@@ -32,7 +32,7 @@ def recent_activity(project, limit: int = 10) -> dict:
 @register.inclusion_tag("review/_collaboration.html", takes_context=True)
 def collaboration_panel(context) -> dict:
     """The discussion panel of `trajectory`, rendered inside the trajectory page (whose context has
-    `project`, `can`, `user`); writes re-render it through webapp.review.views."""
+    `project`, `can`, `user`); writes re-render it through webapp.review.views.collaboration."""
     from webapp.review.forms import CommentForm, FlagForm, TagForm
 
     trajectory = context["trajectory"]
