@@ -33,9 +33,10 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._measure import SMOKE  # noqa: E402
+
 # --smoke: a project of 1,024 trajectories in its own database, dropped at the end, three timed requests a
 # kind — the path exercised in seconds (CI's bench lane), the figures meaningless.
-SMOKE = "--smoke" in sys.argv[1:]
 os.environ.setdefault(
     "DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/rollout_bench_explorer{'_smoke' if SMOKE else ''}"
 )
