@@ -281,6 +281,7 @@ def trajectory_detail(request: HttpRequest, slug: str, trajectory_id: int) -> Ht
             trajectory=trajectory,
             turns=turns,
             next_start=(turns[-1].index + 1) if more and turns else None,
+            message_count=trajectory.turns.count() if more else len(turns),  # messages, not model turns
             first_turn=first,
             earlier_from=max(0, first - TURNS_PER_CHUNK) if first else None,
             chunk=TURNS_PER_CHUNK,
