@@ -465,7 +465,7 @@ class Checkpoint(models.Model):
 
     def weight_files(self) -> list[str]:
         """The checkpoint's weights as paths relative to its directory (trainers/learn/checkpoint.py's layout:
-        model*.safetensors for full fine-tuning, adapter/adapter_model.safetensors for LoRA); [] when
+        model*.safetensors, merged for LoRA, whose adapters are also adapter/adapter_model.safetensors); [] when
         pruned or when the directory is not on this machine."""
         from pathlib import Path
 
