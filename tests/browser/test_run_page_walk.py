@@ -64,7 +64,13 @@ def test_the_run_page_tells_what_is_there_and_what_will_happen(live_run, server,
             step(3, 1, 0.4),
             step(4, 2, 0.7),
             step(5, 3, 0.7),  # a tie: the best stays the first step that reached it
-            {"seq": 6, "type": "metrics", "step": 3, "split": "eval", "values": {"eval/accuracy": EVAL_ACCURACY}},
+            {
+                "seq": 6,
+                "type": "metrics",
+                "step": 3,
+                "split": "eval",
+                "values": {"eval/accuracy": EVAL_ACCURACY},
+            },
         ],
     )
     page.wait_for_selector("#chart-reward[data-points='yes']")
@@ -108,7 +114,9 @@ def test_the_run_page_tells_what_is_there_and_what_will_happen(live_run, server,
     assert page.locator("[data-scroll-hint]").is_hidden()
     page.set_viewport_size({"width": 390, "height": 844})
     assert page.locator("[data-scroll-hint]").is_visible()
-    table = page.evaluate("(() => { const t = document.querySelector('table.runs'); return [t.scrollWidth, t.clientWidth]; })()")
+    table = page.evaluate(
+        "(() => { const t = document.querySelector('table.runs'); return [t.scrollWidth, t.clientWidth]; })()"
+    )
     assert table[0] > table[1]  # it does scroll, and the hint says so
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(f"{server}/p/{project.slug}/")
