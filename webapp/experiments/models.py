@@ -219,7 +219,9 @@ class Run(models.Model):
     current_step = models.PositiveIntegerField(default=0)
     max_steps = models.PositiveIntegerField(default=0)
     best_reward = models.FloatField(null=True, blank=True)
-    best_reward_step = models.PositiveIntegerField(null=True, blank=True, help_text="the step that reached it")
+    best_reward_step = models.PositiveIntegerField(
+        null=True, blank=True, help_text="the step that reached it"
+    )
     last_reward = models.FloatField(null=True, blank=True)
     # The highest memory the run's trainer process held (MB), as its heartbeats report it
     # (trainers.sdk.wire: the heartbeat's peak_rss_mb / peak_gpu_mb); only ever rises.

@@ -39,6 +39,7 @@ from webapp.experiments.forms import (
 from webapp.experiments.judges import judge_model_choices
 from webapp.experiments.models import KEY_CHECKPOINT_METRICS, Rubric, RunStatus
 from webapp.experiments.services.runs import RUN_TAG_MAX_CHARS
+from webapp.experiments.views_preview import preview_picker_form
 from webapp.fleet.selectors import queue_states, run_queue_state
 from webapp.live.selectors import MAX_COMPARED_RUNS, run_snapshot
 from webapp.projects.access import (
@@ -51,7 +52,6 @@ from webapp.projects.access import (
 )
 from webapp.projects.views import project_context
 from webapp.rollouts import selectors as rollout_selectors
-from webapp.experiments.views_preview import preview_picker_form
 
 log = logging.getLogger(__name__)
 
@@ -348,7 +348,9 @@ def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
     if not builder_ok:
         context["problems"] += builder.error_messages()
     picked = preview_form.cleaned_data.get("trajectory") if preview_ok else None
-    stored = rollout_selectors.project_trajectory(project=access.project, trajectory_id=picked) if picked else None
+    stored = (
+        rollout_selectors.project_trajectory(project=access.project, trajectory_id=picked) if picked else None
+    )
     if picked and stored is None:
         context["problems"].append(f"trajectory: this project has no trajectory #{picked}.")
         preview_ok = False
