@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.experiments.views import definitions, runs
+from webapp.experiments.views import definitions, preview, runs
 
 app_name = "experiments"
 urlpatterns = [
@@ -16,6 +16,11 @@ urlpatterns = [
     path("rubrics/new/", definitions.rubric_create, name="rubric_create"),
     path("rubrics/criterion-params/", definitions.criterion_params, name="criterion_params"),
     path("rubrics/preview/", definitions.rubric_preview, name="rubric_preview"),
+    path(
+        "rubrics/preview/trajectories/",
+        preview.rubric_preview_trajectories,
+        name="rubric_preview_trajectories",
+    ),
     path("rubrics/<int:rubric_id>/", definitions.rubric_detail, name="rubric_detail"),
     path("rubrics/<int:rubric_id>/edit/", definitions.rubric_edit, name="rubric_edit"),
     path("runs/", runs.run_list, name="run_list"),

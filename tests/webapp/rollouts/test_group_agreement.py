@@ -9,8 +9,8 @@ import pytest
 
 from tests.webapp.factories import turn
 from webapp.experiments.models import Run, RunStatus
-from webapp.rollouts.selectors import trajectories as trajectory_selectors
 from webapp.rollouts.models import RunEvent
+from webapp.rollouts.selectors import trajectories as trajectory_selectors
 
 REWARDS = [0.2, 1.0, 0.2, 0.0]
 
