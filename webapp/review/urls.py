@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from webapp.review.views import activity, annotation, collaboration, judges, queues, snapshots, turns
 
@@ -60,4 +60,6 @@ urlpatterns = [
         snapshots.snapshot_parquet,
         name="snapshot_parquet",
     ),
+    # the trajectory explorer and saved views
+    path("", include("webapp.review.urls_explorer")),
 ]

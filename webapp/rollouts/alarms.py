@@ -1,5 +1,5 @@
 """The run-level reward-hacking alarm, live (the rule itself: trainers/rubrics/alarms.py, read through
-`webapp.rollouts.selectors.run_hacking_alarm`).
+`webapp.rollouts.selectors.runs.run_hacking_alarm`).
 
 The alarm reads the per-step criterion means (`criterion/<name>` metrics), so after an ingested batch that
 carried some, the run's open pages are told whether it is on: a seq-less `hacking_alarm` message (like the
@@ -14,7 +14,7 @@ from typing import Any
 
 from webapp.core.broadcast import broadcast_on_commit
 from webapp.experiments.models import Run
-from webapp.rollouts.selectors import run_can_raise_hacking_alarm, run_hacking_alarm
+from webapp.rollouts.selectors.runs import run_can_raise_hacking_alarm, run_hacking_alarm
 
 CRITERION_PREFIX = "criterion/"
 

@@ -1,6 +1,6 @@
 """Reads of a run's rollouts, metrics and checkpoints. Callers have already checked access to the run.
 
-Metric curves are read through `webapp.rollouts.metrics` (the one downsampling).
+Metric curves are read through `webapp.rollouts.selectors.metrics` (the one downsampling).
 """
 
 from __future__ import annotations
