@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from trainers.envs.base import Split, ToolEnvironment, answer_text, draw_tasks, task_id
+from trainers.envs.mcp import mcp_toolbox
 from trainers.envs.safe_math import ExpressionError, evaluate
 from trainers.envs.tools import calculator_spec, run_calculator
 from trainers.rollout.toolcalls import ToolExample, extract_answer
@@ -62,7 +63,7 @@ class ArithmeticCalculatorEnv(ToolEnvironment):
             max_tool_calls=max_tool_calls,
             reward_valid_tool_call=reward_valid_tool_call,
             few_shot=few_shot,
-            mcp_servers=mcp_servers,
+            toolbox=mcp_toolbox(mcp_servers),
         )
         if min_digits > max_digits or min_operands > max_operands:
             raise ValueError("min_digits / min_operands must not exceed max_digits / max_operands")
