@@ -653,7 +653,7 @@ def check_update(trainer: Any, config: dict[str, Any], work: Path) -> tuple[Path
     )
     trainer.rollouts.close()
     path = work / "shard_payload.json"
-    path.write_text(json.dumps({"config": trainer.config, "payload": payload}))
+    path.write_text(json.dumps({"config": trainer.config.as_dict(), "payload": payload}))
     return path, rollouts
 
 

@@ -30,6 +30,8 @@ from typing import Any
 
 import torch
 
+from trainers.run_config import RunConfig
+
 TRAINER_STATE = "trainer_state.json"
 INDEX = "index.json"
 
@@ -228,10 +230,10 @@ class RunCheckpoints:
     """A training run's checkpoints: what goes in one (weights, optimizer, RNG, the trainer's position, the
     learner shards' state), keep-best-N, the `checkpoint` event, and resuming from one."""
 
-    def __init__(self, out_dir: Path, config: dict[str, Any]) -> None:
+    def __init__(self, out_dir: Path, config: RunConfig) -> None:
         self.config = config
         self.registry = CheckpointRegistry(
-            out_dir / "checkpoints", config["keep_best_n"], config["best_metric"], config["best_metric_mode"]
+            out_dir / "checkpoints", config.keep_best_n, config.best_metric, config.best_metric_mode
         )
 
     def save(
@@ -260,7 +262,7 @@ class RunCheckpoints:
             optimizer=learner.optimizer,
             scheduler=learner.scheduler,
             trainer_state=state,
-            run_config=self.config,
+            run_config=self.config.as_dict(),
             extra=learner.shards.save if learner.shards is not None else None,
         )
         removed = self.registry.add(step, path, kept)
@@ -269,7 +271,7 @@ class RunCheckpoints:
         )
         for old in removed:
             log(
-                f"removed checkpoint {old} (keep_best_n={self.config['keep_best_n']} by {self.config['best_metric']})",
+                f"removed checkpoint {old} (keep_best_n={self.config.keep_best_n} by {self.config.best_metric})",
                 "debug",
             )
         return str(path)
