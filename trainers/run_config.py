@@ -49,8 +49,11 @@ class RunConfigError(ValueError):
     """The run config names a knob that does not exist or gives one a value of the wrong type."""
 
 
-def _knob(name: str, properties: Mapping[str, Any] = _KNOBS) -> Any:
-    """A dataclass field for the schema's knob `name`: its default and its help text come from the schema."""
+def knob(name: str, properties: Mapping[str, Any] = _KNOBS) -> Any:
+    """A dataclass field for the schema's knob `name`: its default and its help text come from the schema.
+
+    A recipe with knobs of its own declares them in the schema (`trainers.config`) and reads them from a
+    subclass of `RunConfig` with a `knob(...)` field each, which its trainer names as `config_class`."""
     prop = properties[name]
     metadata = {"help": prop.get("description", ""), "title": prop.get("title", name)}
     default = prop.get("default")
@@ -99,12 +102,15 @@ def _unknown(path: str, given: Mapping[str, Any], known: Mapping[str, Any]) -> N
 
 
 T = TypeVar("T")
+C = TypeVar("C", bound="RunConfig")
 
 
 def _build(
     cls: type[T], given: Mapping[str, Any], properties: Mapping[str, Any], prefix: str
 ) -> dict[str, Any]:
-    """The keyword arguments of `cls` from `given` (schema defaults for what it leaves out), checked."""
+    """The keyword arguments of `cls` from `given` (schema defaults for what it leaves out), checked. A key
+    the schema lacks is an error; a knob of the schema that `cls` has no field for (another recipe's) is
+    left out."""
     _unknown(prefix, given, properties)
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
@@ -121,11 +127,11 @@ def _build(
 class LoraConfig:
     """The `lora` object: train low-rank adapters (peft) instead of all weights."""
 
-    enabled: bool = _knob("enabled", _LORA_KNOBS)
-    r: int = _knob("r", _LORA_KNOBS)
-    alpha: float = _knob("alpha", _LORA_KNOBS)
-    dropout: float = _knob("dropout", _LORA_KNOBS)
-    target_modules: tuple[str, ...] = _knob("target_modules", _LORA_KNOBS)
+    enabled: bool = knob("enabled", _LORA_KNOBS)
+    r: int = knob("r", _LORA_KNOBS)
+    alpha: float = knob("alpha", _LORA_KNOBS)
+    dropout: float = knob("dropout", _LORA_KNOBS)
+    target_modules: tuple[str, ...] = knob("target_modules", _LORA_KNOBS)
 
     @classmethod
     def build(cls, given: Mapping[str, Any]) -> LoraConfig:
@@ -165,83 +171,85 @@ class RunConfig:
     """A resolved run config, typed. Build it with `RunConfig.build(resolve_run_config(...))`; the knobs'
     meanings are the schema's descriptions (listed below, and in `dataclasses.fields(...)[i].metadata`)."""
 
-    preset: str = _knob("preset")
+    preset: str = knob("preset")
     # --- model & hardware
-    model: str = _knob("model")
-    backend: str = _knob("backend")
-    device: str = _knob("device")
-    dtype: str = _knob("dtype")
-    generation_dtype: str = _knob("generation_dtype")
-    torch_threads: int = _knob("torch_threads")
+    model: str = knob("model")
+    backend: str = knob("backend")
+    device: str = knob("device")
+    dtype: str = knob("dtype")
+    generation_dtype: str = knob("generation_dtype")
+    torch_threads: int = knob("torch_threads")
     # --- algorithm
-    algorithm: str = _knob("algorithm")
-    scale_rewards: str = _knob("scale_rewards")
-    advantage_epsilon: float = _knob("advantage_epsilon")
-    turn_advantage_weight: float = _knob("turn_advantage_weight")
-    group_size: int = _knob("group_size")
-    prompts_per_step: int = _knob("prompts_per_step")
-    kl_coef: float = _knob("kl_coef")
-    clip_low: float = _knob("clip_low")
-    clip_high: float = _knob("clip_high")
-    loss_agg: str = _knob("loss_agg")
-    loss_norm_constant: int | None = _knob("loss_norm_constant")
-    updates_per_batch: int = _knob("updates_per_batch")
-    dynamic_sampling: bool = _knob("dynamic_sampling")
-    dynamic_sampling_max_rounds: int = _knob("dynamic_sampling_max_rounds")
-    overlong_buffer: int = _knob("overlong_buffer")
-    overlong_penalty: float = _knob("overlong_penalty")
-    mask_truncated: bool = _knob("mask_truncated")
-    mask_tool_tokens: bool = _knob("mask_tool_tokens")
+    algorithm: str = knob("algorithm")
+    scale_rewards: str = knob("scale_rewards")
+    advantage_epsilon: float = knob("advantage_epsilon")
+    turn_advantage_weight: float = knob("turn_advantage_weight")
+    group_size: int = knob("group_size")
+    prompts_per_step: int = knob("prompts_per_step")
+    kl_coef: float = knob("kl_coef")
+    clip_low: float = knob("clip_low")
+    clip_high: float = knob("clip_high")
+    loss_agg: str = knob("loss_agg")
+    loss_norm_constant: int | None = knob("loss_norm_constant")
+    updates_per_batch: int = knob("updates_per_batch")
+    dynamic_sampling: bool = knob("dynamic_sampling")
+    dynamic_sampling_max_rounds: int = knob("dynamic_sampling_max_rounds")
+    overlong_buffer: int = knob("overlong_buffer")
+    overlong_penalty: float = knob("overlong_penalty")
+    mask_truncated: bool = knob("mask_truncated")
+    mask_tool_tokens: bool = knob("mask_tool_tokens")
     # --- optimisation
-    max_steps: int = _knob("max_steps")
-    learning_rate: float = _knob("learning_rate")
-    warmup_steps: int = _knob("warmup_steps")
-    weight_decay: float = _knob("weight_decay")
-    adam_beta1: float = _knob("adam_beta1")
-    adam_beta2: float = _knob("adam_beta2")
-    max_grad_norm: float = _knob("max_grad_norm")
-    grad_accum_steps: int = _knob("grad_accum_steps")
-    micro_batch_tokens: int = _knob("micro_batch_tokens")
-    activation_checkpointing: bool = _knob("activation_checkpointing")
-    seed: int = _knob("seed")
+    max_steps: int = knob("max_steps")
+    learning_rate: float = knob("learning_rate")
+    warmup_steps: int = knob("warmup_steps")
+    weight_decay: float = knob("weight_decay")
+    adam_beta1: float = knob("adam_beta1")
+    adam_beta2: float = knob("adam_beta2")
+    max_grad_norm: float = knob("max_grad_norm")
+    grad_accum_steps: int = knob("grad_accum_steps")
+    micro_batch_tokens: int = knob("micro_batch_tokens")
+    activation_checkpointing: bool = knob("activation_checkpointing")
+    seed: int = knob("seed")
     # --- sampling
-    temperature: float = _knob("temperature")
-    top_p: float = _knob("top_p")
-    max_new_tokens: int = _knob("max_new_tokens")
-    max_context_tokens: int = _knob("max_context_tokens")
+    temperature: float = knob("temperature")
+    top_p: float = knob("top_p")
+    max_new_tokens: int = knob("max_new_tokens")
+    max_context_tokens: int = knob("max_context_tokens")
     # --- multi-turn
-    max_turns: int = _knob("max_turns")
-    tool_format: str = _knob("tool_format")
-    max_turns_schedule: tuple[tuple[int, int], ...] = _knob("max_turns_schedule")
-    token_stats: str = _knob("token_stats")
+    max_turns: int = knob("max_turns")
+    tool_format: str = knob("tool_format")
+    max_turns_schedule: tuple[tuple[int, int], ...] = knob("max_turns_schedule")
+    token_stats: str = knob("token_stats")
     # --- evaluation & checkpoints
-    eval_every: int = _knob("eval_every")
-    eval_tasks: int = _knob("eval_tasks")
-    eval_temperature: float = _knob("eval_temperature")
-    checkpoint_every: int = _knob("checkpoint_every")
-    keep_best_n: int = _knob("keep_best_n")
-    best_metric: str = _knob("best_metric")
-    best_metric_mode: str = _knob("best_metric_mode")
-    auto_resume: int = _knob("auto_resume")
+    eval_every: int = knob("eval_every")
+    eval_tasks: int = knob("eval_tasks")
+    eval_temperature: float = knob("eval_temperature")
+    checkpoint_every: int = knob("checkpoint_every")
+    keep_best_n: int = knob("keep_best_n")
+    best_metric: str = knob("best_metric")
+    best_metric_mode: str = knob("best_metric_mode")
+    auto_resume: int = knob("auto_resume")
     # --- distribution
-    num_rollout_workers: int = _knob("num_rollout_workers")
-    max_staleness: int = _knob("max_staleness")
-    tis_cap: float = _knob("tis_cap")
-    num_learner_workers: int = _knob("num_learner_workers")
+    num_rollout_workers: int = knob("num_rollout_workers")
+    max_staleness: int = knob("max_staleness")
+    tis_cap: float = knob("tis_cap")
+    num_learner_workers: int = knob("num_learner_workers")
     # --- task
     environment: EnvironmentChoice = field(
         default_factory=EnvironmentChoice, metadata={"help": _KNOBS["environment"]["description"]}
     )
-    rubric: Mapping[str, Any] | None = _knob("rubric")
+    rubric: Mapping[str, Any] | None = knob("rubric")
     lora: LoraConfig = field(default_factory=LoraConfig, metadata={"help": _KNOBS["lora"]["description"]})
 
     @classmethod
-    def build(cls, resolved: Mapping[str, Any] | RunConfig) -> RunConfig:
+    def build(cls: type[C], resolved: Mapping[str, Any] | RunConfig) -> C:
         """The typed config of `resolved` (what `resolve_run_config` returns; knobs it leaves out take their
         schema defaults). RunConfigError names an unknown key (and the knob it was probably meant to be)
         or a value of the wrong type."""
-        if isinstance(resolved, RunConfig):
+        if isinstance(resolved, cls):
             return resolved
+        if isinstance(resolved, RunConfig):
+            resolved = resolved.as_dict()
         flat = {k: v for k, v in resolved.items() if k not in _NESTED}
         values = _build(cls, flat, _KNOBS, "")
         for name, nested in _NESTED.items():
@@ -262,9 +270,9 @@ class RunConfig:
             out[f.name] = value.as_dict() if hasattr(value, "as_dict") else _thawed(value)
         return out
 
-    def replace(self, **changes: Any) -> RunConfig:
+    def replace(self: C, **changes: Any) -> C:
         """A copy with `changes` (checked as `build` checks them)."""
-        return RunConfig.build({**self.as_dict(), **changes})
+        return type(self).build({**self.as_dict(), **changes})
 
     @staticmethod
     def help(name: str) -> str:

@@ -41,29 +41,58 @@ def schema_types(prop: dict) -> set[str]:
     return {declared} if isinstance(declared, str) else set(declared)
 
 
+def typed_configs() -> list[type]:
+    """RunConfig and the subclasses recipes declare for their own knobs (every recipe module imported)."""
+    import importlib
+    import importlib.util
+    import pkgutil
+
+    if importlib.util.find_spec("trainers.recipes") is not None:
+        recipes = importlib.import_module("trainers.recipes")
+        for module in pkgutil.iter_modules(recipes.__path__):
+            importlib.import_module(f"trainers.recipes.{module.name}")
+    found, todo = [], [RunConfig]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def field_names(cls) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def test_the_typed_configs_have_the_schemas_knobs():
+    # Every knob of the schema is a field of RunConfig or of the config a recipe declares for its own.
+    assert set().union(*(field_names(cls) for cls in typed_configs())) == set(KNOBS)
+    assert field_names(LoraConfig) == set(KNOBS["lora"]["properties"])
+    assert field_names(EnvironmentChoice) == set(KNOBS["environment"]["properties"])
+
+
 @pytest.mark.parametrize(
     "cls, properties",
     [
-        (RunConfig, KNOBS),
+        *((cls, KNOBS) for cls in typed_configs()),
         (LoraConfig, KNOBS["lora"]["properties"]),
         (EnvironmentChoice, KNOBS["environment"]["properties"]),
     ],
 )
-def test_the_typed_config_has_the_schemas_knobs_with_their_types(cls, properties):
-    fields = {f.name for f in dataclasses.fields(cls)}
-    assert fields == set(properties)
+def test_each_field_has_the_type_the_schema_declares(cls, properties):
     hints = typing.get_type_hints(cls)
     mismatched = {
-        name: (sorted(json_types(hints[name])), sorted(schema_types(prop)))
-        for name, prop in properties.items()
-        if json_types(hints[name]) != schema_types(prop)
+        name: (sorted(json_types(hints[name])), sorted(schema_types(properties[name])))
+        for name in field_names(cls)
+        if json_types(hints[name]) != schema_types(properties[name])
     }
     assert mismatched == {}
 
 
 def test_the_typed_configs_defaults_are_the_schemas():
-    assert RunConfig().as_dict() == default_run_config()
-    assert LoraConfig().as_dict() == default_run_config()["lora"]
+    defaults = default_run_config()
+    for cls in typed_configs():
+        assert cls().as_dict() == {k: v for k, v in defaults.items() if k in field_names(cls)}, cls
+    assert LoraConfig().as_dict() == defaults["lora"]
 
 
 def test_every_knob_has_its_help_text_from_the_schema():
@@ -85,7 +114,7 @@ def test_a_resolved_config_round_trips(preset):
         },
     )
     config = RunConfig.build(resolved)
-    assert config.as_dict() == resolved
+    assert config.as_dict() == {k: v for k, v in resolved.items() if k in field_names(RunConfig)}
     assert config.lora.r == 4 and config.lora.target_modules == ("q_proj", "k_proj", "v_proj", "o_proj")
     assert config.environment.kind == "countdown" and config.environment.config == {"max_turns": 3}
     assert config.max_turns_schedule == ((10, 2),) and config.max_turns_at(10) == 2

@@ -26,14 +26,12 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-
-from trainers.run_config import RunConfig
 
 TRAINER_STATE = "trainer_state.json"
 INDEX = "index.json"
@@ -246,10 +244,11 @@ class RunCheckpoints:
     """A training run's checkpoints: what goes in one (weights, optimizer, RNG, the trainer's position, the
     learner shards' state), keep-best-N, the `checkpoint` event, and resuming from one."""
 
-    def __init__(self, out_dir: Path, config: RunConfig) -> None:
-        self.config = config
+    def __init__(self, out_dir: Path, config: Mapping[str, Any]) -> None:
+        # The run's config as a plain dict (stored in each checkpoint): any recipe's (GRPO's, DPO's knobs).
+        self.config = dict(config)
         self.registry = CheckpointRegistry(
-            out_dir / "checkpoints", config.keep_best_n, config.best_metric, config.best_metric_mode
+            out_dir / "checkpoints", config["keep_best_n"], config["best_metric"], config["best_metric_mode"]
         )
 
     def save(
@@ -278,7 +277,7 @@ class RunCheckpoints:
             optimizer=learner.optimizer,
             scheduler=learner.scheduler,
             trainer_state=state,
-            run_config=self.config.as_dict(),
+            run_config=self.config,
             extra=learner.shards.save if learner.shards is not None else None,
         )
         removed = self.registry.add(step, path, kept)
@@ -287,7 +286,7 @@ class RunCheckpoints:
         )
         for old in removed:
             log(
-                f"removed checkpoint {old} (keep_best_n={self.config.keep_best_n} by {self.config.best_metric})",
+                f"removed checkpoint {old} (keep_best_n={self.config['keep_best_n']} by {self.config['best_metric']})",
                 "debug",
             )
         return str(path)

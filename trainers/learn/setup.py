@@ -121,7 +121,7 @@ def _build_rest(
         train_tasks=train_tasks,
         eval_tasks=eval_tasks,
         rollouts=None,
-        checkpoints=checkpoint.RunCheckpoints(out_dir, cfg) if out_dir is not None else None,
+        checkpoints=checkpoint.RunCheckpoints(out_dir, cfg.as_dict()) if out_dir is not None else None,
     )
     if resume_from is not None:
         state = checkpoint.resume(resume_from, learner)

@@ -57,6 +57,9 @@ class Trainer:
     micro-batches — so a cancel lands within seconds wherever the run is.
     """
 
+    # The typed config this recipe reads: a recipe with knobs of its own names a subclass with them.
+    config_class: type[RunConfig] = RunConfig
+
     def __init__(
         self,
         config: Mapping[str, Any] | RunConfig,
@@ -83,7 +86,7 @@ class Trainer:
                 + "; ".join(f"{k or 'config'}: {', '.join(v)}" for k, v in errors.items())
             )
         # Built once: every part of the run (sampler, learner, its shards, the Ray workers) reads this.
-        self.config = RunConfig.build(full)
+        self.config = self.config_class.build(full)
         self.sink: EventSink = sink or NullSink()
         self.out_dir = Path(out_dir) if out_dir else None
         self.resume_from = Path(resume_from) if resume_from else None
