@@ -185,7 +185,7 @@ def test_the_old_module_paths_are_aliases_of_the_moved_modules():
 
     for old, new in trainers.MOVED.items():
         assert importlib.util.find_spec(new) is not None, new
-        if not new.startswith("trainers.learn"):  # (the learner's would load torch: its spec is enough)
+        if not new.startswith(("trainers.learn", "trainers.recipes")):  # (torch: its spec is enough)
             assert importlib.import_module(old) is importlib.import_module(new), old
         assert not (ROOT / (old.replace(".", "/") + ".py")).exists(), old
     uses = [

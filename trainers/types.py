@@ -6,8 +6,8 @@ rubric previews, and the trainer uses the same definitions, so the two can never
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from trainers.sdk.reasoning import visible_answer

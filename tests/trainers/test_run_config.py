@@ -155,7 +155,7 @@ def test_the_config_is_frozen():
 
 def test_the_trainer_reads_a_typed_config():
     # The Trainer builds it once from the resolved dict; its parts read attributes.
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
 
     trainer = Trainer({"max_steps": 3, "eval_tasks": 0})
     assert isinstance(trainer.config, RunConfig) and trainer.config.max_steps == 3

@@ -19,7 +19,7 @@ from trainers.run_config import RunConfig
 from trainers.sdk import wire
 from trainers.sdk.events import REPORTED, EventSink, PhaseClock, make_event
 
-log = logging.getLogger("trainers.learn.trainer")  # the trainer's own log lines, under its name
+log = logging.getLogger("trainers.recipes.grpo")  # the trainer's own log lines, under its name
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 

@@ -1,7 +1,7 @@
 """What a run needs before its first step, built from its resolved config: the learner (the policy, its
 optimizer, its shards), the chat and tool-call format, the environment factory and its tasks, the rubric
 with its LLM judges, where rollouts are generated, the checkpoint folder, and the state a resumed run
-continues from. `trainers.learn.trainer.Trainer.setup` calls `build_run` once.
+continues from. `trainers.recipes.grpo.Trainer.setup` calls `build_run` once.
 """
 
 from __future__ import annotations

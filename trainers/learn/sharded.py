@@ -1,6 +1,6 @@
 """The sharded learner: the policy trained by N processes with torch FSDP2, placed by Ray.
 
-`num_learner_workers = N > 1`: the run's own process (the driver: `trainers.learn.trainer.Trainer`, its `Learner`) keeps a
+`num_learner_workers = N > 1`: the run's own process (the driver: `trainers.recipes.grpo.Trainer`, its `Learner`) keeps a
 full copy of the policy for generation, checkpoints in the Hugging Face layout and the weight pushes;
 N `LearnerShard` Ray actors hold the trained copy, each with 1/N of every weight, gradient and AdamW
 moment (`torch.distributed.fsdp.fully_shard` on every decoder layer and on the root, gloo on a CPU,

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from trainers.learn.trainer import Trainer
+from trainers.recipes.grpo import Trainer
 from trainers.run_config import RunConfig
 from trainers.sdk import wire
 from trainers.sdk.events import MemorySink

@@ -1,14 +1,16 @@
-"""The GRPO-family training loop.
+"""The GRPO-family recipe (GRPO, Dr. GRPO, DAPO, RLOO, REINFORCE++: the `preset` picks the estimator and the
+loss), read top to bottom: build the run, then per step sample, score, update, sync; evaluate and checkpoint.
 
-The run is built by `trainers.learn.setup.build_run`. One step: the sampler (`trainers.learn.sampler`) draws
+The run is built by `trainers.learn.setup.build_run` from the typed config (`trainers.run_config.RunConfig`,
+built once here). One step: the sampler (`trainers.learn.sampler`) draws
 `prompts_per_step` tasks, rolls out `group_size` episodes of each (multi-turn, tools) and scores them with
 the rubric, sampling again for groups without signal under dynamic sampling; each group goes to the
 dashboard with its advantages as soon as it is scored (`trainers.learn.run_events.GroupReporter`); the
-learner (`trainers.learn.learner`:
-one `learner_step`, in this process or on the learner shards) updates the policy (full fine-tuning or
-LoRA) with the clipped loss; the new weights go to the generation backend. Metrics come from one
-function each (`trainers.learn.metrics`), checkpoints from `trainers.learn.checkpoint.RunCheckpoints`.
-Everything the dashboard shows goes out through an `EventSink` (`trainers.learn.run_events.RunEvents`).
+learner (`trainers.learn.learner`: one `learner_step`, in this process or on the learner shards) updates
+the policy (full fine-tuning or LoRA) with the clipped loss; the new weights go to the generation backend.
+Metrics come from one function each (`trainers.learn.metrics`), checkpoints from
+`trainers.learn.checkpoint.RunCheckpoints`. Everything the dashboard shows goes out through an `EventSink`
+(`trainers.learn.run_events.RunEvents`).
 """
 
 from __future__ import annotations
