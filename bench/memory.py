@@ -39,7 +39,7 @@ def measure(model: str, steps: int, eval_tasks: int, knobs: dict | None = None) 
     from demo_step import demo_config
 
     from trainers.learn.memory import release_memory, resident_bytes
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
 
     config = {
         **demo_config(steps),

@@ -345,8 +345,24 @@ _PROPERTIES: dict[str, Any] = {
     "weight_decay": _knob(
         "number", "Weight decay", "AdamW decoupled weight decay.", 0.0, "optimization", minimum=0, maximum=1
     ),
-    "adam_beta1": _knob("number", "Adam β1", "", 0.9, "optimization", minimum=0, maximum=0.9999),
-    "adam_beta2": _knob("number", "Adam β2", "", 0.999, "optimization", minimum=0, maximum=0.99999),
+    "adam_beta1": _knob(
+        "number",
+        "Adam β1",
+        "AdamW's decay of the gradient's running mean.",
+        0.9,
+        "optimization",
+        minimum=0,
+        maximum=0.9999,
+    ),
+    "adam_beta2": _knob(
+        "number",
+        "Adam β2",
+        "AdamW's decay of the squared gradient's running mean.",
+        0.999,
+        "optimization",
+        minimum=0,
+        maximum=0.99999,
+    ),
     "max_grad_norm": _knob(
         "number",
         "Max grad norm",
@@ -509,7 +525,14 @@ _PROPERTIES: dict[str, Any] = {
     "best_metric": _knob(
         "string", "Best metric", "Metric that ranks checkpoints.", "reward/mean", "checkpoints", minLength=1
     ),
-    "best_metric_mode": _knob("string", "Best metric mode", "", "max", "checkpoints", enum=["max", "min"]),
+    "best_metric_mode": _knob(
+        "string",
+        "Best metric mode",
+        "max: a higher best metric is better; min: a lower one.",
+        "max",
+        "checkpoints",
+        enum=["max", "min"],
+    ),
     "auto_resume": _knob(
         "integer",
         "Automatic resumes",
@@ -786,50 +809,6 @@ def validate_run_config(config: dict[str, Any]) -> dict[str, list[str]]:
     return errors
 
 
-OVERLONG_CRITERION = "overlong"
-
-
-def effective_rubric(config: dict[str, Any]) -> dict[str, Any] | None:
-    """The rubric spec the trainer scores with: the run's rubric, with the overlong knobs applied to its
-    `overlong_penalty` criterion (one is added when it has none). With the knobs off, the rubric as given
-    (None when the run has none: the environment's reward is the score)."""
-    spec = config.get("rubric") or None
-    if not config.get("overlong_buffer"):
-        return spec
-    params = {
-        "max_len": config["max_new_tokens"],
-        "buffer": min(config["overlong_buffer"], config["max_new_tokens"]),
-        "unit": "tokens",
-        "scope": "longest_message",
-    }
-    criteria = [dict(c) for c in (spec or {}).get("criteria", [])] or [
-        {"name": "environment", "kind": "env_reward", "weight": 1.0, "params": {}}
-    ]
-    existing = next((c for c in criteria if c.get("kind") == "overlong_penalty"), None)
-    if existing is not None:
-        existing["params"] = {**existing.get("params", {}), **params}
-        existing["weight"] = config["overlong_penalty"]
-    else:
-        criteria.append(
-            {
-                "name": OVERLONG_CRITERION,
-                "kind": "overlong_penalty",
-                "weight": config["overlong_penalty"],
-                "params": params,
-            }
-        )
-    return {**(spec or {"aggregation": "weighted_sum"}), "criteria": criteria}
-
-
-def max_turns_at(config: dict[str, Any], step: int) -> int:
-    """The max-turns horizon in force at `step` (0-based), from `max_turns_schedule` or `max_turns`."""
-    turns = config.get("max_turns", 0)
-    for start, value in config.get("max_turns_schedule") or []:
-        if step >= start:
-            turns = value
-    return turns
-
-
 # --- recommended knobs per model size ------------------------------------------------------------------
 # The one home of "what to start a model of this size with". The run form fills these when the model is
 # named and shows `why`; the knob defaults above stay the general ones.
@@ -848,19 +827,6 @@ _RECOMMENDATIONS: tuple[tuple[float, str, dict[str, Any], str], ...] = (
         "the time of each evaluation pass.",
     ),
 )
-
-
-# `token_stats: auto` sends token statistics for models up to this size: their cost (a per-token entropy
-# from logits the learner computes anyway, ~12 bytes a token on the wire) is small next to a step there.
-TOKEN_STATS_AUTO_MAX_PARAMS = 2e9
-
-
-def token_stats_enabled(config: dict[str, Any], parameters: float | None) -> bool:
-    """Whether a run reports per-token statistics (`token_stats`); `parameters`: the policy's size."""
-    choice = config.get("token_stats", "auto")
-    if choice == "auto":
-        return parameters is not None and parameters <= TOKEN_STATS_AUTO_MAX_PARAMS
-    return choice == "on"
 
 
 def model_parameter_count(model_name: str) -> float | None:

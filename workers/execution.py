@@ -132,7 +132,7 @@ def _train(run: Run, token: str, cancel: Callable[[], bool]) -> str:
     cancellation check (trainers.sdk.cancel) together with the ingestion replies."""
     if run.is_dpo:
         return _train_dpo(run, token, cancel)
-    from trainers.learn.trainer import train
+    from trainers.recipes.grpo import train
     from trainers.sdk.events import JsonlSink, MultiSink
     from trainers.sdk.reporting import HttpSink
 
