@@ -8,7 +8,7 @@ with its defaults (LoRA rank 16, the reference the adapters off, each pair's pas
 own). TRL's: `DPOTrainer(model, args=DPOConfig(...))` with TRL's defaults (full fine-tuning with a
 reference copy, bf16, max_length 1024), told only what a CPU run must be told (`use_cpu`), the batch
 (the pairs), the steps and no reporting or saving. The pairs are demo-like: a system prompt and an
-arithmetic question (~230 tokens), answers of ~10–50 tokens. `--quick`: 4 pairs, 1 step.
+arithmetic question (~230 tokens), answers of ~10–50 tokens. `--quick`: 4 pairs, 1 step; `--smoke`: 2.
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench._measure import smoke_parser  # noqa: E402
+
 sys.path.insert(0, str(ROOT / "bench"))
 
 SYSTEM = (
@@ -125,6 +128,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="4 pairs, 1 step")
     parser.add_argument("--child", choices=["ours", "trl"], help=argparse.SUPPRESS)
+    smoke_parser(parser, pairs=2, steps=1)
     args = parser.parse_args()
     if args.quick:
         args.pairs, args.steps = 4, 1
