@@ -5,6 +5,7 @@
 import { setAlarmExamples } from "./alarm_examples.js";
 import { setCheckpoints } from "./checkpoints.js";
 import { utc } from "./dom.js";
+import { showConnection } from "./live_bar.js";
 import { showPhase } from "./phase.js";
 import { setQueue } from "./queue.js";
 import { isFinal, live, state } from "./state.js";
@@ -21,6 +22,7 @@ export function setStatus(status) {
   if (status !== "QUEUED") setQueue(null);  // a worker took it: the queue panel has said its piece
   showCancelRequested();
   showPhase();
+  showConnection();
 }
 
 export function setCancelRequested(requested) {
