@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("rollouts", "0019_sqlite_explorer_indexes")]
+    dependencies = [("rollouts", "0020_num_turns_counts_model_turns")]
 
     operations = [
         migrations.AddField(
