@@ -455,6 +455,14 @@ TRAJECTORY = Shape(
             column="env_reward",
         ),
         Field(
+            "correct",
+            "boolean",
+            "the environment's own verdict on the answer (null: it gave none); the truth the reward-hacking "
+            "alarm and the judge check compare a judge's scores with",
+            nullable=True,
+            column="correct",
+        ),
+        Field(
             "answer",
             "string",
             "the task's expected answer as text (JSON for a non-text answer; empty when the task has none)",
