@@ -38,6 +38,8 @@ class CommentForm(forms.Form):
     turn_index = forms.TypedChoiceField(
         required=False, coerce=int, empty_value=None, label="On", choices=[("", "the whole trajectory")]
     )
+    # A reply names the comment it answers; the view resolves it through access_comment.
+    reply_to = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
     # Past this many turns the turn is a number to type, not an option to pick: a select of 10,000 options
     # was most of a huge trajectory's page (bench/huge_trajectory.py).
