@@ -65,6 +65,7 @@ function connect(attempt) {
     if (data.type === "ready") {
       attempt = 0;
       window.reviewSocketReady = true;
+      document.documentElement.dataset.reviewLive = "ready";
       // Whatever changed while the socket was away: fetch the discussion again.
       if (section && window.reviewSocketConnects > 0) {
         document.dispatchEvent(new CustomEvent("review:discussion", { detail: { turn_index: null, reconnected: true } }));
@@ -76,6 +77,7 @@ function connect(attempt) {
   });
   socket.addEventListener("close", (event) => {
     window.reviewSocketReady = false;
+    document.documentElement.dataset.reviewLive = "down";
     if (REFUSED.has(event.code)) return;
     // Back off: 1 s, 2 s … up to 30 s, with jitter.
     const delay = Math.min(30_000, 1000 * 2 ** attempt) * (0.75 + Math.random() * 0.5);

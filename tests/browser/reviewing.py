@@ -1,6 +1,8 @@
 """Reviewing together in real Chromium: helpers other browser tests compose (the three-users test of
-adjudication uses them). Each member gets a browser context of their own, in their own time zone, and
-every page they open follows ws/review/ (window.reviewSocketReady once the server has joined its groups).
+adjudication uses them). Each member gets a browser context of their own, in their own time zone, under
+the Content-Security-Policy as a user's browser is (so the helpers wait on the page's DOM, never on an
+evaluated predicate), and every page they open follows ws/review/ (`<html data-review-live="ready">` once
+the server has joined its groups).
 
     alice = member_page(browser, server, "alice", "Europe/Berlin")
     open_trajectory(alice, server, project, trajectory)
@@ -21,7 +23,7 @@ from tests.browser.conftest import new_page, sign_in
 from tests.conftest import PASSWORD
 from tests.webapp.review_factories import make_trajectory
 
-SOCKET_READY = "window.reviewSocketReady === true"
+SOCKET_READY = "html[data-review-live=ready]"
 ZONES = {"alice": "Europe/Berlin", "bob": "Asia/Tokyo", "carol": "America/New_York"}
 
 
@@ -32,12 +34,12 @@ def discussed_trajectory(run):
     return make_trajectory(run, answer="5", prompt="What is 2 + 2?")
 
 
-def member_page(browser, server: str, username: str, zone: str | None = None):
-    """A signed-in page of `username` in a context of its own (the policy bypassed, as `page` is: the
-    waits evaluate predicates), in `zone` (ZONES by default)."""
+def member_page(browser, server: str, username: str, zone: str | None = None, *, bypass_csp: bool = False):
+    """A signed-in page of `username` in a browser context of its own, in `zone` (ZONES by default). The
+    context closes with the test (the `browser` fixture closes the contexts a test opened)."""
     context = browser.new_context(
         viewport={"width": 1360, "height": 900},
-        bypass_csp=True,
+        bypass_csp=bypass_csp,
         timezone_id=zone or ZONES.get(username, "UTC"),
         locale="en-GB",
     )
@@ -47,7 +49,7 @@ def member_page(browser, server: str, username: str, zone: str | None = None):
 
 
 def wait_until_live(page) -> None:
-    page.wait_for_function(SOCKET_READY)
+    page.wait_for_selector(SOCKET_READY, state="attached")
 
 
 def open_trajectory(page, server: str, project, trajectory) -> None:
