@@ -381,3 +381,17 @@ class ExplorerForm(forms.Form):
             sort=data.get("sort") or DEFAULT_SORT,
             page_size=data.get("page_size") or DEFAULT_PAGE_SIZE,
         )
+
+
+class ActivityFilterForm(forms.Form):
+    """The activity page's filters (GET): a kind of activity and a person; empty shows everything."""
+
+    kind = forms.ChoiceField(required=False, label="Show", choices=[("", "everything")])
+    person = forms.ChoiceField(required=False, label="by", choices=[("", "anyone")])
+
+    def __init__(self, *args, people: list[str], **kwargs):
+        from webapp.review.models import ActivityKind
+
+        super().__init__(*args, **kwargs)
+        self.fields["kind"].choices = [("", "everything"), *ActivityKind.choices]
+        self.fields["person"].choices = [("", "anyone"), *((name, name) for name in people)]

@@ -197,6 +197,48 @@ class ActivityVerb(models.TextChoices):
     INVITATION_REVOKED = "invitation.revoked", "revoked an invitation"
 
 
+class ActivityKind(models.TextChoices):
+    """What the activity page filters by."""
+
+    DISCUSSION = "discussion", "Comments, tags and flags"
+    ANNOTATION = "annotation", "Judgements, queues and datasets"
+    EXPERIMENTS = "experiments", "Runs, environments, rubrics, reward models"
+    MEMBERS = "members", "Members and invitations"
+
+
+KIND_OF_VERB: dict[str, str] = {
+    **{
+        verb: ActivityKind.DISCUSSION
+        for verb in ActivityVerb.values
+        if verb.split(".")[0] in ("comment", "thread", "tag", "flag")
+    },
+    **{
+        verb: ActivityKind.ANNOTATION
+        for verb in ActivityVerb.values
+        if verb.split(".")[0] in ("queue", "judgement", "snapshot", "turn", "judge")
+    },
+    **{
+        verb: ActivityKind.EXPERIMENTS
+        for verb in ActivityVerb.values
+        if verb.split(".")[0] in ("run", "environment", "rubric", "reward_model")
+    },
+    **{
+        verb: ActivityKind.MEMBERS
+        for verb in ActivityVerb.values
+        if verb.split(".")[0] in ("member", "invitation")
+    },
+}
+
+# Many in a row by one person (in one queue) read as one line: "carol judged 30 pairs in queue 2".
+GROUPED_VERBS: dict[str, str] = {
+    ActivityVerb.JUDGEMENT_RECORDED: "judged {n} pairs in",
+    ActivityVerb.JUDGEMENT_CHANGED: "changed {n} judgements in",
+    ActivityVerb.TURN_JUDGED: "judged {n} turns, the latest on",
+    ActivityVerb.TURN_JUDGEMENT_CLEARED: "withdrew {n} turn judgements, the latest on",
+    ActivityVerb.TAG_ADDED: "tagged {n} trajectories, the latest",
+}
+
+
 class Activity(models.Model):
     """Who changed what, when: the project's audit trail and the "recent activity" on its home page.
 
@@ -223,6 +265,10 @@ class Activity(models.Model):
     def __str__(self) -> str:
         return f"{self.actor} {self.verb}"
 
+    @property
+    def kind(self) -> str:
+        return KIND_OF_VERB.get(self.verb, ActivityKind.EXPERIMENTS)
+
     def target(self) -> tuple[str, str] | None:
         """(url, name) of the run, environment, rubric or reward model the activity is about, if any."""
         from django.urls import reverse
@@ -244,6 +290,14 @@ class Activity(models.Model):
         """A few words on what changed: the tag, the flag's reason, the dataset version. Never a judgement's
         choice: annotators read this log too, and must not see each other's votes."""
         data = self.data or {}
+        if "role" in data:  # members: "as annotator, added by alice"
+            added = f", added by {data['added_by']}" if data.get("added_by") else ""
+            via = (
+                ", through an invitation"
+                if self.verb == ActivityVerb.MEMBER_JOINED and "invitation_id" in data
+                else ""
+            )
+            return f"as {data['role']}{added}{via}"
         if "judge" in data:
             return f"“{data['judge']}”, {data.get('pairs', 0)} pairs in both orders"
         if "tag" in data:
@@ -257,6 +311,22 @@ class Activity(models.Model):
         if "pairs" in data:
             return f"{data['pairs']} pairs"
         return ""
+
+
+class ActivityVisit(models.Model):
+    """When a member last opened the project's activity page: the page marks what is new since."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "user"], name="one_activity_visit_per_member")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} saw {self.project} activity at {self.seen_at}"
 
 
 # --- preference annotation ------------------------------------------------------------------------

@@ -3,9 +3,9 @@
 The server renders `<time datetime="…ISO, UTC…" data-when="relative">5 minutes ago</time>` (or, with
 "exact", `data-when="exact"` and "2026-11-29 05:15 UTC"); static/js/when.js, loaded by base.html on every
 page, rewrites the text in the browser's time zone ("29 Nov 2026, 06:15 CET") and gives a relative time
-its exact time on hover. Without JavaScript the reader still sees UTC, named as such.
+its exact time on hover. Without JavaScript the reader still sees UTC, named as such. A builtin of
+the template engine (settings.TEMPLATES), so no template needs to load it:
 
-    {% load when %}
     {% when comment.created_at %}              → "5 minutes ago", exact on hover
     {% when slot.expires_at "exact" %}         → "29 Nov 2026, 06:15 CET"
     {% when slot.expires_at "time" %}          → "06:15 CET" (a time later today)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django import template
 
 from webapp.review import selectors
+from webapp.review.activity_feed import activity_lines
 
 register = template.Library()
 
@@ -22,9 +23,10 @@ def unread_badge(context) -> dict:
 
 @register.inclusion_tag("review/_activity_list.html")
 def recent_activity(project, limit: int = 10) -> dict:
+    """The project home's latest lines (runs of judgements as one line, as on the activity page)."""
     return {
         "project": project,
-        "activities": selectors.recent_activity(project=project, limit=limit),
+        "lines": activity_lines(selectors.recent_activity(project=project, limit=limit * 4))[:limit],
         "compact": True,
     }
 
