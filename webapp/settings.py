@@ -118,6 +118,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # {% when value %}: every page shows times the same way (in the reader's zone, the zone named).
+            "builtins": ["webapp.core.templatetags.when"],
         },
     },
 ]

@@ -16,6 +16,12 @@ urlpatterns = [
         name="comment_create",
     ),
     path("review/comments/<int:comment_id>/edit/", collaboration.comment_edit, name="comment_edit"),
+    path("review/comments/<int:comment_id>/resolve/", collaboration.thread_resolve, name="thread_resolve"),
+    path(
+        "review/trajectories/<int:trajectory_id>/turns/<int:turn_index>/discussion/",
+        collaboration.turn_discussion,
+        name="turn_discussion",
+    ),
     path("review/comments/<int:comment_id>/delete/", collaboration.comment_delete, name="comment_delete"),
     path("review/trajectories/<int:trajectory_id>/tags/", collaboration.tag_add, name="tag_add"),
     path(
