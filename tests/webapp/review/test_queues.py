@@ -57,9 +57,10 @@ def test_distinct_rewards_skips_equal_rewards_and_steps_filter(project, users, r
 
 def test_checkpoint_pairs_follow_one_eval_task_across_steps(project, users, run):
     for step, reward in [(0, 0.0), (10, 0.5), (20, 1.0)]:
-        make_trajectory(run, step=step, split="eval", task_id="sum-1", seed=1, reward=reward)
+        answer = f"{step // 10 + 2}"  # the policy's answer changes from step to step
+        make_trajectory(run, step=step, split="eval", task_id="sum-1", seed=1, reward=reward, answer=answer)
         make_trajectory(
-            run, step=step, split="eval", task_id="sum-1", seed=1, sample=1, reward=reward
+            run, step=step, split="eval", task_id="sum-1", seed=1, sample=1, reward=reward, answer=answer
         )  # 2nd sample ignored
     make_trajectory(run, step=0, group=1, split="eval", task_id="lonely", reward=0.0)
     make_group(run, step=0, group=5)  # train split: not in a checkpoint queue
