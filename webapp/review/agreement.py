@@ -297,7 +297,7 @@ def summarize(
 
 
 def settled(
-    judgements: Iterable[tuple[Hashable, str, Category]], decisions: Mapping[Hashable, Category]
+    judgements: Iterable[tuple[Hashable, str, Category]], decisions: Mapping[Any, Category]
 ) -> list[tuple[Hashable, str, Category]]:
     """(item, rater, label) triples with every decided item's labels replaced by its decision: the votes
     as a dataset reads them once disagreements are adjudicated."""

@@ -579,3 +579,12 @@ def form_action(html: str) -> str:
 def section_text(html: str, side: str) -> str:
     start = html.index(f'data-side="{side}"')
     return html[start : html.index("</section>", start)]
+
+
+def test_the_queue_form_skips_equal_rewards_unless_unticked(client_for, project):
+    html = client_for("bob").get(reverse("review:queue_create", args=[project.slug])).content.decode()
+    box = (
+        html.split('name="distinct_rewards"')[0].rsplit("<input", 1)[1]
+        + html.split('name="distinct_rewards"')[1].split(">")[0]
+    )
+    assert "checked" in box and "identical are never offered" in html
