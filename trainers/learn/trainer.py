@@ -331,5 +331,11 @@ class Trainer:
 
 
 def train(config: dict[str, Any], **kwargs: Any) -> RunResult:
-    """Build a Trainer and run it (see Trainer for the keyword arguments)."""
+    """Build a Trainer and run it (see Trainer for the keyword arguments); a preset with a recipe of its
+    own (`trainers.kinds.RECIPE_PRESETS`: Training-Free GRPO) runs that recipe with the same arguments."""
+    from trainers.kinds import recipe_train
+
+    recipe = recipe_train(config.get("preset"))
+    if recipe is not None:
+        return recipe(config, **kwargs)
     return Trainer(config, **kwargs).run()
