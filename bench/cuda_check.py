@@ -61,6 +61,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._measure import smoke_parser  # noqa: E402
+
 RESULTS: dict[str, Any] = {"checks": {}, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
@@ -883,6 +885,7 @@ def main() -> int:
         help="a minimal run, for a CPU try-out (default: on without CUDA, so `make bench` stays short)",
     )
     parser.add_argument("--shard-child", nargs=3, metavar=("MODEL_DIR", "PAYLOAD", "RESULT"))
+    smoke_parser(parser, tiny=True, steps=1, eval_tasks=2, nvml_seconds=0.5)
     args = parser.parse_args()
 
     if args.shard_child:

@@ -24,6 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench._measure import smoke_parser  # noqa: E402
+
 sys.path.insert(0, str(ROOT / "bench"))
 
 
@@ -91,6 +94,7 @@ def main() -> None:
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="one of the demo's knobs"
     )
+    smoke_parser(parser, steps=1)
     args = parser.parse_args()
     if args.avx2 and os.environ.get("ATEN_CPU_CAPABILITY") != "avx2":
         env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}

@@ -27,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._measure import smoke_parser  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
@@ -35,6 +37,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--model", default="smollm2-135m")
+    smoke_parser(parser, steps=1, samples=2, tokens=8)
     args = parser.parse_args()
 
     import torch

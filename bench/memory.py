@@ -24,6 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench._measure import smoke_parser  # noqa: E402
+
 sys.path.insert(0, str(ROOT / "bench"))
 
 GOAL_BYTES = 3_000_000_000  # issue 25: the 135M demo run ≤ 3 GB peak RSS
@@ -127,6 +130,7 @@ def main() -> None:
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="one of the demo's knobs"
     )
+    smoke_parser(parser, steps=1, models="bundled", eval_tasks=1)
     args = parser.parse_args()
     if args.floor:
         floor()

@@ -17,10 +17,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench._measure import size  # noqa: E402
+
 VAR = Path(os.environ.setdefault("ROLLOUT_STUDIO_VAR", str(ROOT / "var" / "bench-curves")))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
-POINTS, GOAL_S = 100_000, 0.3
+POINTS, GOAL_S = size(100_000, smoke=2_000), 0.3
 
 
 def main() -> None:

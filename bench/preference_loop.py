@@ -32,6 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._measure import smoke_parser  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
@@ -44,6 +46,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=20.0, help="budget of each route")
     parser.add_argument("--threshold", type=float, default=0.6, help="reward model reliability threshold")
     parser.add_argument("--out", default=None, help="keep artefacts here (default: a temp dir)")
+    smoke_parser(parser, prompts=2, group=2, eval=2, dpo_steps=1, grpo_steps=1, minutes=2.0)
     args = parser.parse_args()
 
     import transformers

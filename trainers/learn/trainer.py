@@ -183,6 +183,7 @@ class Trainer:
             checkpoint_path = self._last_checkpoint
             if self.out_dir is not None and self._setup_done and self.step > 0:
                 checkpoint_path = self.save_checkpoint()
+            self.log(cancel_outcome(self.step, saved=checkpoint_path is not None))
             message = f"cancelled after step {self.step}"
             self.emit("status", status="CANCELLED", message=message, traceback=None, step=self.step)
             return RunResult("CANCELLED", self.step, dict(self.last_metrics), checkpoint_path)
@@ -328,6 +329,15 @@ class Trainer:
             emit=self.emit,
             log=self.log,
         )
+
+
+def cancel_outcome(step: int, *, saved: bool) -> str:
+    """The run log's line on a cancel: where it stopped and where a resume starts (the run page's cancel
+    dialog promises the same: a checkpoint of the last finished step, none before the first)."""
+    if saved:
+        return f"cancelled: stopped after step {step}; a resume starts from the checkpoint of step {step}"
+    where = f"after step {step}" if step else "before its first step finished"
+    return f"cancelled: stopped {where}, with no checkpoint saved; there is nothing to resume from"
 
 
 def train(config: dict[str, Any], **kwargs: Any) -> RunResult:

@@ -219,6 +219,7 @@ class Run(models.Model):
     current_step = models.PositiveIntegerField(default=0)
     max_steps = models.PositiveIntegerField(default=0)
     best_reward = models.FloatField(null=True, blank=True)
+    best_reward_step = models.PositiveIntegerField(null=True, blank=True, help_text="the step that reached it")
     last_reward = models.FloatField(null=True, blank=True)
     # The highest memory the run's trainer process held (MB), as its heartbeats report it
     # (trainers.sdk.wire: the heartbeat's peak_rss_mb / peak_gpu_mb); only ever rises.
@@ -248,18 +249,23 @@ class Run(models.Model):
     )
 
     def progress_after(
-        self, *, step: int, last_reward: float | None, best_reward: float | None
+        self,
+        *,
+        step: int,
+        last_reward: float | None,
+        best_reward: float | None,
+        best_step: int | None = None,
     ) -> dict[str, Any]:
         """The list pages' denormalised progress once metrics up to `step` are stored: the step only moves
-        forward, the best reward is a maximum, the last reward is the newest batch's. Read from this
-        instance, so the caller holds the run's row lock (ingestion does) for the answer to stay true."""
+        forward, the best reward is a maximum (with the step that reached it, `best_step`, `step` if not
+        given; the first step to reach a tie keeps it), the last reward is the newest batch's. Read from
+        this instance, so the caller holds the run's row lock (ingestion does) for the answer to stay true."""
         fields: dict[str, Any] = {"current_step": max(self.current_step, step)}
         if last_reward is not None:
             fields["last_reward"] = last_reward
-        if best_reward is not None:
-            fields["best_reward"] = (
-                best_reward if self.best_reward is None else max(self.best_reward, best_reward)
-            )
+        if best_reward is not None and (self.best_reward is None or best_reward > self.best_reward):
+            fields["best_reward"] = best_reward
+            fields["best_reward_step"] = step if best_step is None else best_step
         return fields
 
     @property
@@ -465,7 +471,7 @@ class Checkpoint(models.Model):
 
     def weight_files(self) -> list[str]:
         """The checkpoint's weights as paths relative to its directory (trainers/learn/checkpoint.py's layout:
-        model*.safetensors for full fine-tuning, adapter/adapter_model.safetensors for LoRA); [] when
+        model*.safetensors, merged for LoRA, whose adapters are also adapter/adapter_model.safetensors); [] when
         pruned or when the directory is not on this machine."""
         from pathlib import Path
 

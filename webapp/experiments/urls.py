@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.experiments import views
+from webapp.experiments import views, views_preview
 
 app_name = "experiments"
 urlpatterns = [
@@ -14,6 +14,11 @@ urlpatterns = [
     path("rubrics/new/", views.rubric_create, name="rubric_create"),
     path("rubrics/criterion-params/", views.criterion_params, name="criterion_params"),
     path("rubrics/preview/", views.rubric_preview, name="rubric_preview"),
+    path(
+        "rubrics/preview/trajectories/",
+        views_preview.rubric_preview_trajectories,
+        name="rubric_preview_trajectories",
+    ),
     path("rubrics/<int:rubric_id>/", views.rubric_detail, name="rubric_detail"),
     path("rubrics/<int:rubric_id>/edit/", views.rubric_edit, name="rubric_edit"),
     path("runs/", views.run_list, name="run_list"),

@@ -48,10 +48,10 @@ from webapp.projects.access import (
     access_project,
     access_rubric,
     access_run,
-    access_trajectory,
 )
 from webapp.projects.views import project_context
 from webapp.rollouts import selectors as rollout_selectors
+from webapp.experiments.views_preview import preview_picker_form
 
 log = logging.getLogger(__name__)
 
@@ -257,9 +257,7 @@ def _rubric_form_page(
             access,
             builder=builder,
             rubric=rubric,
-            preview_form=RubricPreviewForm(
-                trajectories=rollout_selectors.preview_trajectory_choices(project=access.project)
-            ),
+            preview_form=preview_picker_form(request, access),
             criterion_kinds=criterion_kinds(),
             judge_models=judge_model_choices(),
         ),
@@ -341,9 +339,7 @@ def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
     """htmx partial: score a pasted transcript with the unsaved rubric on the page. Saves nothing."""
     access = access_project(request.user, slug, Capability.LAUNCH)
     builder = RubricBuilder(request.POST)
-    preview_form = RubricPreviewForm(
-        request.POST, trajectories=rollout_selectors.preview_trajectory_choices(project=access.project)
-    )
+    preview_form = RubricPreviewForm(request.POST)
     context = project_context(access, builder=builder, problems=[], score=None)
     builder_ok = builder.is_valid()
     preview_ok = preview_form.is_valid()
@@ -351,14 +347,17 @@ def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
         context["problems"] += [f"{field}: {', '.join(errs)}" for field, errs in preview_form.errors.items()]
     if not builder_ok:
         context["problems"] += builder.error_messages()
+    picked = preview_form.cleaned_data.get("trajectory") if preview_ok else None
+    stored = rollout_selectors.project_trajectory(project=access.project, trajectory_id=picked) if picked else None
+    if picked and stored is None:
+        context["problems"].append(f"trajectory: this project has no trajectory #{picked}.")
+        preview_ok = False
     if builder_ok and preview_ok:
         spec = builder.spec()
         try:
             services.validate_rubric_spec(spec)
             answer = preview_form.cleaned_data["answer"] or None
-            picked = preview_form.cleaned_data["trajectory"]
-            if picked:  # a real trajectory of this project (the picker only lists these)
-                stored = access_trajectory(access, picked)
+            if stored is not None:  # any trajectory of this project, typed or found by id
                 trajectory = rollout_selectors.stored_trajectory(stored, answer=answer)
                 context["stored"] = stored
             else:

@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 from typing import Any, cast
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 
 from trainers.rubrics import alarms
 from trainers.rubrics.judge import judge_where
@@ -18,7 +18,7 @@ from trainers.types import Trajectory as TrainerTrajectory
 from trainers.types import TrajectoryStatus as TrainerStatus
 from trainers.types import Turn as TrainerTurn
 from webapp.experiments.models import Checkpoint, Run
-from webapp.rollouts.models import MetricPoint, RunEvent, Trajectory, Turn
+from webapp.rollouts.models import MetricPoint, RunEvent, Trajectory, Turn, task_headline
 
 
 def trajectory_list(
@@ -136,21 +136,48 @@ def run_hacking_alarm(run: Run, *, window: int = alarms.WINDOW) -> alarms.RunAla
 
 # --- the rubric preview on a stored trajectory ------------------------------------------------------
 
-PREVIEW_TRAJECTORY_CHOICES = 40
+PREVIEW_TRAJECTORY_CHOICES = 40  # options the picker offers at a time; any trajectory can be typed or found
 
 
-def preview_trajectory_choices(*, project: Any) -> list[tuple[int, str]]:
-    """The project's latest trajectories as (id, "run · step 3 · task t-1 · reward 0.5") for the rubric
-    preview's picker."""
-    rows = (
-        Trajectory.objects.filter(run__project=project)
-        .order_by("-pk")
-        .values_list("pk", "run__name", "step", "split", "task_id", "reward")[:PREVIEW_TRAJECTORY_CHOICES]
+def preview_trajectory_label(trajectory: Trajectory) -> str:
+    """ "#812 · What is 40 + 2? · run-a · train step 3 · reward 0.5": how the rubric preview's picker names a
+    trajectory (its task as text, never its hash: models.task_headline, shortened). The leading #id is
+    what the form reads back (RubricPreviewForm.clean_trajectory)."""
+    task = task_headline(trajectory.prompt, trajectory.task_id)
+    if len(task) > PREVIEW_TASK_CHARS:
+        task = task[: PREVIEW_TASK_CHARS - 1] + "…"
+    return (
+        f"#{trajectory.pk} · {task} · {trajectory.run.name} · {trajectory.split} step {trajectory.step}"
+        f" · reward {trajectory.reward:.4g}"
     )
-    return [
-        (pk, f"#{pk} · {run} · {split} step {step} · task {task[:40]} · reward {reward:.4g}")
-        for pk, run, step, split, task, reward in rows
-    ]
+
+
+PREVIEW_TASK_CHARS = 60
+
+
+def preview_trajectory_options(*, project: Any, query: str = "") -> list[tuple[int, str]]:
+    """Trajectories of the project for the rubric preview's picker, newest first, as (id, label): the
+    newest ones for an empty query; else the one with that id ("812", "#812") and those whose task id or
+    prompt contains the text. At most PREVIEW_TRAJECTORY_CHOICES."""
+    rows = Trajectory.objects.filter(run__project=project).select_related("run").only(
+        "pk", "run__name", "step", "split", "task_id", "prompt", "reward"
+    )
+    query = query.strip()
+    number = query.lstrip("#").split(" ", 1)[0]
+    if query:
+        matches = Q(task_id__icontains=query) | Q(prompt__icontains=query)
+        if number.isdigit():
+            matches |= Q(pk=int(number))
+        rows = rows.filter(matches)
+    found = list(rows.order_by("-pk")[:PREVIEW_TRAJECTORY_CHOICES])
+    if number.isdigit():  # the id asked for first
+        found.sort(key=lambda t: t.pk != int(number))
+    return [(t.pk, preview_trajectory_label(t)) for t in found]
+
+
+def project_trajectory(*, project: Any, trajectory_id: int) -> Trajectory | None:
+    """The project's trajectory with this id, None when it has none such."""
+    return Trajectory.objects.filter(run__project=project, pk=trajectory_id).select_related("run").first()
 
 
 def stored_trajectory(stored: Trajectory, *, answer: str | None = None) -> TrainerTrajectory:

@@ -281,6 +281,7 @@ def trajectory_detail(request: HttpRequest, slug: str, trajectory_id: int) -> Ht
             trajectory=trajectory,
             turns=turns,
             next_start=(turns[-1].index + 1) if more and turns else None,
+            message_count=trajectory.turns.count() if more else len(turns),  # messages, not model turns
             first_turn=first,
             earlier_from=max(0, first - TURNS_PER_CHUNK) if first else None,
             chunk=TURNS_PER_CHUNK,
@@ -417,7 +418,10 @@ def compare_trajectories(request: HttpRequest, slug: str) -> HttpResponse:
     rows, cut = compare_many.compare_rows([reading.turns_for_diff(t) for t in trajectories])
     # Ticked rows of the explorer may be of several tasks: the page names them, so prompts that differ
     # are not read as the policy's doing.
-    tasks = list(dict.fromkeys(t.task_id for t in trajectories))
+    first_of_task: dict[str, Trajectory] = {}
+    for trajectory in trajectories:
+        first_of_task.setdefault(trajectory.task_id, trajectory)
+    tasks = list(first_of_task.values())  # named by their text (task_tags), once each
     return render(
         request,
         "rollouts/compare_trajectories.html",

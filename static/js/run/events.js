@@ -18,7 +18,7 @@ function applyMetricsEvent(event) {
   applyMetrics(event);
   setProgress(event.step);
   if (event.values) noteEvaluation(event.step, event.values);
-  if (event.values) setBest(event.values["reward/mean"]);
+  if (event.values) setBest(event.values["reward/mean"], event.step);
 }
 
 const HANDLERS = {
@@ -55,7 +55,7 @@ export function applySnapshot(message) {
   applyPageState(run);
   state.maxSteps = run.max_steps || state.maxSteps;
   setProgress(run.current_step);
-  setBest(run.best_reward);
+  setBest(run.best_reward, run.best_reward_step);
   if (run.phase) setPhase(run.phase);
   if ("hacking_alarm" in run) setHackingAlarm(run.hacking_alarm);
   if (message.replay && message.replay.truncated) {

@@ -4,6 +4,7 @@
 // Run.page_state() (the snapshot and every status event carry it), and the reward-hacking alarm banner.
 import { setCheckpoints } from "./checkpoints.js";
 import { utc } from "./dom.js";
+import { showConnection } from "./live_bar.js";
 import { showPhase } from "./phase.js";
 import { setQueue } from "./queue.js";
 import { isFinal, live, state } from "./state.js";
@@ -20,6 +21,7 @@ export function setStatus(status) {
   if (status !== "QUEUED") setQueue(null);  // a worker took it: the queue panel has said its piece
   showCancelRequested();
   showPhase();
+  showConnection();
 }
 
 export function setCancelRequested(requested) {
