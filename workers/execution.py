@@ -56,6 +56,11 @@ def judge_secrets(run: Run, rubric: dict[str, Any]) -> dict[str, str]:
     from trainers.rubrics.judge_models import secret_names
 
     names = secret_names(rubric)
+    experience_key = (run.resolved_config or {}).get(
+        "experience_api_key_secret"
+    )  # Training-Free GRPO's endpoint
+    if experience_key and experience_key not in names:
+        names = [*names, experience_key]
     return secret_values(project=run.project, names=names) if names else {}
 
 

@@ -365,5 +365,11 @@ def cancel_outcome(step: int, *, saved: bool) -> str:
 
 
 def train(config: Mapping[str, Any] | RunConfig, **kwargs: Any) -> RunResult:
-    """Build a Trainer and run it (see Trainer for the keyword arguments)."""
+    """Build a Trainer and run it (see Trainer for the keyword arguments); a preset with a recipe of its
+    own (`trainers.kinds.RECIPE_PRESETS`: Training-Free GRPO) runs that recipe with the same arguments."""
+    from trainers.kinds import recipe_train
+
+    recipe = recipe_train(config.preset if isinstance(config, RunConfig) else config.get("preset"))
+    if recipe is not None:
+        return recipe(config, **kwargs)
     return Trainer(config, **kwargs).run()
