@@ -459,7 +459,6 @@ def test_the_metric_scan_finds_a_second_formula():
 MAX_FILE_LINES = 650
 MAX_FUNCTION_LINES = 120
 FILES_OVER = {
-    "trainers/config.py": 860,
     "trainers/rollout/episodes.py": 729,
     "trainers/sdk/wire.py": 1078,
 }
