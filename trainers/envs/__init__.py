@@ -407,6 +407,7 @@ FROM_DATASET = KindSpec(
 
 MCP_TOOLS = KindSpec(
     name="mcp_tools",
+    extra="envs",
     title="Tasks with tools from MCP servers",
     description=(
         "Try an MCP server with no code: a few tasks written here (or a JSONL file), the tools a Model Context "
@@ -455,6 +456,7 @@ MCP_TOOLS = KindSpec(
 
 OPENENV = KindSpec(
     name="openenv",
+    extra="envs",
     title="OpenEnv server",
     description=(
         "Any OpenEnv environment server (reset / step / state over HTTP, or one /ws session per episode). "
@@ -573,6 +575,7 @@ OPENENV = KindSpec(
 
 VERIFIERS = KindSpec(
     name="verifiers",
+    extra="envs",
     title="verifiers environment package",
     description=(
         "An installed verifiers environment (a package exposing load_environment()): its dataset gives the "
@@ -768,6 +771,7 @@ REASONING_GYM_DATASETS = [
 
 REASONING_GYM = KindSpec(
     name="reasoning_gym",
+    extra="envs",
     title="reasoning-gym task",
     description=(
         "One of reasoning-gym's procedural task generators (arithmetic, puzzles, logic…): tasks come from "
@@ -843,6 +847,7 @@ TEXTARENA_GAMES = [
 
 TEXTARENA = KindSpec(
     name="textarena",
+    extra="envs",
     title="TextArena single-player game",
     description=(
         "A single-player text game from TextArena (guess the number, Mastermind, Minesweeper, Sudoku, "
@@ -870,6 +875,7 @@ TEXTARENA = KindSpec(
 
 AGENT = KindSpec(
     name="agent",
+    extra="agents",
     title="Your own agent (OpenAI-compatible)",
     description=(
         "Train an agent you already have, unchanged: for each episode it gets the task and an OpenAI client "
