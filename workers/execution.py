@@ -56,6 +56,11 @@ def judge_secrets(run: Run, rubric: dict[str, Any]) -> dict[str, str]:
     from trainers.rubrics.judge_models import secret_names
 
     names = secret_names(rubric)
+    experience_key = (run.resolved_config or {}).get(
+        "experience_api_key_secret"
+    )  # Training-Free GRPO's endpoint
+    if experience_key and experience_key not in names:
+        names = [*names, experience_key]
     return secret_values(project=run.project, names=names) if names else {}
 
 
@@ -132,7 +137,7 @@ def _train(run: Run, token: str, cancel: Callable[[], bool]) -> str:
     cancellation check (trainers.sdk.cancel) together with the ingestion replies."""
     if run.is_dpo:
         return _train_dpo(run, token, cancel)
-    from trainers.learn.trainer import train
+    from trainers.recipes.grpo import train
     from trainers.sdk.events import JsonlSink, MultiSink
     from trainers.sdk.reporting import HttpSink
 
@@ -157,36 +162,33 @@ def _train(run: Run, token: str, cancel: Callable[[], bool]) -> str:
 
 
 def _train_dpo(run: Run, token: str, cancel: Callable[[], bool]) -> str:
-    """A DPO run: TRL's DPOTrainer on the run's preference snapshot, reported by the TRL callback
-    through the same ingestion API (metrics, checkpoints, cancel, final status)."""
-    from trainers.integrations.trl import RolloutStudioCallback
+    """A DPO run: `trainers.learn.dpo.train_dpo` on the run's preference snapshot, reporting through the
+    same ingestion API as a GRPO run (phases, metrics, checkpoints, status)."""
     from trainers.learn.dpo import train_dpo
-    from trainers.sdk.cancel import cancellable
-    from trainers.sdk.client import Run as StudioRun
+    from trainers.sdk.events import JsonlSink, MultiSink, make_event
     from trainers.sdk.reporting import HttpSink
     from webapp.review.exports import dpo_records
 
     out_dir = run_artifacts_dir(run)
     http = HttpSink(settings.DASHBOARD_URL, run.pk, token, start_seq=run.last_seq + 1)
-    reporter = StudioRun(run.pk, token, settings.DASHBOARD_URL, sink=http)
-    http.emit({"type": "status", "status": "RUNNING"})
+    sink = MultiSink(http, JsonlSink(out_dir / "events.jsonl"))
     config = {k: v for k, v in run.resolved_config.items() if k not in ("kind", "snapshot")}
-    records = dpo_records(run.preference_snapshot)
-    reporter.log(
-        f"DPO on preference dataset #{run.preference_snapshot_id} (v{run.preference_snapshot.version}): "
-        f"{len(records)} pairs, {config.get('max_steps')} steps"
+    snapshot = run.preference_snapshot
+    assert snapshot is not None  # a DPO run is created on one (run_create_dpo)
+    records = dpo_records(snapshot)
+    sink.emit(
+        make_event(
+            "log",
+            level="info",
+            message=f"DPO on preference dataset #{snapshot.pk} (v{snapshot.version}): {len(records)} pairs",
+        )
     )
-    callback = RolloutStudioCallback(reporter, algorithm="dpo", finish_on_end=True)
     try:
-        with cancellable(cancel):  # the callback stops TRL at the end of the step under way
-            result = train_dpo(
-                records, config, out_dir=out_dir, callbacks=[callback], resume_from=resume_path(run)
-            )
+        result = train_dpo(
+            records, config, out_dir=out_dir, sink=sink, resume_from=resume_path(run), cancel=cancel
+        )
     finally:
-        # The run's final peak memory, unless the callback has already finished the run (its final status
-        # closed the sink: emitting then raised, and turned a SUCCEEDED run's task into 'failed').
-        if not reporter.finished:
-            http.emit(http.heartbeat())
+        http.emit(http.heartbeat())  # the run's final peak memory
         if not http.close(timeout_s=120):
             log.error("run %s: some events could not be delivered: %s", run.pk, http.stats)
-    return "cancelled" if callback.cancelled else f"done ({result.steps} steps)"
+    return "cancelled" if result.cancelled else f"done ({result.steps} steps)"

@@ -269,6 +269,7 @@ def trajectory_detail(request: HttpRequest, slug: str, trajectory_id: int) -> Ht
     turns, more = trajectory_selectors.turns_window(trajectory=trajectory, start=first, limit=FIRST_TURNS)
     judged = review_selectors.turn_judgements(trajectory, request.user)
     judged.annotate(turns)
+    review_selectors.annotate_turn_threads(trajectory, turns)
     env_state_json = (
         json.dumps(trajectory.env_state, indent=2, sort_keys=True, ensure_ascii=False)
         if trajectory.env_state is not None
@@ -310,6 +311,7 @@ def trajectory_turns(request: HttpRequest, slug: str, trajectory_id: int) -> Htt
         return _bad_request(error)
     turns, more = trajectory_selectors.turns_window(trajectory=trajectory, start=start, limit=TURNS_PER_CHUNK)
     review_selectors.turn_judgements(trajectory, request.user).annotate(turns)
+    review_selectors.annotate_turn_threads(trajectory, turns)
     next_start = (turns[-1].index + 1) if more and turns else None
     return render(
         request,

@@ -27,6 +27,7 @@ def many(run, count: int):
             step=i,
             task_id=f"9f{i:06x}c0ffee",  # a hash, as environments name tasks
             prompt=f"Question {i}: what is {i} + 2?\nAnswer with a number.",
+            answer=str(i + 2),
             turns=[turn("user", f"What is {i} + 2?"), turn("assistant", f"<answer>{i + 2}</answer>")],
         )
         for i in range(count)

@@ -25,7 +25,7 @@ from webapp.experiments.forms import (
     like_run,
     recommendation_for,
 )
-from webapp.experiments.models import KEY_CHECKPOINT_METRICS, RunStatus
+from webapp.experiments.models import RunStatus
 from webapp.experiments.services.runs import RUN_TAG_MAX_CHARS
 from webapp.experiments.views.common import posted
 from webapp.fleet.selectors import queue_states, run_queue_state
@@ -207,8 +207,8 @@ def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
             config_json=json.dumps(config, indent=2, sort_keys=True),
             checkpoints=checkpoints,
             kept_checkpoints=[c for c in checkpoints if not c.deleted],
-            key_metrics=KEY_CHECKPOINT_METRICS,
-            checkpoint_columns=len(KEY_CHECKPOINT_METRICS) + 5,
+            key_metrics=run.checkpoint_metric_columns,
+            checkpoint_columns=len(run.checkpoint_metric_columns) + 5,
             children=list(selectors.run_children(run)),
             # The run page's live state, as the websocket's snapshot gives it (one source for both).
             snapshot=run_snapshot(run),
