@@ -97,6 +97,11 @@ class KindSpec:
     # "learned" (a model's opinion: LLM judge, learned reward); the reward-hacking alarm
     # (trainers.rubrics.alarms) compares the two. "" for neither.
     signal: str = ""
+    # The package extra (pyproject's optional-dependencies) that brings what the kind imports when it is
+    # built or scores, beyond the trainer's own install (`all`); "" for nothing more. The image installs
+    # every extra a kind declares (tests/deploy/test_image_extras.py), so a kind added with a new package
+    # says so here once.
+    extra: str = ""
 
     def validate(self, config: Any) -> Errors:
         """Every problem with `config` as {dotted field path: [messages]}; {} when it is valid. The form,

@@ -23,6 +23,7 @@ from trainers.kinds import text_field as _text
 
 OPENENV = KindSpec(
     name="openenv",
+    extra="envs",
     title="OpenEnv server",
     description=(
         "Any OpenEnv environment server (reset / step / state over HTTP, or one /ws session per episode). "
@@ -141,6 +142,7 @@ OPENENV = KindSpec(
 
 VERIFIERS = KindSpec(
     name="verifiers",
+    extra="envs",
     title="verifiers environment package",
     description=(
         "An installed verifiers environment (a package exposing load_environment()): its dataset gives the "
@@ -336,6 +338,7 @@ REASONING_GYM_DATASETS = [
 
 REASONING_GYM = KindSpec(
     name="reasoning_gym",
+    extra="envs",
     title="reasoning-gym task",
     description=(
         "One of reasoning-gym's procedural task generators (arithmetic, puzzles, logic…): tasks come from "
@@ -411,6 +414,7 @@ TEXTARENA_GAMES = [
 
 TEXTARENA = KindSpec(
     name="textarena",
+    extra="envs",
     title="TextArena single-player game",
     description=(
         "A single-player text game from TextArena (guess the number, Mastermind, Minesweeper, Sudoku, "
@@ -438,6 +442,7 @@ TEXTARENA = KindSpec(
 
 AGENT = KindSpec(
     name="agent",
+    extra="agents",
     title="Your own agent (OpenAI-compatible)",
     description=(
         "Train an agent you already have, unchanged: for each episode it gets the task and an OpenAI client "

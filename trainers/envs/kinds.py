@@ -411,6 +411,7 @@ FROM_DATASET = KindSpec(
 
 MCP_TOOLS = KindSpec(
     name="mcp_tools",
+    extra="envs",
     title="Tasks with tools from MCP servers",
     description=(
         "Try an MCP server with no code: a few tasks written here (or a JSONL file), the tools a Model Context "
