@@ -9,8 +9,8 @@ import torch
 
 from trainers import models
 from trainers.learn.losses import completion_logprobs, policy_loss
-from trainers.learn.trainer import Trainer
 from trainers.models import cpu_runs_fast
+from trainers.recipes.grpo import Trainer
 from trainers.rollout.episodes import ChatFormat, Rollout
 from trainers.sdk import wire
 from trainers.sdk.events import MemorySink

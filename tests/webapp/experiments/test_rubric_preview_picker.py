@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from tests.webapp.experiments.test_pages_rubrics import cells, preview, url
 from tests.webapp.factories import make_trajectory, turn
-from webapp.rollouts.selectors import PREVIEW_TRAJECTORY_CHOICES
+from webapp.rollouts.selectors.runs import PREVIEW_TRAJECTORY_CHOICES
 
 
 def options(client, project, typed: str) -> list[str]:

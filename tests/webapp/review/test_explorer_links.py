@@ -19,7 +19,7 @@ def test_every_group_link_opens_its_group_evaluation_groups_too(client_for, proj
     )
     client = client_for("dave")
 
-    html = client.get(reverse("rollouts:explorer", args=[project.slug])).content.decode()
+    html = client.get(reverse("review:explorer", args=[project.slug])).content.decode()
 
     links = re.findall(r'<a href="([^"]+)" title="the whole group at this step">', html)
     assert len(links) == 2
