@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.experiments import views, views_preview
+from webapp.experiments import views, views_judge_check, views_preview
 
 app_name = "experiments"
 urlpatterns = [
@@ -21,6 +21,16 @@ urlpatterns = [
     ),
     path("rubrics/<int:rubric_id>/", views.rubric_detail, name="rubric_detail"),
     path("rubrics/<int:rubric_id>/edit/", views.rubric_edit, name="rubric_edit"),
+    path(
+        "rubrics/<int:rubric_id>/judge-check/",
+        views_judge_check.rubric_judge_check,
+        name="rubric_judge_check",
+    ),
+    path(
+        "rubrics/<int:rubric_id>/judge-check/setting/",
+        views_judge_check.project_untrusted_judge,
+        name="project_untrusted_judge",
+    ),
     path("runs/", views.run_list, name="run_list"),
     path("runs/new/", views.run_create, name="run_create"),
     path("runs/recommended-knobs/", views.run_recommended_knobs, name="run_recommended_knobs"),

@@ -39,6 +39,8 @@ from webapp.experiments.forms import (
 from webapp.experiments.judges import judge_model_choices
 from webapp.experiments.models import KEY_CHECKPOINT_METRICS, Rubric, RunStatus
 from webapp.experiments.services.runs import RUN_TAG_MAX_CHARS
+from webapp.experiments.views_judge_check import launch_judge_gate
+from webapp.experiments.views_preview import preview_picker_form
 from webapp.fleet.selectors import queue_states, run_queue_state
 from webapp.live.selectors import MAX_COMPARED_RUNS, run_snapshot
 from webapp.projects.access import (
@@ -51,7 +53,6 @@ from webapp.projects.access import (
 )
 from webapp.projects.views import project_context
 from webapp.rollouts import selectors as rollout_selectors
-from webapp.experiments.views_preview import preview_picker_form
 
 log = logging.getLogger(__name__)
 
@@ -478,7 +479,13 @@ def run_create(request: HttpRequest, slug: str) -> HttpResponse:
         project=access.project,
         checkpoint_id=request.POST.get("from_checkpoint") or request.GET.get("from_checkpoint"),
     )
-    if request.method == "POST" and launcher.is_valid():
+    # A judge that cannot tell right from wrong is flagged before the run is queued (warn or refuse).
+    gated = (
+        request.method == "POST"
+        and launcher.is_valid()
+        and launch_judge_gate(request, access.project, launcher)
+    )
+    if request.method == "POST" and not gated and launcher.is_valid():
         try:
             if start_checkpoint is not None:
                 values = launcher.values()
@@ -498,7 +505,7 @@ def run_create(request: HttpRequest, slug: str) -> HttpResponse:
             if waiting and waiting["warning"]:
                 messages.warning(request, waiting["warning"])
             return redirect("experiments:run_detail", slug, run.pk)
-    elif request.method == "POST":  # some fields did not parse: check the others too, in this pass
+    elif request.method == "POST" and not gated:  # some fields did not parse: check the others too
         _knobs, errors = services.run_config_errors(**launcher.partial_values())
         launcher.add_remaining_errors(errors)
     return render(
