@@ -58,7 +58,7 @@ def main() -> None:
     import yaml
 
     from trainers.cli import load_config
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
     from trainers.sdk.events import JsonlSink, NullSink
 
     transformers.logging.set_verbosity_error()

@@ -54,7 +54,7 @@ def main() -> None:
     from trainers.cli import load_config
     from trainers.learn.dpo import train_dpo
     from trainers.learn.reward_training import train_reward_model
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
     from trainers.rubrics.alarms import run_alarm, trajectory_flag
     from trainers.rubrics.reward_model import assess_reliability
     from trainers.texts import trajectory_text

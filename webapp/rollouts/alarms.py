@@ -1,5 +1,5 @@
 """The run-level reward-hacking alarm, live (the rule itself: trainers/rubrics/alarms.py, read through
-`webapp.rollouts.selectors.run_hacking_alarm`).
+`webapp.rollouts.selectors.runs.run_hacking_alarm`).
 
 The alarm reads the per-step criterion means (`criterion/<name>` metrics), the environment verifier's
 accuracy (`accuracy`) and held-out accuracy (`eval/accuracy`), so after an ingested batch that carried
@@ -20,7 +20,11 @@ from django.urls import reverse
 from trainers.rubrics.alarms import HELD_OUT, VERIFIER
 from webapp.core.broadcast import broadcast_on_commit
 from webapp.experiments.models import Run
-from webapp.rollouts.selectors import hacking_alarm_examples, run_can_raise_hacking_alarm, run_hacking_alarm
+from webapp.rollouts.selectors.runs import (
+    hacking_alarm_examples,
+    run_can_raise_hacking_alarm,
+    run_hacking_alarm,
+)
 
 CRITERION_PREFIX = "criterion/"
 

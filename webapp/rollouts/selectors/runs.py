@@ -1,6 +1,6 @@
 """Reads of a run's rollouts, metrics and checkpoints. Callers have already checked access to the run.
 
-Metric curves are read through `webapp.rollouts.metrics` (the one downsampling).
+Metric curves are read through `webapp.rollouts.selectors.metrics` (the one downsampling).
 """
 
 from __future__ import annotations
@@ -189,8 +189,10 @@ def preview_trajectory_options(*, project: Any, query: str = "") -> list[tuple[i
     """Trajectories of the project for the rubric preview's picker, newest first, as (id, label): the
     newest ones for an empty query; else the one with that id ("812", "#812") and those whose task id or
     prompt contains the text. At most PREVIEW_TRAJECTORY_CHOICES."""
-    rows = Trajectory.objects.filter(run__project=project).select_related("run").only(
-        "pk", "run__name", "step", "split", "task_id", "prompt", "reward"
+    rows = (
+        Trajectory.objects.filter(run__project=project)
+        .select_related("run")
+        .only("pk", "run__name", "step", "split", "task_id", "prompt", "reward")
     )
     query = query.strip()
     number = query.lstrip("#").split(" ", 1)[0]
