@@ -54,13 +54,16 @@ def test_the_rubric_page_checks_its_judge_against_the_environments_verifier(clie
     assert 'data-judge-check="judge"' in html and "cannot tell right from wrong" in html
     # The confusion of right vs wrong answers: it calls the wrong answers right too.
     confusion = html[html.index("data-judge-confusion") :].split("</table>")[0]
-    assert "wrong answers</th><td class=\"num\">2</td><td class=\"num\">0</td>" in confusion
+    assert 'wrong answers</th><td class="num">2</td><td class="num">0</td>' in confusion
     assert "data-judge-auc>0.50" in html and "data-judge-kappa>0.00" in html
 
     # A viewer sees the page, not the button (checking runs a model).
     viewer = client_for("dave").get(url("rubric_judge_check", project, rubric.pk)).content.decode()
     assert "researchers and owners can" in viewer
-    assert client_for("dave").post(url("rubric_judge_check", project, rubric.pk), {"truth": "x"}).status_code == 403
+    assert (
+        client_for("dave").post(url("rubric_judge_check", project, rubric.pk), {"truth": "x"}).status_code
+        == 403
+    )
 
 
 def launch(client, project, environment, rubric, **extra):
@@ -78,7 +81,9 @@ def test_the_run_form_warns_before_queuing_a_judge_that_cannot_tell_and_launches
     warned = launch(bob, project, environment, rubric)
     html = warned.content.decode()
     assert warned.status_code == 200 and "data-judge-warning" in html
-    assert "cannot tell right from wrong on this environment" in html and 'name="accept_untrusted_judge"' in html
+    assert (
+        "cannot tell right from wrong on this environment" in html and 'name="accept_untrusted_judge"' in html
+    )
     assert not Run.objects.filter(name="judged run").exists()
 
     launched = launch(bob, project, environment, rubric, accept_untrusted_judge="1")
@@ -88,10 +93,15 @@ def test_the_run_form_warns_before_queuing_a_judge_that_cannot_tell_and_launches
 
 def test_a_project_set_to_refuse_refuses_the_launch(client_for, project, judged):
     environment, rubric = judged
-    assert client_for("bob").post(
+    assert (
+        client_for("bob")
+        .post(url("project_untrusted_judge", project, rubric.pk), {"untrusted_judge": "refuse"})
+        .status_code
+        == 403
+    )  # the project's setting: an owner's
+    client_for("alice").post(
         url("project_untrusted_judge", project, rubric.pk), {"untrusted_judge": "refuse"}
-    ).status_code == 403  # the project's setting: an owner's
-    client_for("alice").post(url("project_untrusted_judge", project, rubric.pk), {"untrusted_judge": "refuse"})
+    )
     project.refresh_from_db()
     assert project.untrusted_judge == "refuse"
 
