@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser import reviewing
 from tests.browser.reviewing import (
     assert_not_reloaded,
-    discussed_trajectory,  # noqa: F401  (a fixture)
     expect_unread,
     member_page,
     open_trajectory,
@@ -26,6 +26,8 @@ from webapp.review.models import Comment, Notification
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
+discussed_trajectory = reviewing.discussed_trajectory  # a fixture
+
 # "Within a second" on a quiet machine; the shared 2-core test machine gets slack.
 LIVE_WITHIN_S = 3.0
 
@@ -35,7 +37,7 @@ def test_a_mention_a_reply_and_a_resolved_thread_reach_the_other_page_live(
     users,
     discussed_trajectory,
     server,
-    browser,  # noqa: F811
+    browser,
 ):
     trajectory = discussed_trajectory
     alice = member_page(browser, server, "alice")
@@ -90,7 +92,7 @@ def test_a_draft_being_typed_survives_a_teammates_comment(
     users,
     discussed_trajectory,
     server,
-    browser,  # noqa: F811
+    browser,
 ):
     trajectory = discussed_trajectory
     alice = member_page(browser, server, "alice")
