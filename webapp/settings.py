@@ -88,6 +88,7 @@ INSTALLED_APPS = [
     "webapp.live",
     "webapp.fleet",
     "webapp.rewards",
+    "webapp.recipes",
 ]
 
 MIDDLEWARE = [

@@ -22,7 +22,7 @@ from webapp.review.explorer import (
     SORTS,
     ExplorerFilters,
 )
-from webapp.review.models import FlagReason, Pairing, PairSource, Tag
+from webapp.review.models import Choice, FlagReason, Pairing, PairSource, Tag
 from webapp.review.selectors import judge_criteria
 from webapp.review.services import DEFAULT_LOCK_SECONDS, MAX_COMMENT, MAX_OVERLAP, MAX_QUEUE_PAIRS
 from webapp.rollouts.models import Split, TrajectoryStatus
@@ -137,7 +137,13 @@ class QueueForm(forms.Form):
     steps = forms.CharField(
         required=False, help_text="Only these steps, e.g. “0, 100, 200” or “50-100” (empty: all)."
     )
-    distinct_rewards = forms.BooleanField(required=False, label="Skip pairs with equal rewards")
+    distinct_rewards = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Skip pairs with equal rewards",
+        help_text="On by default: two responses the reward scored alike are usually the same answer. "
+        "Pairs whose responses are word for word identical are never offered.",
+    )
     max_pairs = forms.IntegerField(
         min_value=1,
         max_value=MAX_QUEUE_PAIRS,
@@ -201,6 +207,16 @@ class JudgementForm(forms.Form):
     choice = forms.ChoiceField(choices=SIDES, widget=forms.RadioSelect)
     rationale = forms.CharField(
         required=False, max_length=MAX_COMMENT, widget=forms.Textarea(attrs={"rows": 2})
+    )
+
+
+class AdjudicationForm(forms.Form):
+    """Settle a disagreement, in canonical A/B terms: the page shows the pair as A and B, since each voter
+    saw it in their own left/right order."""
+
+    choice = forms.ChoiceField(choices=Choice.choices, widget=forms.RadioSelect, label="Decision")
+    rationale = forms.CharField(
+        required=False, max_length=MAX_COMMENT, widget=forms.Textarea(attrs={"rows": 2}), label="Why"
     )
 
 

@@ -192,6 +192,7 @@ class ActivityVerb(models.TextChoices):
     TURN_JUDGED = "turn.judged", "judged a turn of"
     TURN_JUDGEMENT_CLEARED = "turn.cleared", "withdrew a turn judgement on"
     JUDGE_ASKED = "judge.asked", "asked an LLM judge to annotate"
+    PAIR_ADJUDICATED = "pair.adjudicated", "settled a disagreement in"
     MEMBER_JOINED = "member.joined", "joined the project"
     MEMBER_INVITED = "member.invited", "invited a new member"
     INVITATION_REVOKED = "invitation.revoked", "revoked an invitation"
@@ -215,7 +216,7 @@ KIND_OF_VERB: dict[str, str] = {
     **{
         verb: ActivityKind.ANNOTATION
         for verb in ActivityVerb.values
-        if verb.split(".")[0] in ("queue", "judgement", "snapshot", "turn", "judge")
+        if verb.split(".")[0] in ("queue", "judgement", "snapshot", "turn", "judge", "pair")
     },
     **{
         verb: ActivityKind.EXPERIMENTS
@@ -365,7 +366,7 @@ class PreferenceQueue(models.Model):
     instructions = models.TextField(blank=True)
     source = models.CharField(max_length=12, choices=PairSource.choices, default=PairSource.GROUP)
     pairing = models.CharField(max_length=12, choices=Pairing.choices, default=Pairing.ALL)
-    distinct_rewards = models.BooleanField(default=False, help_text="skip pairs whose rewards are equal")
+    distinct_rewards = models.BooleanField(default=True, help_text="skip pairs whose rewards are equal")
     # How the queue was built, for provenance: {"runs": [...], "steps": [...], "split": ..., "max_pairs": ...}
     build_params = models.JSONField(default=dict)
     runs = models.ManyToManyField("experiments.Run", related_name="preference_queues")
@@ -393,8 +394,10 @@ class PreferenceQueue(models.Model):
         return membership.can(Capability.LAUNCH) or self.annotators.filter(pk=membership.user_id).exists()
 
     def annotatable_by(self, membership: Membership) -> bool:
-        """Assigned annotators judge; researchers and owners may too (they can assign themselves anyway)."""
-        return membership.can(Capability.ANNOTATE) and self.visible_to(membership)
+        """Only the queue's assigned annotators judge it. An owner or researcher who wants to judge assigns
+        themselves on the queue page: otherwise opening "annotate" would hand them a pair under a lock,
+        taking one of its `overlap` places from the people meant to fill them."""
+        return membership.can(Capability.ANNOTATE) and self.annotators.filter(pk=membership.user_id).exists()
 
     def base_model(self) -> str | None:
         """The model every run of this queue started from (their config's `model`: a Hugging Face id, the
@@ -468,6 +471,24 @@ class Judgement(models.Model):
 
     def __str__(self) -> str:
         return f"{self.annotator} on pair {self.pair_id}: {self.choice}"
+
+
+class Adjudication(models.Model):
+    """An owner's or researcher's decision on a pair its voters split on. Dataset snapshots export it
+    instead of the votes (webapp.review.tally.decide); `overridden` keeps the votes as they stood when
+    it was decided ([{"annotator", "choice", "rationale"}]), for provenance even if a vote changes later."""
+
+    pair = models.OneToOneField(PreferencePair, on_delete=models.CASCADE, related_name="adjudication")
+    choice = models.CharField(max_length=8, choices=Choice.choices)
+    rationale = models.TextField(blank=True)
+    overridden = models.JSONField(default=list)
+    adjudicated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    adjudicated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.adjudicated_by} settled pair {self.pair_id}: {self.choice}"
 
 
 class PreferenceSnapshot(models.Model):

@@ -1,6 +1,6 @@
 """Reads of a run's rollouts, metrics and checkpoints. Callers have already checked access to the run.
 
-Metric curves are read through `webapp.rollouts.metrics` (the one downsampling).
+Metric curves are read through `webapp.rollouts.selectors.metrics` (the one downsampling).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 from typing import Any, cast
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 
 from trainers.rubrics import alarms
 from trainers.rubrics.judge import judge_where
@@ -18,7 +18,7 @@ from trainers.types import Trajectory as TrainerTrajectory
 from trainers.types import TrajectoryStatus as TrainerStatus
 from trainers.types import Turn as TrainerTurn
 from webapp.experiments.models import Checkpoint, Run
-from webapp.rollouts.models import MetricPoint, RunEvent, Trajectory, Turn
+from webapp.rollouts.models import MetricPoint, RunEvent, Trajectory, Turn, task_headline
 
 
 def trajectory_list(
@@ -106,51 +106,110 @@ def _alarm_criteria(run: Run) -> tuple[list[dict[str, Any]], list[str], list[str
 
 
 def run_can_raise_hacking_alarm(run: Run) -> bool:
-    """Whether the run's rubric has both a learned (or judge) and a verifiable criterion to compare."""
-    _criteria, learned, verifiable = _alarm_criteria(run)
-    return bool(learned and verifiable)
+    """Whether the run's rubric has a learned (or judge) criterion to compare with its verifiable criteria
+    or with the truth: the environment's verifier and held-out accuracy."""
+    _criteria, learned, _verifiable = _alarm_criteria(run)
+    return bool(learned)
 
 
 def run_hacking_alarm(run: Run, *, window: int = alarms.WINDOW) -> alarms.RunAlarm | None:
-    """The run-level reward-hacking alarm (trainers.rubrics.alarms.run_alarm) from the run's rubric and its
-    last `window` steps of per-criterion means (`criterion/<name>` metrics)."""
+    """The run-level reward-hacking alarm (trainers.rubrics.alarms.run_alarm) from the run's rubric, its
+    last steps of per-criterion means (`criterion/<name>` metrics), the environment verifier's accuracy on
+    them (`accuracy`) and every held-out evaluation (`eval/accuracy`)."""
     criteria, learned, verifiable = _alarm_criteria(run)
-    if not learned or not verifiable:
+    if not learned:
         return None
     keys = {f"criterion/{name}": name for name in (*learned, *verifiable)}
+    recent = max(window, alarms.VERIFIER_WINDOW)
     steps = list(
         MetricPoint.objects.filter(run=run, key__in=list(keys))
         .order_by("-step")
         .values_list("step", flat=True)
-        .distinct()[:window]
+        .distinct()[:recent]
     )
-    if len(steps) < 2:
+    if not steps:
         return None
     series: dict[str, list[tuple[int, float]]] = {}
-    for key, step, value in MetricPoint.objects.filter(
-        run=run, key__in=list(keys), step__gte=min(steps)
-    ).values_list("key", "step", "value"):
-        series.setdefault(keys[key], []).append((step, value))
-    return alarms.run_alarm(criteria, series, window=window)
+    checks: dict[str, list[tuple[int, float]]] = {}
+    wanted = [*keys, alarms.VERIFIER]
+    # The criteria alarm reads the last `window` of these steps; the verifier check all of them.
+    recent_points = MetricPoint.objects.filter(run=run, key__in=wanted, step__gte=min(steps))
+    for key, step, value in recent_points.values_list("key", "step", "value"):
+        if key in keys:
+            series.setdefault(keys[key], []).append((step, value))
+        else:
+            checks.setdefault(key, []).append((step, value))
+    checks[alarms.HELD_OUT] = list(
+        MetricPoint.objects.filter(run=run, key=alarms.HELD_OUT).values_list("step", "value")
+    )
+    return alarms.run_alarm(criteria, series, checks=checks, window=window)
+
+
+ALARM_EXAMPLES = 5
+
+
+def hacking_alarm_examples(run: Run, alarm: alarms.RunAlarm) -> list[Trajectory]:
+    """The trajectories that show the alarm: of its steps (the held-out ones for a held-out alarm), those
+    its learned criteria scored high while a check failed (`Trajectory.hacking_flag`), highest reward
+    first, at most ALARM_EXAMPLES."""
+    rows = Trajectory.objects.filter(run=run, step__gte=alarm.first_step, step__lte=alarm.last_step)
+    if alarm.check == alarms.HELD_OUT:
+        rows = rows.filter(split="eval", step=alarm.last_step)
+    elif alarm.check == alarms.VERIFIER:
+        rows = rows.filter(split="train", correct=False)
+    else:
+        rows = rows.filter(split="train")
+    fields = ("id", "step", "split", "reward", "components", "status", "correct", "task_id", "prompt")
+    flagged = [t for t in rows.order_by("-step", "-reward").only(*fields)[:200] if t.hacking_flag()]
+    return flagged[:ALARM_EXAMPLES]
 
 
 # --- the rubric preview on a stored trajectory ------------------------------------------------------
 
-PREVIEW_TRAJECTORY_CHOICES = 40
+PREVIEW_TRAJECTORY_CHOICES = 40  # options the picker offers at a time; any trajectory can be typed or found
 
 
-def preview_trajectory_choices(*, project: Any) -> list[tuple[int, str]]:
-    """The project's latest trajectories as (id, "run · step 3 · task t-1 · reward 0.5") for the rubric
-    preview's picker."""
+def preview_trajectory_label(trajectory: Trajectory) -> str:
+    """ "#812 · What is 40 + 2? · run-a · train step 3 · reward 0.5": how the rubric preview's picker names a
+    trajectory (its task as text, never its hash: models.task_headline, shortened). The leading #id is
+    what the form reads back (RubricPreviewForm.clean_trajectory)."""
+    task = task_headline(trajectory.prompt, trajectory.task_id)
+    if len(task) > PREVIEW_TASK_CHARS:
+        task = task[: PREVIEW_TASK_CHARS - 1] + "…"
+    return (
+        f"#{trajectory.pk} · {task} · {trajectory.run.name} · {trajectory.split} step {trajectory.step}"
+        f" · reward {trajectory.reward:.4g}"
+    )
+
+
+PREVIEW_TASK_CHARS = 60
+
+
+def preview_trajectory_options(*, project: Any, query: str = "") -> list[tuple[int, str]]:
+    """Trajectories of the project for the rubric preview's picker, newest first, as (id, label): the
+    newest ones for an empty query; else the one with that id ("812", "#812") and those whose task id or
+    prompt contains the text. At most PREVIEW_TRAJECTORY_CHOICES."""
     rows = (
         Trajectory.objects.filter(run__project=project)
-        .order_by("-pk")
-        .values_list("pk", "run__name", "step", "split", "task_id", "reward")[:PREVIEW_TRAJECTORY_CHOICES]
+        .select_related("run")
+        .only("pk", "run__name", "step", "split", "task_id", "prompt", "reward")
     )
-    return [
-        (pk, f"#{pk} · {run} · {split} step {step} · task {task[:40]} · reward {reward:.4g}")
-        for pk, run, step, split, task, reward in rows
-    ]
+    query = query.strip()
+    number = query.lstrip("#").split(" ", 1)[0]
+    if query:
+        matches = Q(task_id__icontains=query) | Q(prompt__icontains=query)
+        if number.isdigit():
+            matches |= Q(pk=int(number))
+        rows = rows.filter(matches)
+    found = list(rows.order_by("-pk")[:PREVIEW_TRAJECTORY_CHOICES])
+    if number.isdigit():  # the id asked for first
+        found.sort(key=lambda t: t.pk != int(number))
+    return [(t.pk, preview_trajectory_label(t)) for t in found]
+
+
+def project_trajectory(*, project: Any, trajectory_id: int) -> Trajectory | None:
+    """The project's trajectory with this id, None when it has none such."""
+    return Trajectory.objects.filter(run__project=project, pk=trajectory_id).select_related("run").first()
 
 
 def stored_trajectory(stored: Trajectory, *, answer: str | None = None) -> TrainerTrajectory:

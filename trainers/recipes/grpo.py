@@ -1,14 +1,16 @@
-"""The GRPO-family training loop.
+"""The GRPO-family recipe (GRPO, Dr. GRPO, DAPO, RLOO, REINFORCE++: the `preset` picks the estimator and the
+loss), read top to bottom: build the run, then per step sample, score, update, sync; evaluate and checkpoint.
 
-The run is built by `trainers.learn.setup.build_run`. One step: the sampler (`trainers.learn.sampler`) draws
+The run is built by `trainers.learn.setup.build_run` from the typed config (`trainers.run_config.RunConfig`,
+built once here). One step: the sampler (`trainers.learn.sampler`) draws
 `prompts_per_step` tasks, rolls out `group_size` episodes of each (multi-turn, tools) and scores them with
 the rubric, sampling again for groups without signal under dynamic sampling; each group goes to the
 dashboard with its advantages as soon as it is scored (`trainers.learn.run_events.GroupReporter`); the
-learner (`trainers.learn.learner`:
-one `learner_step`, in this process or on the learner shards) updates the policy (full fine-tuning or
-LoRA) with the clipped loss; the new weights go to the generation backend. Metrics come from one
-function each (`trainers.learn.metrics`), checkpoints from `trainers.learn.checkpoint.RunCheckpoints`.
-Everything the dashboard shows goes out through an `EventSink` (`trainers.learn.run_events.RunEvents`).
+learner (`trainers.learn.learner`: one `learner_step`, in this process or on the learner shards) updates
+the policy (full fine-tuning or LoRA) with the clipped loss; the new weights go to the generation backend.
+Metrics come from one function each (`trainers.learn.metrics`), checkpoints from
+`trainers.learn.checkpoint.RunCheckpoints`. Everything the dashboard shows goes out through an `EventSink`
+(`trainers.learn.run_events.RunEvents`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 import torch
 
-from trainers.config import max_turns_at, resolve_run_config, validate_run_config
+from trainers.config import resolve_run_config, validate_run_config
 from trainers.learn import checkpoint, token_stats
 from trainers.learn.memory import trim_heap
 from trainers.learn.metrics import StepSample, step_metrics
@@ -31,6 +33,8 @@ from trainers.learn.run_events import GroupReporter, RunEvents, judge_metrics, t
 from trainers.learn.sampler import Sampler
 from trainers.learn.setup import build_run
 from trainers.rollout.episodes import Rollout
+from trainers.rubrics.alarms import AlarmWatch
+from trainers.run_config import RunConfig
 from trainers.sdk.cancel import Cancelled, cancellable, check_cancel
 from trainers.sdk.events import EventSink, LogForwarder, NullSink
 
@@ -56,9 +60,12 @@ class Trainer:
     micro-batches — so a cancel lands within seconds wherever the run is.
     """
 
+    # The typed config this recipe reads: a recipe with knobs of its own names a subclass with them.
+    config_class: type[RunConfig] = RunConfig
+
     def __init__(
         self,
-        config: dict[str, Any],
+        config: Mapping[str, Any] | RunConfig,
         *,
         sink: EventSink | None = None,
         out_dir: str | Path | None = None,
@@ -70,7 +77,9 @@ class Trainer:
         tokenizer: Any = None,
         secrets: Mapping[str, str] | None = None,
     ) -> None:
-        full = resolve_run_config(config.get("preset"), config)
+        if isinstance(config, RunConfig):
+            config = config.as_dict()
+        full = resolve_run_config(config.get("preset"), dict(config))
         errors = validate_run_config(full)
         if env_factory is not None:
             errors = {k: v for k, v in errors.items() if not k.startswith("environment")}
@@ -79,7 +88,8 @@ class Trainer:
                 "invalid run config: "
                 + "; ".join(f"{k or 'config'}: {', '.join(v)}" for k, v in errors.items())
             )
-        self.config = full
+        # Built once: every part of the run (sampler, learner, its shards, the Ray workers) reads this.
+        self.config = self.config_class.build(full)
         self.sink: EventSink = sink or NullSink()
         self.out_dir = Path(out_dir) if out_dir else None
         self.resume_from = Path(resume_from) if resume_from else None
@@ -100,6 +110,7 @@ class Trainer:
         self.checkpoints: checkpoint.RunCheckpoints | None = None
         self._last_checkpoint: str | None = None
         self._setup_done = False
+        self._alarm_watch: AlarmWatch | None = None  # with stop_on_hacking_alarm, once the loop starts
 
     @property
     def model(self) -> Any:
@@ -183,6 +194,7 @@ class Trainer:
             checkpoint_path = self._last_checkpoint
             if self.out_dir is not None and self._setup_done and self.step > 0:
                 checkpoint_path = self.save_checkpoint()
+            self.log(cancel_outcome(self.step, saved=checkpoint_path is not None))
             message = f"cancelled after step {self.step}"
             self.emit("status", status="CANCELLED", message=message, traceback=None, step=self.step)
             return RunResult("CANCELLED", self.step, dict(self.last_metrics), checkpoint_path)
@@ -205,21 +217,34 @@ class Trainer:
         """Setup, the first evaluation, the steps with their checkpoints and evaluations, the last ones."""
         self.setup()
         cfg = self.config
-        if cfg["eval_tasks"] and self.step == 0:
-            self.evaluate()
-        while self.step < cfg["max_steps"]:
+        if cfg.eval_tasks and self.step == 0:
+            self._stop_on_hacking_alarm(self.evaluate())
+        while self.step < cfg.max_steps:
             check_cancel()
             metrics = self.train_step()
-            self.events.step_summary(self.step, cfg["max_steps"], metrics)
-            every, last = cfg["checkpoint_every"], self.step >= cfg["max_steps"]
+            self.events.step_summary(self.step, cfg.max_steps, metrics)
+            self._stop_on_hacking_alarm(metrics)
+            every, last = cfg.checkpoint_every, self.step >= cfg.max_steps
             if self.out_dir is not None and every and self.step % every == 0 and not last:
                 self._last_checkpoint = self.save_checkpoint()
-            if cfg["eval_tasks"] and cfg["eval_every"] and self.step % cfg["eval_every"] == 0 and not last:
-                self.evaluate()
-        if cfg["eval_tasks"]:
+            if cfg.eval_tasks and cfg.eval_every and self.step % cfg.eval_every == 0 and not last:
+                self._stop_on_hacking_alarm(self.evaluate())
+        if cfg.eval_tasks:
             self.evaluate()
         if self.out_dir is not None:
             self._last_checkpoint = self.save_checkpoint()
+
+    def _stop_on_hacking_alarm(self, metrics: dict[str, float]) -> None:
+        """With `stop_on_hacking_alarm`: stop as a cancel does (a checkpoint is kept) when the run's alarm
+        (trainers.rubrics.alarms, the rule the run page shows) comes on, saying why in the log."""
+        if not self.config.stop_on_hacking_alarm:
+            return
+        if self._alarm_watch is None:
+            self._alarm_watch = AlarmWatch((self.config.rubric or {}).get("criteria") or [])
+        alarm = self._alarm_watch.observe(self.step, metrics)
+        if alarm is not None:
+            self.log(f"stopping after step {self.step}: {alarm.message} (stop_on_hacking_alarm)", "warning")
+            raise Cancelled(alarm.message)
 
     def _cancel_requested(self) -> bool:
         if self.cancel is not None and self.cancel():
@@ -234,7 +259,7 @@ class Trainer:
         cfg = self.config
         started = time.perf_counter()
         timings: dict[str, float] = {"generate": 0.0, "score": 0.0}
-        max_turns = max_turns_at(cfg, self.step)
+        max_turns = cfg.max_turns_at(self.step)
         assert self.reporter is not None
         # Each group reaches the feed and the explorer as soon as it is scored, before the update (minutes
         # on a CPU), with its advantages (trainers.learn.run_events.GroupReporter). The learner's token
@@ -330,6 +355,21 @@ class Trainer:
         )
 
 
-def train(config: dict[str, Any], **kwargs: Any) -> RunResult:
-    """Build a Trainer and run it (see Trainer for the keyword arguments)."""
+def cancel_outcome(step: int, *, saved: bool) -> str:
+    """The run log's line on a cancel: where it stopped and where a resume starts (the run page's cancel
+    dialog promises the same: a checkpoint of the last finished step, none before the first)."""
+    if saved:
+        return f"cancelled: stopped after step {step}; a resume starts from the checkpoint of step {step}"
+    where = f"after step {step}" if step else "before its first step finished"
+    return f"cancelled: stopped {where}, with no checkpoint saved; there is nothing to resume from"
+
+
+def train(config: Mapping[str, Any] | RunConfig, **kwargs: Any) -> RunResult:
+    """Build a Trainer and run it (see Trainer for the keyword arguments); a preset with a recipe of its
+    own (`trainers.kinds.RECIPE_PRESETS`: Training-Free GRPO) runs that recipe with the same arguments."""
+    from trainers.kinds import recipe_train
+
+    recipe = recipe_train(config.preset if isinstance(config, RunConfig) else config.get("preset"))
+    if recipe is not None:
+        return recipe(config, **kwargs)
     return Trainer(config, **kwargs).run()
