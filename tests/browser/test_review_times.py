@@ -46,7 +46,7 @@ def test_each_reader_sees_their_own_zone_and_news_reach_any_page(project, run, u
     for name in ("alice", "carol"):
         page = member_page(browser, server, name)
         page.goto(f"{server}/p/{project.slug}/review/queues/{queue.pk}/annotate/")
-        until = page.locator("[data-locked-until] time[data-when=time]")
+        until = page.locator("[data-lock-until] time[data-when=time]")
         expect(until).to_have_attribute("data-localized", "1")
         slot = PairSlot.objects.filter(holder=users[name]).exclude(locked_until=None).get()
         text = until.inner_text()
