@@ -60,7 +60,7 @@ test-serial: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP)
 	env -u PYTHONDONTWRITEBYTECODE ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest; status=$$?; $(MAKE) stop-test-redis; exit $$status
 
 test-fast: $(STAMP)
-	env -u PYTHONDONTWRITEBYTECODE OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not browser"; \
+	env -u PYTHONDONTWRITEBYTECODE OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not browser and not bench"; \
 	status=$$?; $(MAKE) stop-test-redis; exit $$status
 
 # The embedded redis-servers the tests started: var/test's, each lane's and each xdist worker's.

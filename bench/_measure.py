@@ -3,12 +3,34 @@ samples the process's resident memory, so a bench can say where the time and the
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 import threading
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
+
+# `--smoke` on any bench: its path exercised in seconds at tiny sizes, the figures meaningless — CI's bench lane
+# runs every script so (tests/bench/test_smoke.py), so a schema or API change that breaks a bench fails CI
+# instead of waiting for the next person who runs it. Each bench names its tiny sizes beside its real ones.
+SMOKE = "--smoke" in sys.argv[1:]
+T = TypeVar("T")
+
+
+def size(full: T, smoke: T) -> T:
+    """`full`, or under `--smoke` the bench's tiny `smoke` size."""
+    return smoke if SMOKE else full
+
+
+def smoke_parser(parser: argparse.ArgumentParser, **tiny: Any) -> argparse.ArgumentParser:
+    """`parser` with a `--smoke` flag whose defaults are `tiny` (flags given on the command line still win)."""
+    described = ", ".join(f"--{name.replace('_', '-')} {value}" for name, value in tiny.items())
+    parser.add_argument("--smoke", action="store_true", help=f"seconds, for CI: {described or 'tiny sizes'}")
+    if SMOKE:
+        parser.set_defaults(**tiny)
+    return parser
 
 
 class PhaseRecorder:

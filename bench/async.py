@@ -21,9 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._measure import smoke_parser  # noqa: E402
+
 
 def run(staleness: int, seconds: float, base: dict) -> dict:
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
     from trainers.sdk.events import MemorySink
 
     sink = MemorySink()
@@ -64,6 +66,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=8, help="completions per step (2 prompts)")
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    smoke_parser(parser, seconds=5.0, staleness=[0, 1], samples=2, tokens=8)
     args = parser.parse_args()
 
     import transformers

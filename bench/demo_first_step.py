@@ -62,6 +62,10 @@ def main() -> None:
     parser.add_argument("--until-step", type=int, default=10)
     parser.add_argument("--timeout", type=float, default=1200)
     parser.add_argument("--port", type=int, default=8765)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench._measure import smoke_parser
+
+    smoke_parser(parser, until_step=1, timeout=600.0)
     args = parser.parse_args()
 
     state = Path(tempfile.mkdtemp(prefix="demo-bench-"))

@@ -24,6 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench._measure import smoke_parser  # noqa: E402
+
 sys.path.insert(0, str(ROOT / "bench"))
 
 
@@ -50,7 +53,7 @@ def run(config: dict, baseline: bool) -> tuple[list[dict], int, float]:
     """(each step's metrics, peak RSS in bytes, seconds to the first step's end)."""
     from _measure import PhaseRecorder
 
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
 
     if baseline:
         config = {**config, "micro_batch_tokens": 0}
@@ -91,6 +94,7 @@ def main() -> None:
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="one of the demo's knobs"
     )
+    smoke_parser(parser, steps=1)
     args = parser.parse_args()
     if args.avx2 and os.environ.get("ATEN_CPU_CAPABILITY") != "avx2":
         env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}

@@ -27,6 +27,8 @@ from pydantic import Field
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from bench._measure import smoke_parser  # noqa: E402
+
 
 class EchoAction(Action):
     message: str = Field(..., description="Text to echo")
@@ -73,6 +75,7 @@ def timed(step, steps: int) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=2000)
+    smoke_parser(parser, steps=50)
     args = parser.parse_args()
 
     from trainers.envs.openenv import OpenEnvEnvironment

@@ -20,6 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._measure import smoke_parser  # noqa: E402
+
 
 def peak_rss_during(fn):  # type: ignore[no-untyped-def]
     """(fn's result, seconds, highest resident set size sampled while it ran)."""
@@ -52,6 +54,7 @@ def main() -> None:
     parser.add_argument(
         "--old", action="store_true", help="also run the previous path (one cache for all rows)"
     )
+    smoke_parser(parser, prompts=4, tokens=4)
     args = parser.parse_args()
 
     import torch
@@ -69,14 +72,20 @@ def main() -> None:
         'and answer with <answer>N</answer>. Example: what is 17 + 25? <tool_call>{"name": '
         '"calculator", "arguments": {"expression": "17+25"}}</tool_call> result 42 <answer>42</answer>. '
     ) * 3
+    # Rendered as text, then encoded, as the trainer does: apply_chat_template's tokenized return type
+    # changed under us (a dict-like encoding in transformers 5, token ids before).
     prompts = [
-        tokenizer.apply_chat_template(
-            [
-                {"role": "system", "content": shared},
-                {"role": "user", "content": f"What is {i} + {3 * i + 7}?"},
-            ],
-            add_generation_prompt=True,
-        )
+        tokenizer(
+            tokenizer.apply_chat_template(
+                [
+                    {"role": "system", "content": shared},
+                    {"role": "user", "content": f"What is {i} + {3 * i + 7}?"},
+                ],
+                tokenize=False,
+                add_generation_prompt=True,
+            ),
+            add_special_tokens=False,
+        )["input_ids"]
         for i in range(args.prompts)
     ]
     print(

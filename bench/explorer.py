@@ -33,16 +33,22 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rollout_bench_explorer")
+from bench._measure import SMOKE  # noqa: E402
+
+# --smoke: a project of 1,024 trajectories in its own database, dropped at the end, three timed requests a
+# kind — the path exercised in seconds (CI's bench lane), the figures meaningless.
+os.environ.setdefault(
+    "DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/rollout_bench_explorer{'_smoke' if SMOKE else ''}"
+)
 # Seeding broadcasts like ingestion does; no embedded redis-server runs here, so the local one.
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/14")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
-RUNS = int(os.environ.get("EXPLORER_BENCH_RUNS", "40"))
-STEPS, GROUPS, SAMPLES = 100, 32, 8
+RUNS = 1 if SMOKE else int(os.environ.get("EXPLORER_BENCH_RUNS", "40"))
+STEPS, GROUPS, SAMPLES = (4 if SMOKE else 100), 32, 8
 PER_RUN = STEPS * GROUPS * SAMPLES
-SMALL_RUN_TRAJECTORIES = 2_000
-TIMED = int(os.environ.get("EXPLORER_BENCH_SAMPLES", "40"))
+SMALL_RUN_TRAJECTORIES = 200 if SMOKE else 2_000
+TIMED = 3 if SMOKE else int(os.environ.get("EXPLORER_BENCH_SAMPLES", "40"))
 GOAL_MS = 150.0
 PROJECT_SLUG, SMALL_SLUG = "bench-explorer", "bench-explorer-small"
 # Words planted at known rates, to search for something rare, something medium and a phrase.
@@ -67,7 +73,7 @@ def ensure_database(url: str, *, reseed: bool) -> None:
 
 
 def drop_database_unless_kept(url: str) -> None:
-    if os.environ.get("EXPLORER_BENCH_KEEP") == "1":
+    if os.environ.get("EXPLORER_BENCH_KEEP") == "1" and not SMOKE:
         return
     import psycopg
     from django.db import connections
@@ -80,7 +86,7 @@ def drop_database_unless_kept(url: str) -> None:
     print("dropped the bench database (EXPLORER_BENCH_KEEP=1 keeps it)", flush=True)
 
 
-ensure_database(os.environ["DATABASE_URL"], reseed=os.environ.get("EXPLORER_BENCH_RESEED") == "1")
+ensure_database(os.environ["DATABASE_URL"], reseed=SMOKE or os.environ.get("EXPLORER_BENCH_RESEED") == "1")
 
 import django  # noqa: E402
 
@@ -93,6 +99,7 @@ from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from bench._copy import copy_rows  # noqa: E402
 from webapp.experiments.models import Run  # noqa: E402
 from webapp.experiments.services import environment_create, rubric_create, run_create  # noqa: E402
 from webapp.projects.models import Membership, Project  # noqa: E402
@@ -159,16 +166,6 @@ class TextMaker:
 
 
 # --- seeding -----------------------------------------------------------------------------------------
-
-
-def _copy(table: str, columns: list[str], rows) -> int:
-    n = 0
-    with connection.cursor() as cursor:
-        with cursor.cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-                n += 1
-    return n
 
 
 def _next_id(model) -> int:
@@ -342,10 +339,10 @@ def seed_trajectories(
             scores.extend((*head, c["name"], c["raw"], c["weighted"]) for c in components)
             docs.append((*head, document_text(prompt, item_turns)))
         with transaction.atomic():
-            _copy(Trajectory._meta.db_table, trajectory_columns, trajectories)
-            _copy(Turn._meta.db_table, [f'"{c}"' if c == "index" else c for c in turn_columns], turns)
-            _copy(CriterionScore._meta.db_table, score_columns, scores)
-            _copy("bench_docs", ["id", "run_id", "step", "split", "status", "reward", "doc"], docs)
+            copy_rows(Trajectory, trajectory_columns, trajectories)
+            copy_rows(Turn, turn_columns, turns)
+            copy_rows(CriterionScore, score_columns, scores)
+            copy_rows("bench_docs", ["id", "run_id", "step", "split", "status", "reward", "doc"], docs)
             with connection.cursor() as cursor:  # the same to_tsvector as ingestion (search._write_documents)
                 cursor.execute(
                     f"INSERT INTO {TrajectorySearch._meta.db_table} "
@@ -418,24 +415,25 @@ def seed(rng: random.Random) -> None:
     links = []
     for name, rate in (("interesting", 0.005), ("reward-bug", 0.0005), ("flaky-tool", 0.02)):
         links.extend((tid, tags[name].pk, owner.pk, now) for tid in rng.sample(ids, int(len(ids) * rate)))
-    _copy(TrajectoryTag._meta.db_table, ["trajectory_id", "tag_id", "added_by_id", "added_at"], links)
+    copy_rows(TrajectoryTag, ["trajectory_id", "tag_id", "added_by_id", "added_at"], links)
     queue = PreferenceQueue.objects.create(project=project, name="siblings")
     queue.runs.set(runs[:2])
     pair_rows = []
     first_pair = _next_id(PreferencePair)
-    sample_starts = rng.sample(ids[: 2 * PER_RUN : SAMPLES], 5000)
+    starts = ids[: 2 * PER_RUN : SAMPLES]
+    sample_starts = rng.sample(starts, min(5000, len(starts)))
     for position, a in enumerate(sample_starts):
         pair_rows.append(
             (first_pair + position, queue.pk, position, a, a + 1, "", 1 if position % 2 == 0 else 0)
         )
-    _copy(
-        PreferencePair._meta.db_table,
+    copy_rows(
+        PreferencePair,
         ["id", "queue_id", "position", "a_id", "b_id", "prompt", "judgement_count"],
         pair_rows,
     )
     _fix_sequence(PreferencePair)
-    _copy(
-        Judgement._meta.db_table,
+    copy_rows(
+        Judgement,
         ["pair_id", "annotator_id", "choice", "rationale", "left_is_a", "created_at", "updated_at"],
         [(row[0], owner.pk, "a", "", True, now, now) for row in pair_rows if row[6]],
     )
@@ -500,7 +498,7 @@ def main() -> None:
         "one run, newest": lambda: {"run": run_id()},
         "three runs, step range, step order": lambda: {
             "run": [run_id(), run_id(), run_id()],
-            "step_min": pick.randint(0, 80),
+            "step_min": pick.randint(0, STEPS * 4 // 5),
             "step_max": pick.randint(81, 99),
             "sort": "step_asc",
         },
@@ -583,7 +581,7 @@ def main() -> None:
         "JSON API, one run + criterion": lambda: {"run": run_id(), "criterion": "format", "criterion_min": 1},
     }
     deep_queries = [
-        deep_cursor({"sort": "reward_desc", "reward_min": round(pick.uniform(0, 1), 2)}, 19)
+        deep_cursor({"sort": "reward_desc", "reward_min": round(pick.uniform(0, 1), 2)}, 2 if SMOKE else 19)
         for _ in range(min(TIMED, 10))
     ]
     urls = {

@@ -28,10 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import ingest  # noqa: E402  (sets the bench's environment defaults)
+from bench._measure import size  # noqa: E402
 
-TURNS = int(os.environ.get("HUGE_TURNS", "10000"))
-EVENTS_PER_TOOL_TURN = int(os.environ.get("HUGE_EVENTS_PER_TOOL_TURN", "60"))
-REPEATS = int(os.environ.get("HUGE_REPEATS", "30"))
+TURNS = size(int(os.environ.get("HUGE_TURNS", "10000")), smoke=200)
+EVENTS_PER_TOOL_TURN = size(int(os.environ.get("HUGE_EVENTS_PER_TOOL_TURN", "60")), smoke=5)
+REPEATS = size(int(os.environ.get("HUGE_REPEATS", "30")), smoke=3)
 GOAL_OPEN_S = 1.0
 RARE_WORD = "zanzibar"
 

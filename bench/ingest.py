@@ -49,6 +49,8 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._measure import size  # noqa: E402
+
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rollout_bench")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/14")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
@@ -56,9 +58,9 @@ os.environ.setdefault("DEBUG", "false")
 
 SERVER = os.environ.get("INGEST_BENCH_SERVER", "daphne")
 WORKERS = int(os.environ.get("INGEST_BENCH_WORKERS", "2"))
-CLIENTS = int(os.environ.get("INGEST_BENCH_CLIENTS", "4"))
-SECONDS = float(os.environ.get("INGEST_BENCH_SECONDS", "6"))
-ROUNDS = int(os.environ.get("INGEST_BENCH_ROUNDS", "3"))
+CLIENTS = size(int(os.environ.get("INGEST_BENCH_CLIENTS", "4")), smoke=2)
+SECONDS = size(float(os.environ.get("INGEST_BENCH_SECONDS", "6")), smoke=1.0)
+ROUNDS = size(int(os.environ.get("INGEST_BENCH_ROUNDS", "3")), smoke=1)
 MLFLOW_DATABASE = os.environ.get("MLFLOW_DATABASE", "mlflow_bench")
 POOL = os.environ.get("INGEST_BENCH_POOL", "1") not in ("0", "false", "no")
 BENCH_VENV = ROOT / "var" / "bench-venv"

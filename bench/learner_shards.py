@@ -27,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._measure import smoke_parser  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
@@ -35,13 +37,14 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--model", default="smollm2-135m")
+    smoke_parser(parser, steps=1, samples=2, tokens=8)
     args = parser.parse_args()
 
     import torch
     import transformers
 
     from trainers.learn.sharded import process_memory
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
 
     transformers.logging.set_verbosity_error()
     cores = os.cpu_count() or 1

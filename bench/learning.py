@@ -29,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._measure import smoke_parser  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
@@ -49,13 +51,14 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--events", help="also write the run's events to this JSONL file")
+    smoke_parser(parser, minutes=1.0)
     args = parser.parse_args()
 
     import transformers
     import yaml
 
     from trainers.cli import load_config
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
     from trainers.sdk.events import JsonlSink, NullSink
 
     transformers.logging.set_verbosity_error()

@@ -41,6 +41,8 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._measure import size  # noqa: E402
+
 # As deployed (docker-compose.yml): psycopg's pool, or every request under ASGI connects anew.
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rollout_bench?pool=true")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/14")
@@ -48,8 +50,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 SERVER = os.environ.get("LIVE_BENCH_SERVER", "daphne")
 WORKERS = int(os.environ.get("LIVE_BENCH_WORKERS", "2"))
-SUBSCRIBERS = int(os.environ.get("LIVE_BENCH_SUBSCRIBERS", "50"))
-EVENTS = int(os.environ.get("LIVE_BENCH_EVENTS", "300"))
+SUBSCRIBERS = size(int(os.environ.get("LIVE_BENCH_SUBSCRIBERS", "50")), smoke=5)
+EVENTS = size(int(os.environ.get("LIVE_BENCH_EVENTS", "300")), smoke=20)
 INTERVAL_S = float(os.environ.get("LIVE_BENCH_INTERVAL_S", "0.05"))
 WARMUP = 10  # the first events pay for cold caches and connection pools; not counted
 GOAL_MS = 100.0

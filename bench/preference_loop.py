@@ -32,6 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._measure import smoke_parser  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
@@ -44,6 +46,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=20.0, help="budget of each route")
     parser.add_argument("--threshold", type=float, default=0.6, help="reward model reliability threshold")
     parser.add_argument("--out", default=None, help="keep artefacts here (default: a temp dir)")
+    smoke_parser(parser, prompts=2, group=2, eval=2, dpo_steps=1, grpo_steps=1, minutes=2.0)
     args = parser.parse_args()
 
     import transformers
@@ -51,7 +54,7 @@ def main() -> None:
     from trainers.cli import load_config
     from trainers.learn.dpo import train_dpo
     from trainers.learn.reward_training import train_reward_model
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
     from trainers.rubrics.alarms import run_alarm, trajectory_flag
     from trainers.rubrics.reward_model import assess_reliability
     from trainers.texts import trajectory_text

@@ -29,9 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import ingest  # noqa: E402  (sets the bench's environment defaults)
+from bench._measure import size  # noqa: E402
 from trainers.sdk import wire  # noqa: E402
 
-TOKENS = int(os.environ.get("TOKEN_BENCH_TOKENS", "256"))
+TOKENS = size(int(os.environ.get("TOKEN_BENCH_TOKENS", "256")), smoke=16)
 GROUPS, SAMPLES = ingest.GROUPS, ingest.SAMPLES
 
 

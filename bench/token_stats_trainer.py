@@ -26,8 +26,9 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from bench._measure import size  # noqa: E402
 from trainers.learn import token_stats  # noqa: E402
-from trainers.learn.trainer import Trainer  # noqa: E402
+from trainers.recipes.grpo import Trainer  # noqa: E402
 from trainers.sdk.events import MemorySink  # noqa: E402
 
 DEMO_SHAPE = {
@@ -58,8 +59,9 @@ def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def main() -> None:
-    choice = sys.argv[1] if len(sys.argv) > 1 else "on"
-    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    positional = [arg for arg in sys.argv[1:] if arg != "--smoke"]
+    choice = positional[0] if positional else "on"
+    steps = int(positional[1]) if len(positional) > 1 else size(2, smoke=1)
     torch.set_num_threads(int(os.environ.get("TOKEN_BENCH_THREADS", "1")))
     # The trainer reaches these through the module: wrapping its attributes times every call.
     token_stats.add_to_item = timed("add_to_item", token_stats.add_to_item)

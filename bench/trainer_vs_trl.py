@@ -39,6 +39,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._measure import smoke_parser  # noqa: E402
+
 SYSTEM = "You are a helpful assistant. Answer with just the number."
 
 
@@ -121,6 +123,7 @@ def main() -> None:
         help="keep TRL's default gradient checkpointing (recomputes activations in backward); off "
         "by default so both sides do the same arithmetic",
     )
+    smoke_parser(parser, steps=1, warmup=0, group=2, tokens=8)
     args = parser.parse_args()
 
     import torch
@@ -131,8 +134,8 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from trainers.learn.trainer import Trainer
     from trainers.models import load_tokenizer, model_dir
+    from trainers.recipes.grpo import Trainer
 
     transformers.logging.set_verbosity_error()
     path = model_dir("smollm2-135m")

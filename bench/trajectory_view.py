@@ -36,13 +36,15 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._measure import size  # noqa: E402
+
 TEMP_VAR = None
 if not os.environ.get("DATABASE_URL"):
     TEMP_VAR = tempfile.mkdtemp(prefix="trajectory-bench-")
     os.environ["ROLLOUT_STUDIO_VAR"] = TEMP_VAR
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
-REPEATS = int(os.environ.get("BENCH_REPEATS", "40"))
+REPEATS = size(int(os.environ.get("BENCH_REPEATS", "40")), smoke=3)
 WARMUP = 5
 GOAL_TRAJECTORY_MS = 300.0
 GOAL_DIFF_MS = 100.0

@@ -26,6 +26,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._measure import smoke_parser  # noqa: E402
+
 
 def make_chats(n: int, seed: int = 0) -> list[list[dict[str, str]]]:
     rng = random.Random(seed)
@@ -71,6 +73,7 @@ def main() -> None:
         action="store_true",
         help="vLLM with its compiled graph (on a CPU the backend runs eager by default)",
     )
+    smoke_parser(parser, groups=1, n=2, max_new_tokens=4, rounds=1)
     args = parser.parse_args()
 
     import torch

@@ -30,15 +30,24 @@ def pytest_runtest_teardown(item, nextitem):
 
 @pytest.fixture(scope="session", autouse=True)
 def _embedded_redis(request):
-    """Start the embedded redis-server when no REDIS_URL is set (the embedded default)."""
+    """Start the embedded redis-server when no REDIS_URL is set (the embedded default), and stop it at the
+    end of the session if this session started it: a plain `pytest` run (the deploy tier's host-side
+    process was one) left its redis-server running for hours. One that already answered (a demo on the
+    same var dir) is left alone."""
+    started_here = False
     if _django_active(request.config):
         from django.conf import settings
 
         if settings.EMBEDDED:
-            from webapp.embedded import ensure_embedded_redis
+            from webapp.embedded import ensure_embedded_redis, socket_answers
 
+            started_here = not socket_answers(settings.VAR_DIR / "redis.sock")
             ensure_embedded_redis(settings.VAR_DIR)
     yield
+    if started_here:
+        from webapp.embedded import stop_embedded_redis
+
+        stop_embedded_redis(settings.VAR_DIR)
 
 
 @pytest.fixture(scope="session", autouse=True)

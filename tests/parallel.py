@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 REDIS_DATABASES = 16  # redis-server's default `databases`
 LANE_VARIABLE = "ROLLOUT_STUDIO_TEST_LANE"
-HEAVY_MARKERS = ("slow", "browser")  # the real model, Ray, workers, servers, Chromium
+HEAVY_MARKERS = ("slow", "browser", "bench")  # the real model, Ray, workers, servers, Chromium, bench scripts
 
 
 def is_heavy(keywords) -> bool:
@@ -42,10 +42,12 @@ LANES = {
     "heavy": "slow",
     "quick": " and ".join(f"not {marker}" for marker in HEAVY_MARKERS),
     "browser": "browser and not slow",
+    # Every script under bench/ at its smoke size (tests/bench/test_smoke.py): subprocesses, one at a time.
+    "bench": "bench and not slow and not browser",
 }
 # The lanes scripts/run_tests.py starts one after the other beside the heavy one.
-AFTER_ONE_ANOTHER = ("quick", "browser")
-WORKERS_PER_LANE = 5  # Redis databases set apart for each lane's xdist workers: 3 lanes × 5 ≤ 16
+AFTER_ONE_ANOTHER = ("quick", "browser", "bench")
+WORKERS_PER_LANE = 4  # Redis databases set apart for each lane's xdist workers: 4 lanes × 4 ≤ 16
 
 
 def slot(lane: str | None, worker_id: str | None) -> int:

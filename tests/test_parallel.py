@@ -25,10 +25,12 @@ def test_each_process_gets_its_own_redis_database_and_the_first_keeps_the_urls()
     assert own_redis_url("unix:///srv/var/redis.sock", 1) == "unix:///srv/var/redis.sock"
 
 
-@pytest.mark.parametrize("markers", [set(), {"slow"}, {"browser"}, {"slow", "browser"}])
+@pytest.mark.parametrize(
+    "markers", [set(), {"slow"}, {"browser"}, {"bench"}, {"slow", "browser"}, {"bench", "slow"}]
+)
 def test_every_test_runs_in_exactly_one_lane(markers):
     """A lane's marker expression (pytest's `-m`, plain Python booleans over the marker names) selects it."""
-    names = {"slow": "slow" in markers, "browser": "browser" in markers}
+    names = {marker: marker in markers for marker in ("slow", "browser", "bench")}
     assert sum(bool(eval(expression, {}, names)) for expression in LANES.values()) == 1
 
 
@@ -41,14 +43,14 @@ def test_a_lanes_worker_keeps_its_state_under_its_own_var_dir():
     }
     isolate(environ)
     assert environ["ROLLOUT_STUDIO_VAR"] == os.path.join("var/test", "quick", "gw1")
-    assert environ["REDIS_URL"] == "redis://h:6379/9"  # the second lane (slot 5), its worker gw1
+    assert environ["REDIS_URL"] == "redis://h:6379/10"  # the second lane (slot 4), its worker gw1
 
 
 def test_one_plain_pytest_changes_nothing_and_an_unknown_lane_is_refused():
     environ = {"ROLLOUT_STUDIO_VAR": "var/test", "REDIS_URL": "redis://h:6379/15"}
     isolate(environ)
     assert environ == {"ROLLOUT_STUDIO_VAR": "var/test", "REDIS_URL": "redis://h:6379/15"}
-    with pytest.raises(RuntimeError, match="the lanes are heavy, quick, browser"):
+    with pytest.raises(RuntimeError, match="the lanes are heavy, quick, browser, bench"):
         isolate({"ROLLOUT_STUDIO_TEST_LANE": "fast"})
 
 

@@ -31,7 +31,8 @@ MOVED = {
     "trainers.reporting": "trainers.sdk.reporting",
     "trainers.coercion": "trainers.sdk.coercion",
     "trainers.atif": "trainers.sdk.atif",
-    "trainers.trainer": "trainers.learn.trainer",
+    "trainers.trainer": "trainers.recipes.grpo",
+    "trainers.learn.trainer": "trainers.recipes.grpo",
 }
 
 

@@ -170,7 +170,7 @@ def _default_out(config_path: str) -> Path:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
 
     config = load_config(args.config, args.set)
     out = Path(args.out) if args.out else _default_out(args.config)
@@ -197,7 +197,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.evaluation import evaluate
 
     config = load_config(args.config, args.set)
     if not config["eval_tasks"]:
@@ -207,13 +207,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         sinks.append(JsonlSink(Path(args.out) / "events.jsonl"))
     sink = MultiSink(*sinks)
-    trainer = Trainer(config, sink=sink, resume_from=args.checkpoint)
     try:
-        trainer.setup()
-        metrics = trainer.evaluate()
+        metrics = evaluate(config, sink=sink, checkpoint=args.checkpoint)
     finally:
-        if trainer.rollouts is not None:
-            trainer.rollouts.close()
         sink.close()
     print(json.dumps(metrics, indent=2, sort_keys=True))
     return 0

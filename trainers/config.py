@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from trainers.learn.experience import TRAINING_FREE_KNOBS
 from trainers.models import DEFAULT_MODEL
 from trainers.registry import UnknownKind, environment_kind, validate_config
 from trainers.rollout.toolformats import TOOL_FORMAT_CHOICES
@@ -100,7 +101,7 @@ _PROPERTIES: dict[str, Any] = {
         "Algorithm preset applied over the defaults (see PRESETS).",
         "grpo",
         "algorithm",
-        enum=["grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp"],
+        enum=["grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp", "training_free_grpo"],
     ),
     # --- model & hardware -------------------------------------------------------------------
     "model": _knob(
@@ -345,8 +346,24 @@ _PROPERTIES: dict[str, Any] = {
     "weight_decay": _knob(
         "number", "Weight decay", "AdamW decoupled weight decay.", 0.0, "optimization", minimum=0, maximum=1
     ),
-    "adam_beta1": _knob("number", "Adam β1", "", 0.9, "optimization", minimum=0, maximum=0.9999),
-    "adam_beta2": _knob("number", "Adam β2", "", 0.999, "optimization", minimum=0, maximum=0.99999),
+    "adam_beta1": _knob(
+        "number",
+        "Adam β1",
+        "AdamW's decay of the gradient's running mean.",
+        0.9,
+        "optimization",
+        minimum=0,
+        maximum=0.9999,
+    ),
+    "adam_beta2": _knob(
+        "number",
+        "Adam β2",
+        "AdamW's decay of the squared gradient's running mean.",
+        0.999,
+        "optimization",
+        minimum=0,
+        maximum=0.99999,
+    ),
     "max_grad_norm": _knob(
         "number",
         "Max grad norm",
@@ -488,6 +505,15 @@ _PROPERTIES: dict[str, Any] = {
     "eval_temperature": _knob(
         "number", "Eval temperature", "0 = greedy.", 0.0, "evaluation", minimum=0, maximum=10
     ),
+    "stop_on_hacking_alarm": _knob(
+        "boolean",
+        "Stop on the reward-hacking alarm",
+        "Stop the run (cancelled, with a checkpoint) when a judge's or reward model's reward rises or "
+        "stays high while a verifiable criterion, the environment's verifier or held-out accuracy falls "
+        "(the run page's alarm; trainers/rubrics/alarms.py).",
+        False,
+        "evaluation",
+    ),
     "checkpoint_every": _knob(
         "integer",
         "Checkpoint every",
@@ -509,7 +535,14 @@ _PROPERTIES: dict[str, Any] = {
     "best_metric": _knob(
         "string", "Best metric", "Metric that ranks checkpoints.", "reward/mean", "checkpoints", minLength=1
     ),
-    "best_metric_mode": _knob("string", "Best metric mode", "", "max", "checkpoints", enum=["max", "min"]),
+    "best_metric_mode": _knob(
+        "string",
+        "Best metric mode",
+        "max: a higher best metric is better; min: a lower one.",
+        "max",
+        "checkpoints",
+        enum=["max", "min"],
+    ),
     "auto_resume": _knob(
         "integer",
         "Automatic resumes",
@@ -578,6 +611,7 @@ _PROPERTIES: dict[str, Any] = {
         "x-group": "task",
     },
     "lora": _LORA_SCHEMA,
+    **TRAINING_FREE_KNOBS,
 }
 
 RUN_CONFIG_SCHEMA: dict[str, Any] = {
@@ -600,6 +634,7 @@ KNOB_GROUPS: dict[str, str] = {
     "evaluation": "Evaluation",
     "checkpoints": "Checkpoints",
     "distributed": "Distributed",
+    "training_free": "Training-Free GRPO",
 }
 
 # Knob overrides per preset. Only what differs from the defaults matters, but each preset spells out
@@ -659,12 +694,17 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
+# Training-Free GRPO (Tencent youtu-agent): no optimizer step; the groups' contrasts edit an experience library
+# in the prompt instead (trainers.recipes.training_free_grpo). Its advantages are GRPO's, shown on the page.
+PRESETS["training_free_grpo"] = {**PRESETS["grpo"], "group_size": 5, "temperature": 0.7}
+
 PRESET_TITLES: dict[str, str] = {
     "grpo": "GRPO",
     "dr_grpo": "Dr. GRPO",
     "dapo": "DAPO",
     "rloo": "RLOO",
     "reinforce_pp": "REINFORCE++",
+    "training_free_grpo": "Training-Free GRPO (no weight updates)",
 }
 
 
@@ -774,6 +814,14 @@ def validate_run_config(config: dict[str, Any]) -> dict[str, list[str]]:
     lora = config.get("lora")
     if (config.get("num_learner_workers") or 1) > 1 and isinstance(lora, dict) and lora.get("enabled"):
         add("num_learner_workers", "A sharded learner trains all weights: turn LoRA off or use 1 process.")
+    if config.get("preset") == "training_free_grpo":
+        if (config.get("num_rollout_workers") or 0) > 0:
+            add(
+                "num_rollout_workers",
+                "Training-Free GRPO generates in the worker's process: use 0 rollout workers.",
+            )
+        if (config.get("num_learner_workers") or 1) > 1:
+            add("num_learner_workers", "Training-Free GRPO trains no weights: use 1 learner process.")
     batch = config.get("group_size"), config.get("prompts_per_step"), config.get("grad_accum_steps")
     group, prompts, accum = batch
     if (
@@ -784,50 +832,6 @@ def validate_run_config(config: dict[str, Any]) -> dict[str, list[str]]:
     ):
         add("grad_accum_steps", "More micro-batches than completions in a step.")
     return errors
-
-
-OVERLONG_CRITERION = "overlong"
-
-
-def effective_rubric(config: dict[str, Any]) -> dict[str, Any] | None:
-    """The rubric spec the trainer scores with: the run's rubric, with the overlong knobs applied to its
-    `overlong_penalty` criterion (one is added when it has none). With the knobs off, the rubric as given
-    (None when the run has none: the environment's reward is the score)."""
-    spec = config.get("rubric") or None
-    if not config.get("overlong_buffer"):
-        return spec
-    params = {
-        "max_len": config["max_new_tokens"],
-        "buffer": min(config["overlong_buffer"], config["max_new_tokens"]),
-        "unit": "tokens",
-        "scope": "longest_message",
-    }
-    criteria = [dict(c) for c in (spec or {}).get("criteria", [])] or [
-        {"name": "environment", "kind": "env_reward", "weight": 1.0, "params": {}}
-    ]
-    existing = next((c for c in criteria if c.get("kind") == "overlong_penalty"), None)
-    if existing is not None:
-        existing["params"] = {**existing.get("params", {}), **params}
-        existing["weight"] = config["overlong_penalty"]
-    else:
-        criteria.append(
-            {
-                "name": OVERLONG_CRITERION,
-                "kind": "overlong_penalty",
-                "weight": config["overlong_penalty"],
-                "params": params,
-            }
-        )
-    return {**(spec or {"aggregation": "weighted_sum"}), "criteria": criteria}
-
-
-def max_turns_at(config: dict[str, Any], step: int) -> int:
-    """The max-turns horizon in force at `step` (0-based), from `max_turns_schedule` or `max_turns`."""
-    turns = config.get("max_turns", 0)
-    for start, value in config.get("max_turns_schedule") or []:
-        if step >= start:
-            turns = value
-    return turns
 
 
 # --- recommended knobs per model size ------------------------------------------------------------------
@@ -848,19 +852,6 @@ _RECOMMENDATIONS: tuple[tuple[float, str, dict[str, Any], str], ...] = (
         "the time of each evaluation pass.",
     ),
 )
-
-
-# `token_stats: auto` sends token statistics for models up to this size: their cost (a per-token entropy
-# from logits the learner computes anyway, ~12 bytes a token on the wire) is small next to a step there.
-TOKEN_STATS_AUTO_MAX_PARAMS = 2e9
-
-
-def token_stats_enabled(config: dict[str, Any], parameters: float | None) -> bool:
-    """Whether a run reports per-token statistics (`token_stats`); `parameters`: the policy's size."""
-    choice = config.get("token_stats", "auto")
-    if choice == "auto":
-        return parameters is not None and parameters <= TOKEN_STATS_AUTO_MAX_PARAMS
-    return choice == "on"
 
 
 def model_parameter_count(model_name: str) -> float | None:

@@ -166,6 +166,13 @@ def model_dir(name: str = DEFAULT_MODEL) -> str:
     For GGUF sources this converts on first use and returns the cached directory.
     """
     source = resolve_model_source(name)
+    if source.kind == "local" and not (Path(source.path) / "config.json").is_file():
+        if (Path(source.path) / "adapter").is_dir():
+            raise FileNotFoundError(
+                f"{name} holds LoRA adapters only (a checkpoint written before checkpoints were models): "
+                "start from a newer checkpoint, or resume its run to write one"
+            )
+        raise FileNotFoundError(f"{name} is not a model directory (it has no config.json)")
     if source.kind != "gguf":
         return source.path
     assert source.gguf_file is not None

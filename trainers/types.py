@@ -6,8 +6,11 @@ rubric previews, and the trainer uses the same definitions, so the two can never
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from trainers.sdk.reasoning import visible_answer
 
 Role = Literal["system", "user", "assistant", "tool"]
 TrajectoryStatus = Literal["ok", "truncated", "error"]
@@ -78,8 +81,6 @@ class Trajectory:
     def final_answer(self) -> str:
         """The text of the last assistant turn (empty if the model never spoke), without its reasoning
         (a `<think>` block, harmony's analysis channel): the turn itself keeps it."""
-        from trainers.rollout.toolcalls import visible_answer
-
         for turn in reversed(self.turns):
             if turn.role == "assistant":
                 return visible_answer(turn.text)
@@ -88,6 +89,22 @@ class Trajectory:
     @property
     def tool_calls(self) -> int:
         return sum(1 for t in self.turns if t.role == "assistant" and t.tool_name)
+
+    @property
+    def model_turns(self) -> int:
+        return model_turns(self.turns)
+
+
+def model_turns(turns: Iterable[Any]) -> int:
+    """How many turns an episode took, the one definition every page, metric and knob uses: the model's
+    responses (assistant messages). System prompts, user messages and tool results are messages of the
+    trajectory, not turns, so `max_turns` bounds exactly the number the run's `turns` metric, the explorer
+    and the trajectory page show. `turns` are Turn objects or wire dicts ({"role": …})."""
+    return sum(
+        1
+        for turn in turns
+        if (turn.get("role") if isinstance(turn, Mapping) else getattr(turn, "role", None)) == "assistant"
+    )
 
 
 def applied_max_turns(run_turns: int, env_turns: int) -> int:

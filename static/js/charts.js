@@ -112,8 +112,56 @@
   function isFraction(key) { return /(^|\/)accuracy$|_fraction$|(^|\/)pass@\d+$/.test(String(key)); }
   function fractionRange() { return [-0.03, 1.03]; }
 
+  // --- series that coincide, charts with nothing to draw ----------------------------------------------
+
+  // Two series coincide when they have the same points (staleness/mean under staleness/max when every
+  // sample is as stale, correct under correct/weighted at weight 1): drawn alike, the later one would hide
+  // the earlier. For each key of `keys`, the earlier key it coincides with, if any.
+  function sameAs(seriesByKey, keys) {
+    const found = {};
+    keys.forEach(function (key, i) {
+      const s = seriesByKey[key];
+      if (!s || !s.x.length) return;
+      for (let j = 0; j < i; j++) {
+        const other = seriesByKey[keys[j]];
+        if (found[keys[j]] === undefined && other && coincide(s, other)) { found[key] = keys[j]; return; }
+      }
+    });
+    return found;
+  }
+
+  function coincide(a, b) {
+    if (a.x.length !== b.x.length) return false;
+    for (let i = 0; i < a.x.length; i++) {
+      if (a.x[i] !== b.x[i]) return false;
+      const scale = Math.max(1, Math.abs(a.y[i]), Math.abs(b.y[i]));
+      if (Math.abs(a.y[i] - b.y[i]) > 1e-9 * scale) return false;
+    }
+    return true;
+  }
+
+  // How the n-th series of a chart is drawn: the first solid, the others dashed or dotted with open
+  // markers, so that a series lying on another still shows as its own line.
+  const DASHES = ["solid", "dash", "dot", "dashdot", "longdash"];
+  const SYMBOLS = ["circle", "diamond-open", "square-open", "triangle-up-open", "x"];
+  function seriesStyle(index) {
+    return { dash: DASHES[index % DASHES.length], symbol: SYMBOLS[index % SYMBOLS.length] };
+  }
+
+  // A chart with no points yet says so instead of inventing axes (Plotly's empty default runs x −1…6).
+  const NO_POINTS = "no points yet";
+  function noPoints(layout) {
+    layout.xaxis = Object.assign({}, layout.xaxis, { visible: false });
+    layout.yaxis = Object.assign({}, layout.yaxis, { visible: false });
+    layout.showlegend = false;
+    layout.annotations = [{ text: NO_POINTS, showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5,
+      font: { size: 13 }, name: "no-points" }];
+    return layout;
+  }
+
   window.RolloutCharts = {
     themed: themed, heatScale: heatScale, stepAxis: stepAxis, span: span, lineMode: lineMode,
-    isFraction: isFraction, fractionRange: fractionRange,
+    isFraction: isFraction, fractionRange: fractionRange, sameAs: sameAs, seriesStyle: seriesStyle,
+    noPoints: noPoints, NO_POINTS: NO_POINTS,
   };
 })();

@@ -77,9 +77,23 @@ def test_async_health_charts_and_a_click_to_the_steps_groups(async_run, server, 
         "() => document.querySelector('[data-async-health-chart=timeline]').data"
         ".map(t => [t.name, Array.from(t.x), Array.from(t.y)])"
     )
-    assert [name for name, _, _ in timeline] == ["generate", "score", "learn", "sync", "wait"]
-    wait = dict((name, y) for name, _, y in timeline)["wait"]
-    assert wait == pytest.approx([1.5, 1.5])  # 10 s − 5 − 0.5 − 2.5 − 0.5
+    assert [name for name, _, _ in timeline] == ["generate", "score", "learn", "sync", "other"]
+    other = dict((name, y) for name, _, y in timeline)["other"]
+    assert other == pytest.approx([1.5, 1.5])  # 10 s − 5 − 0.5 − 2.5 − 0.5
+    # The run page's own "Step time by phase" chart stacks the same way: the same names in the same colours.
+    page.wait_for_function("() => (document.querySelector('#chart-step_time').data || []).length === 5")
+    colours = "(selector) => document.querySelector(selector).data.map(t => [t.name, t.marker.color, Array.from(t.y)])"
+    assert page.evaluate(colours, "#chart-step_time") == page.evaluate(
+        colours, "[data-async-health-chart=timeline]"
+    )
+    # Its legend and its x-axis title do not overlap.
+    boxes = page.evaluate(
+        "() => { const div = document.querySelector('[data-async-health-chart=timeline]');"
+        " return ['.legend', '.xtitle'].map(s => { const r = div.querySelector(s).getBoundingClientRect();"
+        " return [r.top, r.bottom]; }); }"
+    )
+    (legend_top, legend_bottom), (title_top, title_bottom) = boxes
+    assert legend_bottom <= title_top or title_bottom <= legend_top, boxes
     assert "Step time by phase" in panel.inner_text()
     staleness = page.evaluate(
         "() => { const t = document.querySelector('[data-async-health-chart=staleness]').data[0];"

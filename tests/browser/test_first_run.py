@@ -100,7 +100,7 @@ def test_a_researcher_defines_and_launches_a_first_run(researcher, server, page)
     )
     stored = Trajectory.objects.get(run=run)
     page.goto(f"{server}/p/{project.slug}/rubrics/{Rubric.objects.get().pk}/edit/")
-    page.select_option("select[name=preview-trajectory]", str(stored.pk))
+    page.fill("input[name=preview-trajectory]", str(stored.pk))
     page.fill("input[name=preview-answer]", "5")  # not this trajectory's answer: the preview ignores it
     page.click("text=Preview score")
     page.wait_for_selector("[data-preview-total]")

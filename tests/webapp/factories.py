@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainers.types import model_turns
 from webapp.experiments.models import Run
 from webapp.experiments.services import run_create
 from webapp.rollouts.models import Trajectory, Turn
@@ -77,7 +78,7 @@ def make_trajectory(
         task_id=task_id,
         split=split,
         reward=reward,
-        num_turns=len(turns),
+        num_turns=model_turns(turns),
         num_tool_calls=sum(1 for t in turns if t.get("tool_name") and t["role"] == "assistant"),
         **fields,
     )

@@ -17,6 +17,9 @@ from trainers.kinds import number_field as _number
 from trainers.kinds import object_schema as _object
 from trainers.kinds import text_field as _text
 
+# Defaults a kind's class falls back on when built directly (`operations=None`), declared once for both.
+ARITHMETIC_OPERATIONS = ("+", "-", "*")
+
 # ---- schema fragments shared by several kinds (the generic ones, short-named, are trainers.kinds') ----
 
 
@@ -181,7 +184,7 @@ ARITHMETIC_CALCULATOR = KindSpec(
                 "items": {"type": "string", "enum": ["+", "-", "*", "/"]},
                 "minItems": 1,
                 "uniqueItems": True,
-                "default": ["+", "-", "*"],
+                "default": list(ARITHMETIC_OPERATIONS),
             },
             "min_operands": _int("Min operands", "Fewest numbers in an expression.", 2, 2, 6),
             "max_operands": _int(

@@ -35,7 +35,7 @@ from trainers.gateway.protocol import ApiError, ChatRequest, Message, Reply
 from trainers.rollout.episodes import ChatFormat, Rollout, tool_fields
 from trainers.rollout.toolcalls import TOOL_CALL_OPEN
 from trainers.rollout.toolformats import ToolFormat
-from trainers.types import Task, ToolCall, ToolSpec, Trajectory, Turn
+from trainers.types import Task, ToolCall, ToolSpec, Trajectory, Turn, model_turns
 
 OUTCOMES = ("ok", "truncated", "error")
 
@@ -298,7 +298,7 @@ class Session:
                 ]
             turns += list(segment.turns) if segment else []
             info: dict[str, Any] = {k: v for k, v in self.info.items() if k not in ("turns",)}
-            info["turns"] = sum(1 for t in turns if t.role == "assistant")
+            info["turns"] = model_turns(turns)
             info["calls"] = self.calls
             if segment is not None and segment.examples:
                 info["prompt_examples"] = segment.examples

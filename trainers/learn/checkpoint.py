@@ -2,8 +2,11 @@
 
 Layout of one checkpoint (`<out>/checkpoints/step-000050/`):
 
-    model.safetensors, config.json, tokenizer files   full fine-tuning: a loadable HF model directory
-    adapter/adapter_model.safetensors, adapter_config.json   LoRA: the adapters only
+    model.safetensors, config.json, tokenizer files   a loadable HF model directory, whatever the run:
+                          full fine-tuning's weights, or LoRA's adapters merged into the base weights, and
+                          the fast tokenizer (tokenizer.json). Any run's `model` knob may name the
+                          directory (DPO, GRPO, reward-model training, evaluation), here or after download.
+    adapter/adapter_model.safetensors, adapter_config.json   LoRA: the adapters too (resume continues them)
     optimizer.pt          AdamW state (moments, step counts) and the LR scheduler state
     sharded/              a sharded learner's model and AdamW shards (torch.distributed.checkpoint)
     rng.pt                torch / python RNG states
@@ -23,7 +26,7 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,12 +75,7 @@ def save_checkpoint(
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        if is_peft_model(model):
-            model.save_pretrained(staging / "adapter")
-        else:
-            model.save_pretrained(staging, safe_serialization=True)
-            if tokenizer is not None:
-                tokenizer.save_pretrained(staging)
+        save_as_model(staging, model, tokenizer)
         torch.save(
             {
                 "optimizer": optimizer.state_dict(),
@@ -98,6 +96,24 @@ def save_checkpoint(
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def save_as_model(directory: Path, model: Any, tokenizer: Any) -> None:
+    """Write `model` into `directory` as a model another run can start from: its weights (a LoRA
+    model's adapters merged into the base weights; the adapters themselves under adapter/, for resume),
+    config and tokenizer. A LoRA checkpoint that held only its adapters (and no tokenizer) was not a
+    model: a DPO run started from the demo's GRPO checkpoint failed to load a tokenizer from it."""
+    if is_peft_model(model):
+        from trainers.models import merged_state_dict
+
+        model.save_pretrained(directory / "adapter")
+        model.get_base_model().save_pretrained(
+            directory, state_dict=merged_state_dict(model), safe_serialization=True
+        )
+    else:
+        model.save_pretrained(directory, safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(directory)  # a fast tokenizer writes tokenizer.json
 
 
 def checkpoint_kind(path: str | Path) -> str:
@@ -228,8 +244,9 @@ class RunCheckpoints:
     """A training run's checkpoints: what goes in one (weights, optimizer, RNG, the trainer's position, the
     learner shards' state), keep-best-N, the `checkpoint` event, and resuming from one."""
 
-    def __init__(self, out_dir: Path, config: dict[str, Any]) -> None:
-        self.config = config
+    def __init__(self, out_dir: Path, config: Mapping[str, Any]) -> None:
+        # The run's config as a plain dict (stored in each checkpoint): any recipe's (GRPO's, DPO's knobs).
+        self.config = dict(config)
         self.registry = CheckpointRegistry(
             out_dir / "checkpoints", config["keep_best_n"], config["best_metric"], config["best_metric_mode"]
         )

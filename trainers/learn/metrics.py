@@ -20,6 +20,7 @@ from typing import Any
 
 from trainers.learn import algorithms
 from trainers.sdk.wire import MAX_METRIC_NAME
+from trainers.types import model_turns
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class StepSample:
             components=rollout.components,
             env_reward=trajectory.env_reward,
             completion_tokens=rollout.model_tokens,
-            assistant_turns=sum(1 for t in trajectory.turns if t.role == "assistant"),
+            assistant_turns=trajectory.model_turns,
             tool_calls=trajectory.tool_calls,
             correct=trajectory.info.get("correct"),
             graded=rollout.task.answer is not None,
@@ -60,6 +61,7 @@ class StepSample:
             reward=float(item["reward"]),
             status=str(item.get("status") or "ok"),
             components=item.get("components") or (),
+            assistant_turns=model_turns(item["turns"]) if item.get("turns") else None,
         )
 
 

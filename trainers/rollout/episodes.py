@@ -17,7 +17,7 @@ import logging
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from trainers.rollout.backends.base import GenerationBackend
 from trainers.rollout.toolformats import STUDIO, ToolFormat
@@ -281,8 +281,14 @@ class Rollout:
             "turns": turns,
             "env_state": _jsonable(self.env_state),
             "env_reward": float(traj.env_reward),
+            "correct": _verdict(traj.info.get("correct")),
             "answer": answer_text(self.task.answer),
         }
+
+
+def _verdict(correct: Any) -> bool | None:
+    """The environment's verdict as stored: True / False, None when it gave none (numpy bools included)."""
+    return None if correct is None else bool(correct)
 
 
 def answer_text(answer: Any) -> str:
@@ -640,6 +646,19 @@ def _advance(e: _Episode, completion: Any, chat: ChatFormat, turn: int, max_cont
     )
 
 
+class SamplingKnobs(Protocol):
+    """What the rollouts read of the run's config (`trainers.run_config.RunConfig` has these, and more)."""
+
+    @property
+    def max_new_tokens(self) -> int: ...
+    @property
+    def max_context_tokens(self) -> int: ...
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def top_p(self) -> float: ...
+
+
 class LocalRollouts:
     """Rollouts generated in the learner's process (the transformers backend shares the model).
 
@@ -653,7 +672,7 @@ class LocalRollouts:
         backend: Any,
         chat: ChatFormat,
         make_env: Callable[[], Any],
-        config: dict[str, Any],
+        config: SamplingKnobs,
         stop: tuple[str, ...],
         push_weights: bool,
     ) -> None:
@@ -684,10 +703,10 @@ class LocalRollouts:
             tasks,
             seeds,
             max_turns=max_turns,
-            max_new_tokens=cfg["max_new_tokens"],
-            max_context_tokens=cfg["max_context_tokens"],
-            temperature=cfg["temperature"] if temperature is None else temperature,
-            top_p=cfg["top_p"],
+            max_new_tokens=cfg.max_new_tokens,
+            max_context_tokens=cfg.max_context_tokens,
+            temperature=cfg.temperature if temperature is None else temperature,
+            top_p=cfg.top_p,
             generation_seed=generation_seed,
             stop=self.stop,
             policy_version=policy_version,

@@ -390,14 +390,16 @@ class RubricBuilder:
 
 
 class RubricPreviewForm(forms.Form):
-    """Score with the unsaved rubric either a pasted transcript or a real trajectory of the project."""
+    """Score with the unsaved rubric either a pasted transcript or any trajectory of the project: typed by
+    id ("812", "#812") or found by its task text, the picker's options (a datalist the page refreshes from
+    `search_url` as one types: webapp.rollouts.selectors.preview_trajectory_options) being "#id · task · …"."""
 
-    trajectory = forms.TypedChoiceField(
-        coerce=int,
-        empty_value=None,
+    trajectory = forms.CharField(
         required=False,
+        max_length=300,
         label="A trajectory of this project",
-        help_text="Scores its stored turns (the latest ones are listed); leave empty to use the transcript.",
+        help_text="Type its id or words of its task to find it (the newest are listed); leave empty to use "
+        "the transcript.",
     )
     transcript = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 8}),
@@ -412,10 +414,35 @@ class RubricPreviewForm(forms.Form):
     )
 
     prefix = "preview"
+    OPTIONS_ID = "preview-trajectory-options"
 
-    def __init__(self, *args: Any, trajectories: list[tuple[int, str]] = (), **kwargs: Any) -> None:
+    def __init__(self, *args: Any, search_url: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["trajectory"].choices = [("", "— paste a transcript below —"), *trajectories]
+        self.options: list[tuple[int, str]] = []  # the picker's first options (the page fills them)
+        attrs = {"list": self.OPTIONS_ID, "autocomplete": "off", "placeholder": "812, or words of the task"}
+        if search_url:  # htmx: refresh the options as one types (the options list is the target)
+            attrs.update(
+                {
+                    "hx-get": search_url,
+                    "hx-trigger": "input changed delay:250ms",
+                    "hx-target": f"#{self.OPTIONS_ID}",
+                    "hx-swap": "innerHTML",
+                }
+            )
+        self.fields["trajectory"].widget.attrs.update(attrs)
+
+    def clean_trajectory(self) -> int | None:
+        """The id at the start of what was typed or picked ("812", "#812 · What is…"); None when empty."""
+        value = (self.cleaned_data.get("trajectory") or "").strip()
+        if not value:
+            return None
+        found = re.match(r"#?(\d+)(\s|·|$)", value)
+        if not found:
+            raise ValidationError(
+                "Pick a trajectory from the list or type its id: “%(value)s” names none.",
+                params={"value": value[:80]},
+            )
+        return int(found.group(1))
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

@@ -1,5 +1,5 @@
 """Reads for the live pages: the websocket snapshot and replay, per-step histograms, compare. Metric
-curves come from `webapp.rollouts.metrics`, the one downsampling."""
+curves come from `webapp.rollouts.selectors.metrics`, the one downsampling."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ def run_snapshot(run: Run) -> dict[str, Any]:
         "current_step": run.current_step,
         "max_steps": run.max_steps,
         "best_reward": run.best_reward,
+        "best_reward_step": run.best_reward_step,
         "last_reward": run.last_reward,
         "last_seq": run.last_seq,
         "phase": latest_phase(run),

@@ -482,6 +482,8 @@ def row_links(slug: str) -> Callable[[Trajectory], dict[str, str]]:
             group = reverse("rollouts:group_detail", args=group_args)
         except NoReverseMatch:
             group = "/p/{}/runs/{}/groups/{}/{}/".format(*group_args)
+        # A group is named by its split too: an evaluation group's page without ?split=eval is a 404.
+        group += f"?split={trajectory.split}"
         return {"trajectory": detail, "group": group, "run": run_urls[trajectory.run_id]}
 
     return links

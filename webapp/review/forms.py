@@ -38,6 +38,8 @@ class CommentForm(forms.Form):
     turn_index = forms.TypedChoiceField(
         required=False, coerce=int, empty_value=None, label="On", choices=[("", "the whole trajectory")]
     )
+    # A reply names the comment it answers; the view resolves it through access_comment.
+    reply_to = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
     # Past this many turns the turn is a number to type, not an option to pick: a select of 10,000 options
     # was most of a huge trajectory's page (bench/huge_trajectory.py).
@@ -395,3 +397,17 @@ class ExplorerForm(forms.Form):
             sort=data.get("sort") or DEFAULT_SORT,
             page_size=data.get("page_size") or DEFAULT_PAGE_SIZE,
         )
+
+
+class ActivityFilterForm(forms.Form):
+    """The activity page's filters (GET): a kind of activity and a person; empty shows everything."""
+
+    kind = forms.ChoiceField(required=False, label="Show", choices=[("", "everything")])
+    person = forms.ChoiceField(required=False, label="by", choices=[("", "anyone")])
+
+    def __init__(self, *args, people: list[str], **kwargs):
+        from webapp.review.models import ActivityKind
+
+        super().__init__(*args, **kwargs)
+        self.fields["kind"].choices = [("", "everything"), *ActivityKind.choices]
+        self.fields["person"].choices = [("", "anyone"), *((name, name) for name in people)]

@@ -42,17 +42,71 @@ RECENT_ACTIVITY = 15
 
 
 @dataclass
+class Thread:
+    """A comment and its replies, oldest first; `may_resolve`: whether the reader may resolve it."""
+
+    root: Comment
+    replies: list[Comment]
+    may_resolve: bool = False
+
+    @property
+    def turn_index(self) -> int | None:
+        return self.root.turn_index
+
+    @property
+    def size(self) -> int:
+        return 1 + len(self.replies)
+
+
+@dataclass
 class CollaborationPanel:
-    comments: list[Comment]
+    threads: list[Thread]
     tags: list[TrajectoryTag]
     flags: list[Flag]
     project_tags: list[Tag]
 
+    @property
+    def by_turn(self) -> list[tuple[int | None, list[Thread]]]:
+        return threads_by_turn(self.threads)
 
-def collaboration_panel(trajectory: Trajectory) -> CollaborationPanel:
-    """Everything the comments / tags / flags panel of one trajectory shows."""
+
+def threads_by_turn(threads: list[Thread]) -> list[tuple[int | None, list[Thread]]]:
+    """The threads on the whole trajectory first, then those on each turn, in turn order."""
+    groups: dict[int | None, list[Thread]] = defaultdict(list)
+    for thread in threads:
+        groups[thread.turn_index].append(thread)
+    return sorted(groups.items(), key=lambda item: -1 if item[0] is None else item[0])
+
+
+def annotate_turn_threads(trajectory: Trajectory, turns: list[Turn]) -> None:
+    """Give each turn shown its threads (`turn.comment_threads`): the marker and the thread beside it."""
+    groups = dict(threads_by_turn(discussion_threads(trajectory)))
+    for turn in turns:
+        turn.comment_threads = groups.get(turn.index, [])  # type: ignore[attr-defined]
+
+
+def discussion_threads(trajectory: Trajectory, reader=None, *, can_launch: bool = False) -> list[Thread]:
+    """The trajectory's threads, oldest first, each with its replies; resolvable per Comment's rule."""
+    threads: dict[int, Thread] = {}
+    replies: list[Comment] = []
+    for comment in comment_list(trajectory).select_related("resolved_by"):
+        if comment.parent_id is None:
+            may = comment.may_be_resolved_by(reader, can_launch=can_launch)
+            threads[comment.pk] = Thread(root=comment, replies=[], may_resolve=may)
+        else:
+            replies.append(comment)
+    for reply in replies:
+        if reply.parent_id in threads:
+            threads[reply.parent_id].replies.append(reply)
+    return list(threads.values())
+
+
+def collaboration_panel(
+    trajectory: Trajectory, reader=None, *, can_launch: bool = False
+) -> CollaborationPanel:
+    """Everything the discussion panel of one trajectory shows to `reader`."""
     return CollaborationPanel(
-        comments=list(comment_list(trajectory)),
+        threads=discussion_threads(trajectory, reader, can_launch=can_launch),
         tags=list(trajectory_tag_list(trajectory)),
         flags=list(Flag.objects.filter(trajectory=trajectory).select_related("raised_by", "resolved_by")),
         project_tags=list(Tag.objects.filter(project_id=trajectory.run.project_id)),

@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from webapp.review.views import (
     activity,
@@ -25,6 +25,12 @@ urlpatterns = [
         name="comment_create",
     ),
     path("review/comments/<int:comment_id>/edit/", collaboration.comment_edit, name="comment_edit"),
+    path("review/comments/<int:comment_id>/resolve/", collaboration.thread_resolve, name="thread_resolve"),
+    path(
+        "review/trajectories/<int:trajectory_id>/turns/<int:turn_index>/discussion/",
+        collaboration.turn_discussion,
+        name="turn_discussion",
+    ),
     path("review/comments/<int:comment_id>/delete/", collaboration.comment_delete, name="comment_delete"),
     path("review/trajectories/<int:trajectory_id>/tags/", collaboration.tag_add, name="tag_add"),
     path(
@@ -79,4 +85,6 @@ urlpatterns = [
         snapshots.snapshot_parquet,
         name="snapshot_parquet",
     ),
+    # the trajectory explorer and saved views
+    path("", include("webapp.review.urls_explorer")),
 ]

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from trainers.learn.algorithms import group_stats
 from trainers.sdk import wire
+from trainers.types import model_turns
 from webapp.core.broadcast import broadcast_on_commit
 from webapp.experiments.models import Checkpoint, Run, RunStatus
 from webapp.experiments.services.transitions import run_transition
@@ -118,6 +119,7 @@ _LOCKED_FIELDS = (
     "ingest_token_hash",
     "current_step",
     "best_reward",
+    "best_reward_step",
     "peak_rss_mb",
     "peak_gpu_mb",
 )
@@ -397,6 +399,10 @@ def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
             summary.update(step=event["step"], groups=_store_trajectories(run, event))
         elif kind == "token_stats":
             summary.update(step=event["step"], turns=_store_token_stats(run, event))
+        elif kind == "experience":
+            from webapp.recipes.services import experience_store
+
+            summary.update(experience_store(run, event))
         elif kind == "checkpoint":
             checkpoint, _ = Checkpoint.objects.update_or_create(
                 run=run,
@@ -430,13 +436,18 @@ def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
     _insert_rows(RunEvent, ["run", "seq", "type", "summary", "created_at"], event_rows)
     if not progress:
         return summaries, {}
-    rewards = [reward for _, reward in progress if reward is not None]
+    rewarded = [(reward, step) for step, reward in progress if reward is not None]
     last_step = max(step for step, _ in progress)
     # The latest step's reward is the run's "last reward" (several metrics events may share a step,
     # not all of them carrying the reward).
     last_reward = next((r for s, r in reversed(progress) if s == last_step and r is not None), None)
+    # The batch's best, the earliest step reaching it.
+    best = max(rewarded, key=lambda pair: (pair[0], -pair[1])) if rewarded else None
     return summaries, run.progress_after(
-        step=last_step, last_reward=last_reward, best_reward=max(rewards) if rewards else None
+        step=last_step,
+        last_reward=last_reward,
+        best_reward=best[0] if best else None,
+        best_step=best[1] if best else None,
     )
 
 
@@ -502,7 +513,7 @@ def _store_trajectories(run: Run, event: dict[str, Any]) -> list[dict[str, Any]]
         Trajectory(
             run=run,
             step=step,
-            num_turns=len(item["turns"]),
+            num_turns=model_turns(item["turns"]),  # the model's responses, as max_turns counts
             num_tool_calls=sum(
                 1 for t in item["turns"] if t.get("role") == "assistant" and t.get("tool_name")
             ),

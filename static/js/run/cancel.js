@@ -2,6 +2,23 @@
 // request shows at once: the cancel-requested badges, and the button stops offering itself while the
 // post goes.
 import { setCancelRequested } from "./page_state.js";
+import { state } from "./state.js";
+
+// Which of the dialog's cases applies now: a queued run is dropped; a running one saves a checkpoint of the
+// last step it finished (none before the first: trainers.learn.trainer writes the same in the log);
+// an external trainer decides for itself.
+export function cancelOutcome(status, step, external) {
+  if (external) return "external";
+  if (status === "QUEUED") return "queued";
+  return step > 0 ? "after-step" : "no-step";
+}
+
+function showOutcome(dialog) {
+  const outcome = cancelOutcome(state.status, state.currentStep, dialog.hasAttribute("data-external"));
+  dialog.querySelectorAll("[data-cancel-outcome]").forEach(function (p) { p.hidden = p.dataset.cancelOutcome !== outcome; });
+  const step = dialog.querySelector("[data-cancel-outcome-step]");
+  if (step) step.textContent = String(state.currentStep);
+}
 
 export function bindCancelDialog() {
   const dialog = document.querySelector("[data-cancel-dialog]");
@@ -11,6 +28,7 @@ export function bindCancelDialog() {
       if (!dialog || typeof dialog.showModal !== "function") return;
       event.preventDefault();
       cancelForm = form;
+      showOutcome(dialog);
       dialog.showModal();
     });
   });

@@ -135,9 +135,14 @@ function lineData(chart, keys) {
   const spec = chart.spec;
   const traces = [], data = [];
   const smoothing = state.alpha > 0;
-  keys.forEach(function (key) {
+  const labelOf = function (key) { return spec.prefix && key.indexOf(spec.prefix) === 0 ? key.slice(spec.prefix.length) : key; };
+  // Series lying on each other stay visible: each its own dash and marker, the legend names the twin.
+  chart.sameAs = chartTheme.sameAs(state.series, keys);
+  keys.forEach(function (key, index) {
     const s = state.series[key] || { x: [], y: [] };
-    const label = live.plotText(spec.prefix && key.indexOf(spec.prefix) === 0 ? key.slice(spec.prefix.length) : key);
+    const twin = chart.sameAs[key];
+    const label = live.plotText(labelOf(key) + (twin ? " (same as " + labelOf(twin) + ")" : ""));
+    const style = keys.length > 1 ? chartTheme.seriesStyle(index) : { dash: "solid", symbol: "circle" };
     if (smoothing) {
       traces.push({ key: key, kind: "raw" });
       data.push({ x: s.x.slice(), y: s.y.slice(), name: label + " (raw)", mode: "lines", showlegend: false,
@@ -145,7 +150,7 @@ function lineData(chart, keys) {
     }
     traces.push({ key: key, kind: "line" });
     data.push({ x: s.x.slice(), y: live.ema(s.y, state.alpha), name: label, mode: chartTheme.lineMode(s.x.length),
-      legendgroup: key, line: { width: 2 }, marker: { size: 6 } });
+      legendgroup: key, line: { width: 2, dash: style.dash }, marker: { size: 6, symbol: style.symbol } });
   });
   if (spec.band && state.series[spec.band] && state.series[keys[0]]) {
     const band = bandPoints(state.series[keys[0]], state.series[spec.band]);
@@ -208,7 +213,10 @@ function drawChart(chart) {
     keys.some(function (k) { return state.series[k] && state.series[k].x.length; });
   chart.div.hidden = !(hasData || spec.always);
   if (chart.div.hidden) return;
-  Plotly.react(chart.div, data, chartTheme.themed(chartLayout(chart, keys, data)), PLOT_CONFIG);
+  const layout = chartLayout(chart, keys, data);
+  chart.empty = !hasData;  // an always-shown chart before its first point (a queued run): it says so
+  Plotly.react(chart.div, hasData ? data : [], chartTheme.themed(hasData ? layout : chartTheme.noPoints(layout)), PLOT_CONFIG);
+  chart.div.dataset.points = hasData ? "yes" : "none";
   chart.drawn = true;
   // From curve to cause: a point of any step curve opens that step's groups (static/js/curve_click.js).
   if (window.RolloutStepClick && root.dataset.groupsUrl) {
@@ -225,9 +233,16 @@ function drawAll() {
   renderPicker();
 }
 
+// Whether two of the chart's series started or stopped coinciding since it was drawn (their legend says so).
+function sameAsChanged(chart) {
+  const keys = chartKeys(chart);
+  if (keys.length < 2) return false;
+  return JSON.stringify(chartTheme.sameAs(state.series, keys)) !== JSON.stringify(chart.sameAs || {});
+}
+
 function structureChanged(chart, points) {
   const spec = chart.spec;
-  return spec.stack || !chart.drawn || chart.div.hidden ||
+  return spec.stack || !chart.drawn || chart.div.hidden || chart.empty || sameAsChanged(chart) ||
     chartKeys(chart).some(function (k) { return !chart.traces.some(function (t) { return t.key === k; }); }) ||
     (spec.band && points[spec.band] && !chart.traces.some(function (t) { return t.kind === "upper"; })) ||
     axisStale(chart);

@@ -8,8 +8,22 @@ export function text(tag, content, className) {
   return node;
 }
 
+// A number to `digits` decimals by the one rounding rule of every figure the run shows — the trainer's
+// log lines (Python's format(x, ".3f")) and the templates' |fixed filter (webapp/core/templatetags/numbers.py):
+// the exact binary value rounded, an exact tie to even. toFixed alone sends ties up: 0.5625 read 0.563 in
+// the header while the log said 0.562.
+export function fixed(value, digits) {
+  const rounded = value.toFixed(digits);
+  const exact = Math.abs(value).toFixed(Math.min(100, digits + 60));
+  const dot = exact.indexOf(".");
+  if (!/^50*$/.test(exact.slice(dot + 1 + digits))) return rounded;  // not a tie: toFixed is right
+  const down = exact.slice(0, digits ? dot + 1 + digits : dot);
+  if (Number(down.charAt(down.length - 1)) % 2) return rounded;  // odd: the tie goes up, to even
+  return (value < 0 ? "-" : "") + down;
+}
+
 export function fmt(value) {
-  return typeof value === "number" ? value.toFixed(3) : "—";
+  return typeof value === "number" ? fixed(value, 3) : "—";
 }
 
 // Same format as the template's (UTC, the server's TIME_ZONE): "Y-m-d H:i:s" (length 19) or "Y-m-d H:i" (16).

@@ -1,6 +1,7 @@
 // What each socket frame does to the page (docs/live.md lists the frames), the snapshot the page starts
 // from, and the socket itself (static/js/live.js: resume, backoff, gaps).
 import { addCheckpoint } from "./checkpoints.js";
+import { experienceEvent } from "./experience.js";
 import { applyMetrics, loadCurves } from "./curves.js";
 import { feedEvent } from "./feed.js";
 import { scheduleHistogram } from "./histogram.js";
@@ -18,7 +19,7 @@ function applyMetricsEvent(event) {
   applyMetrics(event);
   setProgress(event.step);
   if (event.values) noteEvaluation(event.step, event.values);
-  if (event.values) setBest(event.values["reward/mean"]);
+  if (event.values) setBest(event.values["reward/mean"], event.step);
 }
 
 const HANDLERS = {
@@ -42,6 +43,7 @@ const HANDLERS = {
   },
   checkpoint: function (event) { addCheckpoint(event); logEvent(event); },
   log: logEvent,
+  experience: experienceEvent,
 };
 
 export function applyEvent(event) {
@@ -55,7 +57,7 @@ export function applySnapshot(message) {
   applyPageState(run);
   state.maxSteps = run.max_steps || state.maxSteps;
   setProgress(run.current_step);
-  setBest(run.best_reward);
+  setBest(run.best_reward, run.best_reward_step);
   if (run.phase) setPhase(run.phase);
   if ("hacking_alarm" in run) setHackingAlarm(run.hacking_alarm);
   if (message.replay && message.replay.truncated) {

@@ -1,8 +1,8 @@
 // The live bar above the charts: the progress bar and "step N of M", the best training reward, the
 // socket's state ("live", "reconnecting…"), and the newest evaluation's figures as numbers.
-import { text } from "./dom.js";
+import { fixed, text } from "./dom.js";
 import { EVAL_FIRST, EVAL_PREFIX } from "./chart_specs.js";
-import { state, ui } from "./state.js";
+import { isFinal, live, state, ui } from "./state.js";
 
 export function setProgress(step) {
   if (typeof step === "number" && step > state.currentStep) state.currentStep = step;
@@ -13,17 +13,32 @@ export function setProgress(step) {
   ui.step.textContent = "step " + state.currentStep + " of " + max;
 }
 
-export function setBest(value) {
+// The best mean training reward and the step that reached it first (Run.progress_after's rule).
+export function setBest(value, step) {
   if (typeof value !== "number") return;
   if (state.best === null || value > state.best) {
     state.best = value;
-    ui.best.textContent = value.toFixed(4);
+    ui.best.textContent = fixed(value, 4);
+    if (ui.bestStep) ui.bestStep.textContent = typeof step === "number" ? " at step " + step : "";
   }
 }
 
-export function setConnection(label, className) {
-  ui.connection.textContent = label;
-  ui.connection.className = "connection small " + className;
+let connection = { label: "connecting…", kind: "muted" };
+
+// The socket's state as live.followRun reports it: kind ok | down | refused | muted.
+export function setConnection(label, kind) {
+  connection = { label: label, kind: kind };
+  showConnection();
+}
+
+// A run that has ended is not live, even while its socket stays open: the label says how it ended, in
+// grey, from the moment the status arrives (page_state.js calls this on every status).
+export function showConnection() {
+  if (!ui.connection) return;
+  const ended = isFinal() && connection.kind !== "refused";
+  ui.connection.textContent = ended ? "run " + (live.STATUS_NAMES[state.status] || state.status).toLowerCase() : connection.label;
+  ui.connection.className = "connection small " + (ended ? "muted" : connection.kind);
+  ui.connection.dataset.connection = ended ? "ended" : connection.kind;
 }
 
 export function noteEvaluation(step, values) {
@@ -65,7 +80,7 @@ function showEvaluation() {
     if (index) ui.evalLatestFigures.appendChild(document.createTextNode(" · "));
     const figure = text("span", key.slice(EVAL_PREFIX.length) + " ");
     figure.dataset.evalFigure = key;
-    figure.appendChild(text("strong", latest.values[key].toFixed(3)));
+    figure.appendChild(text("strong", fixed(latest.values[key], 3)));
     ui.evalLatestFigures.appendChild(figure);
   });
 }

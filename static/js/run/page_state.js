@@ -2,8 +2,10 @@
 // cancel-requested badges, the action buttons, the error banner, Started / Finished / Last heartbeat, the
 // worker, the peak memory, the stalled badge, the queue panel, the checkpoints — kept true from
 // Run.page_state() (the snapshot and every status event carry it), and the reward-hacking alarm banner.
+import { setAlarmExamples } from "./alarm_examples.js";
 import { setCheckpoints } from "./checkpoints.js";
 import { utc } from "./dom.js";
+import { showConnection } from "./live_bar.js";
 import { showPhase } from "./phase.js";
 import { setQueue } from "./queue.js";
 import { isFinal, live, state } from "./state.js";
@@ -20,6 +22,7 @@ export function setStatus(status) {
   if (status !== "QUEUED") setQueue(null);  // a worker took it: the queue panel has said its piece
   showCancelRequested();
   showPhase();
+  showConnection();
 }
 
 export function setCancelRequested(requested) {
@@ -121,4 +124,5 @@ export function setHackingAlarm(alarm) {
   banner.hidden = !alarm;
   const message = banner.querySelector("[data-hacking-alarm-message]");
   if (alarm && message) message.textContent = alarm.message;  // criterion names are user text
+  setAlarmExamples(banner, alarm);
 }

@@ -40,7 +40,7 @@ export function isFinal() { return live.FINAL.indexOf(state.status) !== -1; }
 
 // The live section's elements, by the data-live-* marks of templates/live/run_live.html.
 const MARKS = {
-  status: "status", progress: "progress", step: "step", best: "best", connection: "connection",
+  status: "status", progress: "progress", step: "step", best: "best", bestStep: "best-step", connection: "connection",
   phase: "phase", phaseText: "phase-text", phaseProgress: "phase-progress", phaseElapsed: "phase-elapsed",
   x: "x", smoothing: "smoothing", smoothingValue: "smoothing-value", logScale: "log-scale", note: "note",
   charts: "charts", evalSection: "eval-section", evalCharts: "eval", metricSearch: "metric-search",

@@ -226,7 +226,7 @@ def test_tasks_come_inline_or_from_a_jsonl_file_with_their_own_fields(tmp_path):
 
 @pytest.mark.slow
 def test_grpo_trains_the_real_model_through_an_unchanged_agent(policy_copy, tmp_path):
-    from trainers.learn.trainer import train
+    from trainers.recipes.grpo import train
     from trainers.sdk.events import MemorySink
 
     model, tokenizer = policy_copy

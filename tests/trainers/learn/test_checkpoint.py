@@ -8,7 +8,7 @@ import json
 import torch
 
 from trainers.learn.checkpoint import CheckpointRegistry, checkpoint_kind, load_trainer_state
-from trainers.learn.trainer import Trainer
+from trainers.recipes.grpo import Trainer
 from trainers.sdk.events import MemorySink
 
 
@@ -96,7 +96,7 @@ def test_resume_gives_the_same_next_step_as_an_uninterrupted_run(tiny, toy_env, 
         assert torch.equal(a, b), name
 
 
-def test_lora_checkpoints_hold_only_the_adapters_and_resume(tiny, toy_env, tmp_path):
+def test_lora_checkpoints_hold_the_adapters_and_a_merged_model_and_resume(tiny, toy_env, tmp_path):
     model, tokenizer = tiny  # resume is plumbing: the tiny random Llama proves it in a second
     config = {**RESUME, "max_steps": 1, "lora": {"enabled": True, "r": 4}}
     sink = MemorySink()
@@ -110,7 +110,7 @@ def test_lora_checkpoints_hold_only_the_adapters_and_resume(tiny, toy_env, tmp_p
     )
     trainer.run()
     path = tmp_path / "checkpoints" / "step-000001"
-    assert checkpoint_kind(path) == "adapter" and not list(path.glob("model*.safetensors"))
+    assert checkpoint_kind(path) == "adapter" and (path / "adapter" / "adapter_model.safetensors").is_file()
     assert sink.of_type("checkpoint")[0]["kind"] == "adapter"
     resumed = Trainer(
         {**config, "max_steps": 2},
@@ -124,3 +124,27 @@ def test_lora_checkpoints_hold_only_the_adapters_and_resume(tiny, toy_env, tmp_p
     trained = {k: v for k, v in trainer.model.state_dict().items() if "lora_" in k}
     loaded = resumed.model.state_dict()
     assert trained and all(torch.equal(v, loaded[k]) for k, v in trained.items())
+
+
+def test_a_lora_checkpoint_is_a_model_another_run_starts_from(tiny, toy_env, tmp_path):
+    """The demo trains LoRA: its checkpoint, named as another run's `model`, loads (fast tokenizer
+    included) as the trained policy, adapters merged, even copied elsewhere (a download)."""
+    import shutil
+
+    from trainers.models import load_model, load_tokenizer, merged_state_dict
+
+    model, tokenizer = tiny
+    config = {**RESUME, "max_steps": 1, "lora": {"enabled": True, "r": 4}, "learning_rate": 1e-2}
+    trainer = Trainer(
+        config, env_factory=toy_env, out_dir=tmp_path / "run", model=copy.deepcopy(model), tokenizer=tokenizer
+    )
+    trainer.run()
+    moved = shutil.copytree(tmp_path / "run" / "checkpoints" / "step-000001", tmp_path / "downloaded")
+    assert (moved / "tokenizer.json").is_file() and (moved / "config.json").is_file()
+    started = load_model(str(moved), "cpu", torch.float32)
+    assert load_tokenizer(str(moved)).is_fast
+    trained = merged_state_dict(trainer.model)
+    loaded = started.state_dict()
+    assert all(torch.equal(value, loaded[name]) for name, value in trained.items())
+    base = model.state_dict()
+    assert any(not torch.equal(base[name], loaded[name]) for name in base if "q_proj" in name)

@@ -232,7 +232,7 @@ def test_the_preview_scores_a_pasted_transcript_criterion_by_criterion(client_fo
         ["tagged", "regex", "1.0000", "0.5000", "0.5000"],
     ]
     assert re.search(r'class="num total">1.5000<', html)
-    assert "Read 2 turns" in html
+    assert "Read 2 messages (1 model turn)" in html
     assert (Rubric.objects.count(), RubricVersion.objects.count()) == before
 
 
@@ -273,19 +273,19 @@ def test_the_preview_scores_a_real_trajectory_picked_from_the_project(client_for
     )
     bob = client_for("bob")
     page = bob.get(url("rubric_create", project)).content.decode()
-    assert f'<option value="{stored.pk}">#{stored.pk} · {run.name} · train step 2' in page
+    assert f'<option value="#{stored.pk} · add-7 · {run.name} · train step 2' in page
 
     response = preview(bob, project, "", answer="5", trajectory=stored.pk)
 
     html = response.content.decode()
     assert "Trajectory <a href=" in html and f"#{stored.pk}</a>" in html
     assert cells(html)[0][2:5] == ["1.0000", "1.0000", "1.0000"]  # its stored answer matched
-    # A trajectory of another project is not a choice (and is not read).
+    # A trajectory of another project is not one to pick (and is not read).
     other = project_create(name="Elsewhere", owner=users["eve"])
     theirs_run = Run.objects.create(project=other, name="theirs", preset="grpo")
     theirs = make_trajectory(theirs_run, turns=[turn("assistant", "secret")])
     refused = preview(bob, project, "", trajectory=theirs.pk).content.decode()
-    assert "secret" not in refused and "Select a valid choice" in refused
+    assert "secret" not in refused and f"this project has no trajectory #{theirs.pk}" in refused
 
 
 def test_every_error_of_a_rubric_shows_in_one_pass_on_its_numbered_row(client_for, project):

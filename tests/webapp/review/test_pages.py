@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -93,6 +94,17 @@ PAGES = [
         ok=302,
     ),
     Page("delete comment", "post", "annotate", "review:comment_delete", ("comment",), ok=302),
+    Page(
+        "reply to a comment",
+        "post",
+        "annotate",
+        "review:comment_create",
+        ("trajectory",),
+        data=lambda w: {"body": "agreed", "reply_to": w["comment"].pk},
+        ok=302,
+    ),
+    Page("resolve a thread", "post", "annotate", "review:thread_resolve", ("comment",), ok=302),
+    Page("thread beside a turn", "get", "read", "review:turn_discussion", ("trajectory", "turn")),
     Page(
         "add tag",
         "post",
@@ -244,6 +256,7 @@ def world(project, run, users):
         "run": run,
         "trajectory": trajectory,
         "comment": comment,
+        "turn": SimpleNamespace(pk=2),  # the url names a turn by its index
         "tag": link.tag,
         "flag": flag,
         "queue": queue,

@@ -6,7 +6,7 @@ are checked here. Every write is atomic and records who did it in the project's 
 """
 
 from webapp.review.models import side_of_choice  # the rule lives on the model; views read it here
-from webapp.review.services.activity import log_activity
+from webapp.review.services.activity import activity_visit, log_activity
 from webapp.review.services.adjudication import pair_adjudicate
 from webapp.review.services.collaboration import (
     MAX_COMMENT,
@@ -15,6 +15,7 @@ from webapp.review.services.collaboration import (
     comment_create,
     comment_delete,
     comment_edit,
+    comment_thread_resolve,
     flag_raise,
     flag_resolve,
     mentioned_usernames,
@@ -67,11 +68,13 @@ __all__ = [
     "MAX_TAG",
     "MENTION",
     "VALID_PAIRINGS",
+    "activity_visit",
     "assignment_for",
     "choice_from_side",
     "comment_create",
     "comment_delete",
     "comment_edit",
+    "comment_thread_resolve",
     "flag_raise",
     "flag_resolve",
     "judgement_submit",
