@@ -93,7 +93,7 @@ def main() -> None:
     import transformers
 
     from trainers.cli import load_config
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
     from trainers.recipes.training_free_grpo import TrainingFreeGRPO
 
     transformers.logging.set_verbosity_error()
