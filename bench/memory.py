@@ -2,7 +2,10 @@
 knobs, for the bundled SmolLM2-135M and for a 0.5B-class model (Qwen2.5-0.5B's shape, random weights
 built from its config: no download).
 
-    python bench/memory.py [--steps 2] [--models bundled,0.5b] [--eval-tasks 4] [--set key=value ...]
+    python bench/memory.py [--steps 2] [--models bundled,0.5b,dpo] [--eval-tasks 4] [--set key=value ...]
+
+`dpo`: a DPO run on the bundled model beside them (`trainers.learn.dpo` with its defaults, 8 demo-like
+pairs a step, bench/dpo_vs_trl.py's), its phases in the same rows (scoring: the reference's log-probs).
 
 Each model runs in a fresh process (resident memory only grows within one). Prints, per phase (loading,
 evaluating, generating, scoring, updating, syncing), the highest resident set size sampled while it
@@ -30,7 +33,7 @@ from bench._measure import smoke_parser  # noqa: E402
 sys.path.insert(0, str(ROOT / "bench"))
 
 GOAL_BYTES = 3_000_000_000  # issue 25: the 135M demo run ≤ 3 GB peak RSS
-PHASES = ("loading", "evaluating", "generating", "scoring", "updating", "syncing")
+PHASES = ("loading", "evaluating", "generating", "scoring", "updating", "syncing", "checkpointing")
 
 
 def measure(model: str, steps: int, eval_tasks: int, knobs: dict | None = None) -> dict:
@@ -65,6 +68,34 @@ def measure(model: str, steps: int, eval_tasks: int, knobs: dict | None = None) 
     return {
         "model": model,
         "params": params,
+        "peaks": recorder.peak_by_phase,
+        "peak": recorder.peak,
+        "after": resident_bytes(),
+        "step_time": [m["step_time"] for m in recorder.steps],
+    }
+
+
+def measure_dpo(steps: int) -> dict:
+    """A DPO run of `steps` steps of 8 pairs on the bundled model, in this process."""
+    from _measure import PhaseRecorder
+    from dpo_vs_trl import demo_pairs
+
+    from trainers.learn.dpo import train_dpo
+    from trainers.learn.memory import release_memory, resident_bytes
+
+    recorder = PhaseRecorder()
+    with tempfile.TemporaryDirectory(prefix="memory-bench-dpo-") as out:
+        train_dpo(
+            demo_pairs(10),
+            {"max_steps": steps, "batch_size": 8, "save_every": 0, "device": "cpu"},
+            out_dir=out,
+            sink=recorder,
+        )
+    recorder.close()
+    release_memory()
+    return {
+        "model": "smollm2-135m (DPO)",
+        "params": None,
         "peaks": recorder.peak_by_phase,
         "peak": recorder.peak,
         "after": resident_bytes(),
@@ -123,7 +154,7 @@ def floor() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument("--models", default="bundled,0.5b")
+    parser.add_argument("--models", default="bundled,0.5b,dpo")
     parser.add_argument("--eval-tasks", type=int, default=4)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--floor", action="store_true", help="only the 135M run's floor before activations")
@@ -139,7 +170,12 @@ def main() -> None:
         from _measure import knob_overrides
 
         knobs = knob_overrides(args.set)
-        print("RESULT " + json.dumps(measure(args.child, args.steps, args.eval_tasks, knobs)), flush=True)
+        result = (
+            measure_dpo(args.steps)
+            if args.child == "dpo"
+            else measure(args.child, args.steps, args.eval_tasks, knobs)
+        )
+        print("RESULT " + json.dumps(result), flush=True)
         return
     from _measure import gib
 
@@ -148,8 +184,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:
         results = []
         for name in args.models.split(","):
-            model = (
-                "smollm2-135m" if name == "bundled" else str(save_random_llama("0.5b", Path(tmp) / "half-b"))
+            model = {"bundled": "smollm2-135m", "dpo": "dpo"}.get(name) or str(
+                save_random_llama("0.5b", Path(tmp) / "half-b")
             )
             out = subprocess.run(
                 [
@@ -192,6 +228,11 @@ def main() -> None:
         print(
             f"bundled model's run: peak {gib(peak)} ({peak / 1e9:.2f} GB)   goal ≤ 3 GB ({gib(GOAL_BYTES)}): {verdict}"
         )
+    dpo = next((r for r in results if r["name"] == "dpo"), None)
+    if dpo:
+        peak = dpo["peak"]
+        verdict = "met" if peak <= GOAL_BYTES else "not met"
+        print(f"DPO run (8 pairs a step): peak {gib(peak)} ({peak / 1e9:.2f} GB)   goal ≤ 3 GB: {verdict}")
 
 
 if __name__ == "__main__":

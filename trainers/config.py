@@ -17,6 +17,7 @@ import copy
 from typing import Any
 
 from trainers.knobs import KNOBS, knob_property
+from trainers.learn.experience import TRAINING_FREE_KNOBS
 from trainers.models import DEFAULT_MODEL
 from trainers.registry import UnknownKind, environment_kind, validate_config
 
@@ -85,7 +86,7 @@ _PROPERTIES: dict[str, Any] = {
         "Algorithm preset applied over the defaults (see PRESETS).",
         "grpo",
         "algorithm",
-        enum=["grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp"],
+        enum=["grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp", "training_free_grpo"],
     ),
     **KNOBS,
     # --- task --------------------------------------------------------------------------------
@@ -99,6 +100,7 @@ _PROPERTIES: dict[str, Any] = {
         "x-group": "task",
     },
     "lora": _LORA_SCHEMA,
+    **TRAINING_FREE_KNOBS,
 }
 
 RUN_CONFIG_SCHEMA: dict[str, Any] = {
@@ -121,6 +123,7 @@ KNOB_GROUPS: dict[str, str] = {
     "evaluation": "Evaluation",
     "checkpoints": "Checkpoints",
     "distributed": "Distributed",
+    "training_free": "Training-Free GRPO",
 }
 
 # Knob overrides per preset. Only what differs from the defaults matters, but each preset spells out
@@ -180,12 +183,17 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
+# Training-Free GRPO (Tencent youtu-agent): no optimizer step; the groups' contrasts edit an experience library
+# in the prompt instead (trainers.recipes.training_free_grpo). Its advantages are GRPO's, shown on the page.
+PRESETS["training_free_grpo"] = {**PRESETS["grpo"], "group_size": 5, "temperature": 0.7}
+
 PRESET_TITLES: dict[str, str] = {
     "grpo": "GRPO",
     "dr_grpo": "Dr. GRPO",
     "dapo": "DAPO",
     "rloo": "RLOO",
     "reinforce_pp": "REINFORCE++",
+    "training_free_grpo": "Training-Free GRPO (no weight updates)",
 }
 
 
@@ -295,6 +303,14 @@ def validate_run_config(config: dict[str, Any]) -> dict[str, list[str]]:
     lora = config.get("lora")
     if (config.get("num_learner_workers") or 1) > 1 and isinstance(lora, dict) and lora.get("enabled"):
         add("num_learner_workers", "A sharded learner trains all weights: turn LoRA off or use 1 process.")
+    if config.get("preset") == "training_free_grpo":
+        if (config.get("num_rollout_workers") or 0) > 0:
+            add(
+                "num_rollout_workers",
+                "Training-Free GRPO generates in the worker's process: use 0 rollout workers.",
+            )
+        if (config.get("num_learner_workers") or 1) > 1:
+            add("num_learner_workers", "Training-Free GRPO trains no weights: use 1 learner process.")
     batch = config.get("group_size"), config.get("prompts_per_step"), config.get("grad_accum_steps")
     group, prompts, accum = batch
     if (

@@ -269,3 +269,20 @@ def config_with_defaults(schema: dict[str, Any], config: dict[str, Any]) -> dict
         if key not in filled and "default" in prop:
             filled[key] = prop["default"]
     return filled
+
+
+# ---- run kinds whose loop is a recipe of its own -------------------------------------------------------
+# A preset here runs its recipe's `train(config, **the Trainer's keyword arguments)` instead of the
+# GRPO-family loop (trainers.recipes.grpo.train dispatches); every other preset is that loop.
+RECIPE_PRESETS: dict[str, str] = {
+    "training_free_grpo": "trainers.recipes.training_free_grpo:train",
+}
+
+
+def recipe_train(preset: str | None) -> Any:
+    """The `train` function of `preset`'s recipe, or None for the GRPO-family loop."""
+    target = RECIPE_PRESETS.get(preset or "")
+    if target is None:
+        return None
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr)

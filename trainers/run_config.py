@@ -229,6 +229,7 @@ class RunConfig:
     best_metric: str = knob("best_metric")
     best_metric_mode: str = knob("best_metric_mode")
     auto_resume: int = knob("auto_resume")
+    stop_on_hacking_alarm: bool = knob("stop_on_hacking_alarm")
     # --- distribution
     num_rollout_workers: int = knob("num_rollout_workers")
     max_staleness: int = knob("max_staleness")

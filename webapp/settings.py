@@ -88,6 +88,7 @@ INSTALLED_APPS = [
     "webapp.live",
     "webapp.fleet",
     "webapp.rewards",
+    "webapp.recipes",
 ]
 
 MIDDLEWARE = [
@@ -118,6 +119,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # {% when value %}: every page shows times the same way (in the reader's zone, the zone named).
+            "builtins": ["webapp.core.templatetags.when"],
         },
     },
 ]

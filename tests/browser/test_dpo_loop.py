@@ -143,4 +143,4 @@ def test_a_team_trains_the_policy_on_its_judgements_with_dpo_and_goes_on_with_gr
     expect(box(page, "Runs from it")).to_contain_text(f"from step {DPO_STEPS}")
     box(page, "Runs from it").click()
     page.wait_for_url(f"**/runs/{grpo.pk}/")
-    expect(page.locator("main")).to_contain_text(f"at checkpoint step {DPO_STEPS}")
+    expect(page.locator("main")).to_contain_text(f"the checkpoint at step {DPO_STEPS} of {dpo.name}")

@@ -1,4 +1,4 @@
-"""A DPO run end to end on a real Celery worker: a preference snapshot → TRL's DPOTrainer (tiny settings) →
+"""A DPO run end to end on a real Celery worker: a preference snapshot → our DPO (tiny settings) →
 metrics and checkpoints through the ingestion API → resume → a GRPO run that starts from the DPO
 checkpoint; and cancel. Plumbing, not learning: the policy is the tiny random Llama (`tiny_model_path`, a
 local model directory), so its checkpoints are a few MB and the GRPO run starts from a local path."""
@@ -13,6 +13,7 @@ from tests.workers.test_run_lifecycle import TINY, status_of, wait_for
 from webapp.experiments.models import Checkpoint, Run
 from webapp.experiments.services import (
     environment_create,
+    run_create,
     run_create_dpo,
     run_create_from_checkpoint,
     run_request_cancel,
@@ -133,3 +134,52 @@ def test_the_worker_task_of_a_dpo_run_returns_done(project, users, snapshot, tin
         answer = execution.execute_run(run.pk, hostname="test@host")
     run.refresh_from_db()
     assert run.status == "SUCCEEDED" and answer == "done (1 steps)", (answer, run.error_traceback)
+
+
+def test_dpo_and_grpo_start_from_a_lora_grpo_runs_checkpoint(
+    project, users, rubric, snapshot, tiny_model_path
+):
+    """The demo trains LoRA: its checkpoint is a model DPO and a new GRPO run start from (the DPO run's
+    policy before its first step is the checkpoint's: its held-out margin is 0 against that reference)."""
+    environment = environment_create(
+        project=project,
+        name="tiny",
+        kind="arithmetic_calculator",
+        config={"max_turns": 1},
+        user=users["alice"],
+    )
+    with asgi_server() as url, celery_worker("cpu", DASHBOARD_URL=url):
+        grpo, _ = run_create(
+            project=project,
+            name="lora grpo",
+            environment=environment,
+            rubric=rubric,
+            preset="grpo",
+            overrides={**TINY, "max_steps": 1, "model": tiny_model_path, "lora": {"enabled": True, "r": 4}},
+            user=users["bob"],
+        )
+        grpo = finished(grpo)
+        lora_checkpoint = Checkpoint.objects.get(run=grpo, step=1)
+        assert lora_checkpoint.kind == "adapter"
+        dpo, _ = run_create_dpo(
+            project=project,
+            snapshot=snapshot,
+            name="dpo from grpo",
+            params={**DPO_TINY, "max_steps": 1},
+            user=users["bob"],
+            start_from=lora_checkpoint,
+            start_from_given=True,
+        )
+        dpo = finished(dpo)
+        assert (dpo.lineage, dpo.parent_checkpoint_id) == ("init", lora_checkpoint.pk)
+        assert MetricPoint.objects.filter(run=dpo, key="dpo/accuracy").count() == 1
+        again, _ = run_create_from_checkpoint(
+            checkpoint=lora_checkpoint,
+            name="grpo from grpo",
+            environment=environment,
+            rubric=rubric,
+            preset="grpo",
+            overrides={**TINY, "max_steps": 1},
+            user=users["bob"],
+        )
+        finished(again)

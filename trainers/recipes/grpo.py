@@ -33,6 +33,7 @@ from trainers.learn.run_events import GroupReporter, RunEvents, judge_metrics, t
 from trainers.learn.sampler import Sampler
 from trainers.learn.setup import build_run
 from trainers.rollout.episodes import Rollout
+from trainers.rubrics.alarms import AlarmWatch
 from trainers.run_config import RunConfig
 from trainers.sdk.cancel import Cancelled, cancellable, check_cancel
 from trainers.sdk.events import EventSink, LogForwarder, NullSink
@@ -109,6 +110,7 @@ class Trainer:
         self.checkpoints: checkpoint.RunCheckpoints | None = None
         self._last_checkpoint: str | None = None
         self._setup_done = False
+        self._alarm_watch: AlarmWatch | None = None  # with stop_on_hacking_alarm, once the loop starts
 
     @property
     def model(self) -> Any:
@@ -216,20 +218,33 @@ class Trainer:
         self.setup()
         cfg = self.config
         if cfg.eval_tasks and self.step == 0:
-            self.evaluate()
+            self._stop_on_hacking_alarm(self.evaluate())
         while self.step < cfg.max_steps:
             check_cancel()
             metrics = self.train_step()
             self.events.step_summary(self.step, cfg.max_steps, metrics)
+            self._stop_on_hacking_alarm(metrics)
             every, last = cfg.checkpoint_every, self.step >= cfg.max_steps
             if self.out_dir is not None and every and self.step % every == 0 and not last:
                 self._last_checkpoint = self.save_checkpoint()
             if cfg.eval_tasks and cfg.eval_every and self.step % cfg.eval_every == 0 and not last:
-                self.evaluate()
+                self._stop_on_hacking_alarm(self.evaluate())
         if cfg.eval_tasks:
             self.evaluate()
         if self.out_dir is not None:
             self._last_checkpoint = self.save_checkpoint()
+
+    def _stop_on_hacking_alarm(self, metrics: dict[str, float]) -> None:
+        """With `stop_on_hacking_alarm`: stop as a cancel does (a checkpoint is kept) when the run's alarm
+        (trainers.rubrics.alarms, the rule the run page shows) comes on, saying why in the log."""
+        if not self.config.stop_on_hacking_alarm:
+            return
+        if self._alarm_watch is None:
+            self._alarm_watch = AlarmWatch((self.config.rubric or {}).get("criteria") or [])
+        alarm = self._alarm_watch.observe(self.step, metrics)
+        if alarm is not None:
+            self.log(f"stopping after step {self.step}: {alarm.message} (stop_on_hacking_alarm)", "warning")
+            raise Cancelled(alarm.message)
 
     def _cancel_requested(self) -> bool:
         if self.cancel is not None and self.cancel():
@@ -350,5 +365,11 @@ def cancel_outcome(step: int, *, saved: bool) -> str:
 
 
 def train(config: Mapping[str, Any] | RunConfig, **kwargs: Any) -> RunResult:
-    """Build a Trainer and run it (see Trainer for the keyword arguments)."""
+    """Build a Trainer and run it (see Trainer for the keyword arguments); a preset with a recipe of its
+    own (`trainers.kinds.RECIPE_PRESETS`: Training-Free GRPO) runs that recipe with the same arguments."""
+    from trainers.kinds import recipe_train
+
+    recipe = recipe_train(config.preset if isinstance(config, RunConfig) else config.get("preset"))
+    if recipe is not None:
+        return recipe(config, **kwargs)
     return Trainer(config, **kwargs).run()

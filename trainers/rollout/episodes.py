@@ -98,8 +98,14 @@ class Rollout:
             "turns": turns,
             "env_state": _jsonable(self.env_state),
             "env_reward": float(traj.env_reward),
+            "correct": _verdict(traj.info.get("correct")),
             "answer": answer_text(self.task.answer),
         }
+
+
+def _verdict(correct: Any) -> bool | None:
+    """The environment's verdict as stored: True / False, None when it gave none (numpy bools included)."""
+    return None if correct is None else bool(correct)
 
 
 def answer_text(answer: Any) -> str:

@@ -50,6 +50,7 @@ MAX_JSON_DEPTH = 32
 ROLES = ("system", "user", "assistant", "tool")
 SPLITS = ("train", "eval")
 TRAJECTORY_STATUSES = ("ok", "truncated", "error")
+EXPERIENCE_OPS = ("add", "modify", "delete")
 # What a trainer may report; QUEUED and LOST are the dashboard's own.
 TRAINER_STATUSES = ("STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 FINAL_STATUSES = ("SUCCEEDED", "FAILED", "CANCELLED")
@@ -455,6 +456,14 @@ TRAJECTORY = Shape(
             column="env_reward",
         ),
         Field(
+            "correct",
+            "boolean",
+            "the environment's own verdict on the answer (null: it gave none); the truth the reward-hacking "
+            "alarm and the judge check compare a judge's scores with",
+            nullable=True,
+            column="correct",
+        ),
+        Field(
             "answer",
             "string",
             "the task's expected answer as text (JSON for a non-text answer; empty when the task has none)",
@@ -482,6 +491,32 @@ TURN_TOKEN_STATS = Shape(
             required=True,
             items=TOKEN_STATS,
         ),
+    ),
+)
+
+# Training-Free GRPO's experience library (trainers.recipes.training_free_grpo): one event per step.
+EXPERIENCE_ITEM = Shape(
+    "experience_item",
+    (
+        Field(
+            "id", "string", 'the insight\'s id, never reused in a run ("G3")', required=True, max_length=20
+        ),
+        Field("text", "string", "the insight as the prompt shows it", required=True, max_length=2000),
+    ),
+)
+
+EXPERIENCE_EDIT = Shape(
+    "experience_edit",
+    (
+        Field("op", "string", "what the experience model asked for", required=True, choices=EXPERIENCE_OPS),
+        Field("id", "string", "the insight it added or named", max_length=20, default=""),
+        Field("text", "string", "the new text (add, modify)", max_length=2000, default=""),
+        Field(
+            "before", "string", "the text a modify replaced or a delete removed", max_length=2000, default=""
+        ),
+        Field("applied", "boolean", "false: refused (see reason)", default=True),
+        Field("reason", "string", "why it was refused", max_length=200, default=""),
+        _int("group", "the group whose contrast prompted it", default=0),
     ),
 )
 
@@ -608,6 +643,35 @@ EVENTS: dict[str, Shape] = {
                 min_length=1,
                 max_length=MAX_ITEMS_PER_EVENT * 8,
             ),
+        ),
+    ),
+    "experience": Shape(
+        "experience",
+        (
+            _int(
+                "step",
+                "the step whose groups made these edits (0: the library the run starts with)",
+                required=True,
+            ),
+            Field(
+                "items",
+                "list",
+                "the library after the step",
+                items=EXPERIENCE_ITEM,
+                max_length=1000,
+                default=[],
+            ),
+            Field(
+                "edits",
+                "list",
+                "the step's edits in order",
+                items=EXPERIENCE_EDIT,
+                max_length=2000,
+                default=[],
+            ),
+            _int("groups_asked", "groups with a contrast the experience model was asked about", default=0),
+            _int("prompt_tokens", "the experience model's prompt tokens this step", default=0),
+            _int("completion_tokens", "the experience model's answer tokens this step", default=0),
         ),
     ),
     "heartbeat": Shape(

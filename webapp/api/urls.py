@@ -8,6 +8,7 @@ from webapp.accounts import apis as account_apis
 from webapp.experiments import apis as experiment_apis
 from webapp.projects import apis as project_apis
 from webapp.review import apis as review_apis
+from webapp.review.views import explorer as review_explorer
 from webapp.rewards import apis as reward_apis
 from webapp.rollouts import apis as rollout_apis
 
@@ -74,7 +75,7 @@ urlpatterns = [
     path("projects/<slug:slug>/runs/", experiment_apis.ProjectRunListView.as_view(), name="runs"),
     path(
         "projects/<slug:slug>/trajectories/",
-        rollout_apis.ProjectTrajectoryExplorerView.as_view(),
+        review_explorer.ProjectTrajectoryExplorerView.as_view(),
         name="trajectories",
     ),
     path("runs/<int:pk>/", experiment_apis.RunDetailView.as_view(), name="run"),

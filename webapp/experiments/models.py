@@ -14,6 +14,9 @@ from django.utils.timesince import timesince
 from webapp.core.dispatch import UNSENT, Queue
 from webapp.projects.models import Project
 
+# Where `selectors` prefetch a definition's versions, newest first (`Prefetch(..., to_attr=...)`).
+PREFETCHED_VERSIONS = "versions_desc"
+
 
 class VersionedDefinition(models.Model):
     """A named definition in a project whose content lives in immutable numbered versions.
@@ -42,7 +45,24 @@ class VersionedDefinition(models.Model):
 
     @property
     def latest_version(self):
+        """The newest version, the one a new run uses: the one rule every page, API and service asks.
+        Free when the versions were prefetched (`PREFETCHED_VERSIONS`, as the API's selectors do, or a
+        plain `prefetch_related("versions")`), else one query."""
+        prefetched = self._prefetched_versions()
+        if prefetched is not None:
+            return max(prefetched, key=lambda version: version.number, default=None)
         return self.versions.order_by("-number").first()
+
+    @property
+    def version_count(self) -> int:
+        prefetched = self._prefetched_versions()
+        return len(prefetched) if prefetched is not None else self.versions.count()
+
+    def _prefetched_versions(self) -> list | None:
+        prefetched = getattr(self, PREFETCHED_VERSIONS, None)
+        if prefetched is None:
+            prefetched = getattr(self, "_prefetched_objects_cache", {}).get("versions")
+        return None if prefetched is None else list(prefetched)
 
 
 class Environment(VersionedDefinition):
@@ -219,7 +239,9 @@ class Run(models.Model):
     current_step = models.PositiveIntegerField(default=0)
     max_steps = models.PositiveIntegerField(default=0)
     best_reward = models.FloatField(null=True, blank=True)
-    best_reward_step = models.PositiveIntegerField(null=True, blank=True, help_text="the step that reached it")
+    best_reward_step = models.PositiveIntegerField(
+        null=True, blank=True, help_text="the step that reached it"
+    )
     last_reward = models.FloatField(null=True, blank=True)
     # The highest memory the run's trainer process held (MB), as its heartbeats report it
     # (trainers.sdk.wire: the heartbeat's peak_rss_mb / peak_gpu_mb); only ever rises.
@@ -401,6 +423,19 @@ class Run(models.Model):
         return self.kind == RunKind.DPO
 
     @property
+    def checkpoint_metric_columns(self) -> tuple[tuple[str, str], ...]:
+        """(metric key, heading) of the checkpoint metrics this run's pages show as columns, in order: a DPO
+        run's held-out preference accuracy and margin, a GRPO run's evaluation accuracy and rewards. The one
+        rule: the run page's table, its live rows (Checkpoint.summary) and the text of the other metrics."""
+        return DPO_CHECKPOINT_COLUMNS if self.is_dpo else RL_CHECKPOINT_COLUMNS
+
+    @property
+    def has_rewards(self) -> bool:
+        """Whether the run's trajectories carry rewards (a best training reward to show): not a DPO run,
+        which trains on preference pairs."""
+        return not self.is_dpo
+
+    @property
     def environment_label(self) -> str:
         """ "arith v3", "preferences v2" for a DPO run, or "external" for an external run that pinned
         no environment."""
@@ -421,9 +456,19 @@ class Run(models.Model):
         return min(1.0, self.current_step / self.max_steps) if self.max_steps else 0.0
 
 
-# The checkpoint metrics the run page shows as their own columns, in this order (the others follow as
-# text), and how every metric value is written: 4 significant digits.
-KEY_CHECKPOINT_METRICS = ("eval/accuracy", "eval/reward/mean", "reward/mean")
+# The checkpoint metrics the run page shows as their own columns, in this order, per run kind (the others
+# follow as text; `Run.checkpoint_metric_columns` chooses), and how every metric value is written: 4
+# significant digits.
+RL_CHECKPOINT_COLUMNS = (
+    ("eval/accuracy", "eval/accuracy"),
+    ("eval/reward/mean", "eval/reward/mean"),
+    ("reward/mean", "reward/mean"),
+)
+DPO_CHECKPOINT_COLUMNS = (
+    ("eval/dpo/accuracy", "held-out preference accuracy"),
+    ("eval/dpo/margin", "held-out margin"),
+    ("dpo/accuracy", "training preference accuracy"),
+)
 
 
 def format_metric(value: Any) -> str:
@@ -455,18 +500,18 @@ class Checkpoint(models.Model):
 
     @property
     def key_metrics(self) -> list[str]:
-        """The KEY_CHECKPOINT_METRICS values, formatted ("—" where this checkpoint has none)."""
+        """The values of its run's checkpoint columns (`Run.checkpoint_metric_columns`), formatted ("—"
+        where this checkpoint has none)."""
         metrics = self.metrics or {}
-        return [format_metric(metrics.get(key)) for key in KEY_CHECKPOINT_METRICS]
+        return [format_metric(metrics.get(key)) for key, _ in self.run.checkpoint_metric_columns]
 
     @property
     def metrics_text(self) -> str:
         """ "kl=0.01, loss=1.275": the other metrics as the run page shows them, 4 significant digits
         (written here once, so the rendered table and its live rows read the same)."""
+        columns = {key for key, _ in self.run.checkpoint_metric_columns}
         return ", ".join(
-            f"{key}={format_metric(value)}"
-            for key, value in (self.metrics or {}).items()
-            if key not in KEY_CHECKPOINT_METRICS
+            f"{key}={format_metric(value)}" for key, value in (self.metrics or {}).items() if key not in columns
         )
 
     def weight_files(self) -> list[str]:

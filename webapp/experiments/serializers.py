@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -37,20 +35,14 @@ class EnvironmentVersionSerializer(serializers.ModelSerializer):
         fields = ["id", "number", "kind", "config", "note", "created_by", "created_at"]
 
 
-def _latest(obj: Any) -> Any:
-    prefetched = getattr(obj, "versions_desc", None)
-    if prefetched is not None:
-        return prefetched[0] if prefetched else None
-    return obj.versions.order_by("-number").first()
+class DefinitionSerializer(serializers.ModelSerializer):
+    """An environment or a rubric (`VersionedDefinition`): its own fields, its latest version (as the
+    subclass's version serializer shows it) and how many versions it has, both free when prefetched."""
 
-
-class EnvironmentSerializer(serializers.ModelSerializer):
     created_by = username_field()
-    latest_version = serializers.SerializerMethodField()
-    version_count = serializers.SerializerMethodField()
+    version_count = serializers.IntegerField(read_only=True)
 
     class Meta:
-        model = Environment
         fields = [
             "id",
             "name",
@@ -62,13 +54,12 @@ class EnvironmentSerializer(serializers.ModelSerializer):
             "version_count",
         ]
 
-    @extend_schema_field(EnvironmentVersionSerializer)
-    def get_latest_version(self, environment: Environment) -> dict:
-        return EnvironmentVersionSerializer(_latest(environment)).data
 
-    def get_version_count(self, environment: Environment) -> int:
-        prefetched = getattr(environment, "versions_desc", None)
-        return len(prefetched) if prefetched is not None else environment.versions.count()
+class EnvironmentSerializer(DefinitionSerializer):
+    latest_version = EnvironmentVersionSerializer(read_only=True)
+
+    class Meta(DefinitionSerializer.Meta):
+        model = Environment
 
 
 class EnvironmentPreviewInputSerializer(serializers.Serializer):
@@ -137,31 +128,11 @@ class RubricVersionSerializer(serializers.ModelSerializer):
         fields = ["id", "number", "spec", "note", "created_by", "created_at"]
 
 
-class RubricSerializer(serializers.ModelSerializer):
-    created_by = username_field()
-    latest_version = serializers.SerializerMethodField()
-    version_count = serializers.SerializerMethodField()
+class RubricSerializer(DefinitionSerializer):
+    latest_version = RubricVersionSerializer(read_only=True)
 
-    class Meta:
+    class Meta(DefinitionSerializer.Meta):
         model = Rubric
-        fields = [
-            "id",
-            "name",
-            "description",
-            "created_by",
-            "created_at",
-            "updated_at",
-            "latest_version",
-            "version_count",
-        ]
-
-    @extend_schema_field(RubricVersionSerializer)
-    def get_latest_version(self, rubric: Rubric) -> dict:
-        return RubricVersionSerializer(_latest(rubric)).data
-
-    def get_version_count(self, rubric: Rubric) -> int:
-        prefetched = getattr(rubric, "versions_desc", None)
-        return len(prefetched) if prefetched is not None else rubric.versions.count()
 
 
 _RUBRIC_SCHEMA = rubric_schema()

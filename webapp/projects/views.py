@@ -123,7 +123,9 @@ def members(request: HttpRequest, slug: str) -> HttpResponse:
     add_form = MemberAddForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and add_form.is_valid():
         try:
-            membership = services.membership_set(project=access.project, **add_form.cleaned_data)
+            membership = services.membership_set(
+                project=access.project, by=request.user, **add_form.cleaned_data
+            )
         except ValidationError as error:
             _show_errors(add_form, error)
         else:
@@ -204,7 +206,7 @@ def invitation_create(request: HttpRequest, slug: str) -> HttpResponse:
 def invitation_revoke(request: HttpRequest, slug: str, invitation_id: int) -> HttpResponse:
     access = access_project(request.user, slug, Capability.MANAGE)
     try:
-        services.invitation_revoke(project=access.project, invitation_id=invitation_id)
+        services.invitation_revoke(project=access.project, invitation_id=invitation_id, by=request.user)
     except ValidationError as error:
         for message in error.messages:
             messages.error(request, message)

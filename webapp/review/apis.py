@@ -28,8 +28,8 @@ from webapp.review import serializers as s
 from webapp.review import services as review_services
 from webapp.review.models import PreferenceQueue, QueueJudge
 from webapp.rewards.apis import JobCancelSerializer
-from webapp.rollouts import selectors as rollout_selectors
 from webapp.rollouts.models import Trajectory
+from webapp.rollouts.selectors import runs as rollout_selectors
 
 # --- review: comments and tags on a trajectory ----------------------------------------------------------
 

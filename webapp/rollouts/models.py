@@ -78,6 +78,9 @@ class Trajectory(models.Model):
     env_reward = models.FloatField(
         null=True, blank=True, help_text="the environment's own reward (null: not reported)"
     )
+    correct = models.BooleanField(
+        null=True, blank=True, help_text="the environment's own verdict on the answer (null: it gave none)"
+    )
     answer = models.TextField(
         blank=True, help_text="the task's expected answer as text (JSON for a non-text answer)"
     )
@@ -122,8 +125,11 @@ class Trajectory(models.Model):
 
     def hacking_flag(self) -> HackingFlag | None:
         """Whether this trajectory looks like reward hacking: a learned or judge criterion scored high
-        while a verifiable one failed or the episode was truncated (trainers.rubrics.alarms)."""
-        return trajectory_flag([c for c in self.components or [] if isinstance(c, dict)], self.status)
+        while a verifiable one failed, the environment's verifier said wrong, or the episode was truncated
+        (trainers.rubrics.alarms)."""
+        return trajectory_flag(
+            [c for c in self.components or [] if isinstance(c, dict)], self.status, self.correct
+        )
 
     def reward_breakdown(self) -> RewardBreakdown:
         """The reward criterion by criterion, raw and weighted, with their sum — and whether that sum is

@@ -1,9 +1,7 @@
 """DPO measures what it learned on pairs it never trained on: a share of the prompts is held out (all of a
-prompt's pairs on one side), and TRL's eval metrics for them reach the run as eval/dpo/*."""
+prompt's pairs on one side), and their loss, margin and preference accuracy reach the run as eval/dpo/*."""
 
 from __future__ import annotations
-
-import pytest
 
 from trainers.learn.dpo import MIN_PAIRS_TO_HOLD_OUT, held_out_split
 
@@ -29,26 +27,21 @@ def test_about_the_fraction_of_prompts_is_held_out_with_all_their_pairs():
     assert len(one_held) == 1  # a tiny fraction of a few prompts still holds one out
 
 
-@pytest.mark.slow
-def test_a_dpo_run_reports_its_accuracy_on_the_held_out_pairs(tmp_path):
-    from transformers import TrainerCallback
-
-    from trainers.importers.trl import map_trl_metrics
+def test_a_dpo_run_reports_its_accuracy_on_the_held_out_pairs(tiny, tmp_path):
     from trainers.learn.dpo import train_dpo
+    from trainers.sdk.events import MemorySink
 
-    logged: list[dict] = []
-
-    class Keep(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            logged.append(map_trl_metrics(logs or {})[0])
-
+    model, tokenizer = tiny
+    sink = MemorySink()
     result = train_dpo(
         pairs(8),
         {"max_steps": 2, "batch_size": 2, "max_length": 64, "save_every": 2, "device": "cpu"},
         out_dir=tmp_path,
-        callbacks=[Keep()],
+        sink=sink,
+        model=model,
+        tokenizer=tokenizer,
     )
     assert result.steps == 2
-    evals = [values for values in logged if "eval/dpo/accuracy" in values]
-    assert len(evals) == 1 and 0.0 <= evals[0]["eval/dpo/accuracy"] <= 1.0
-    assert "eval/dpo/margin" in evals[0]
+    evals = [e["values"] for e in sink.of_type("metrics") if e["split"] == "eval"]
+    assert len(evals) == 2 and all(0.0 <= values["eval/dpo/accuracy"] <= 1.0 for values in evals)
+    assert "eval/dpo/margin" in evals[-1]

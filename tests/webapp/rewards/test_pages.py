@@ -444,9 +444,24 @@ def test_one_click_dpo_starts_from_a_chosen_checkpoint_and_its_page_shows_dpo_on
     assert (dpo.parent_id, dpo.parent_checkpoint_id, dpo.lineage) == (run.pk, policy.pk, "init")
 
     Run.objects.filter(pk=dpo.pk).update(status="SUCCEEDED", current_step=2)
-    Checkpoint.objects.create(run=dpo, step=2, path="/ckpt/dpo-2")
+    metrics = {"eval/dpo/accuracy": 0.75, "eval/dpo/margin": 0.0312, "dpo/accuracy": 1.0, "loss": 0.61}
+    Checkpoint.objects.create(run=dpo, step=2, path="/ckpt/dpo-2", metrics=metrics)
     page = bob.get(reverse("experiments:run_detail", args=[project.slug, dpo.pk])).content.decode()
     assert 'data-kind="dpo"' in page and reverse("rewards:dpo_lineage", args=[project.slug, dpo.pk]) in page
+    # DPO things, not GRPO's: the checkpoints' held-out preference accuracy and margin, no reward columns.
+    table = page[
+        page.index("data-run-checkpoints") : page.index("</table>", page.index("data-run-checkpoints"))
+    ]
+    assert ">held-out preference accuracy</th>" in table and ">held-out margin</th>" in table
+    assert "eval/reward/mean</th>" not in table and ">reward/mean</th>" not in table
+    assert '<td class="num metric">0.75</td><td class="num metric">0.0312</td>' in table
+    assert "loss=0.61" in table
+    best = page[page.index("data-live-best-label") - 200 : page.index("data-live-best-label") + 40]
+    assert "data-live-best-label hidden" in best
+    assert "the checkpoint at step 3 of <a href=" in page and "Started from" in page
+    lineage = bob.get(reverse("rewards:dpo_lineage", args=[project.slug, dpo.pk])).content.decode()
+    start = lineage[lineage.index("<h3>Starts from</h3>") :]
+    assert start.index(run.name) < start.index("its checkpoint at step 3") < start.index("<h3>DPO run</h3>")
     assert "<div data-live-rollout-panels hidden>" in page
     assert reverse("rollouts:group_list", args=[project.slug, dpo.pk]) not in page
     resume = page[page.index('data-run-action="resume"') :].split(">")[0]

@@ -1,6 +1,6 @@
 """Reads of a run's rollouts, metrics and checkpoints. Callers have already checked access to the run.
 
-Metric curves are read through `webapp.rollouts.metrics` (the one downsampling).
+Metric curves are read through `webapp.rollouts.selectors.metrics` (the one downsampling).
 """
 
 from __future__ import annotations
@@ -106,32 +106,62 @@ def _alarm_criteria(run: Run) -> tuple[list[dict[str, Any]], list[str], list[str
 
 
 def run_can_raise_hacking_alarm(run: Run) -> bool:
-    """Whether the run's rubric has both a learned (or judge) and a verifiable criterion to compare."""
-    _criteria, learned, verifiable = _alarm_criteria(run)
-    return bool(learned and verifiable)
+    """Whether the run's rubric has a learned (or judge) criterion to compare with its verifiable criteria
+    or with the truth: the environment's verifier and held-out accuracy."""
+    _criteria, learned, _verifiable = _alarm_criteria(run)
+    return bool(learned)
 
 
 def run_hacking_alarm(run: Run, *, window: int = alarms.WINDOW) -> alarms.RunAlarm | None:
-    """The run-level reward-hacking alarm (trainers.rubrics.alarms.run_alarm) from the run's rubric and its
-    last `window` steps of per-criterion means (`criterion/<name>` metrics)."""
+    """The run-level reward-hacking alarm (trainers.rubrics.alarms.run_alarm) from the run's rubric, its
+    last steps of per-criterion means (`criterion/<name>` metrics), the environment verifier's accuracy on
+    them (`accuracy`) and every held-out evaluation (`eval/accuracy`)."""
     criteria, learned, verifiable = _alarm_criteria(run)
-    if not learned or not verifiable:
+    if not learned:
         return None
     keys = {f"criterion/{name}": name for name in (*learned, *verifiable)}
+    recent = max(window, alarms.VERIFIER_WINDOW)
     steps = list(
         MetricPoint.objects.filter(run=run, key__in=list(keys))
         .order_by("-step")
         .values_list("step", flat=True)
-        .distinct()[:window]
+        .distinct()[:recent]
     )
-    if len(steps) < 2:
+    if not steps:
         return None
     series: dict[str, list[tuple[int, float]]] = {}
-    for key, step, value in MetricPoint.objects.filter(
-        run=run, key__in=list(keys), step__gte=min(steps)
-    ).values_list("key", "step", "value"):
-        series.setdefault(keys[key], []).append((step, value))
-    return alarms.run_alarm(criteria, series, window=window)
+    checks: dict[str, list[tuple[int, float]]] = {}
+    wanted = [*keys, alarms.VERIFIER]
+    # The criteria alarm reads the last `window` of these steps; the verifier check all of them.
+    recent_points = MetricPoint.objects.filter(run=run, key__in=wanted, step__gte=min(steps))
+    for key, step, value in recent_points.values_list("key", "step", "value"):
+        if key in keys:
+            series.setdefault(keys[key], []).append((step, value))
+        else:
+            checks.setdefault(key, []).append((step, value))
+    checks[alarms.HELD_OUT] = list(
+        MetricPoint.objects.filter(run=run, key=alarms.HELD_OUT).values_list("step", "value")
+    )
+    return alarms.run_alarm(criteria, series, checks=checks, window=window)
+
+
+ALARM_EXAMPLES = 5
+
+
+def hacking_alarm_examples(run: Run, alarm: alarms.RunAlarm) -> list[Trajectory]:
+    """The trajectories that show the alarm: of its steps (the held-out ones for a held-out alarm), those
+    its learned criteria scored high while a check failed (`Trajectory.hacking_flag`), highest reward
+    first, at most ALARM_EXAMPLES."""
+    rows = Trajectory.objects.filter(run=run, step__gte=alarm.first_step, step__lte=alarm.last_step)
+    if alarm.check == alarms.HELD_OUT:
+        rows = rows.filter(split="eval", step=alarm.last_step)
+    elif alarm.check == alarms.VERIFIER:
+        rows = rows.filter(split="train", correct=False)
+    else:
+        rows = rows.filter(split="train")
+    fields = ("id", "step", "split", "reward", "components", "status", "correct", "task_id", "prompt")
+    flagged = [t for t in rows.order_by("-step", "-reward").only(*fields)[:200] if t.hacking_flag()]
+    return flagged[:ALARM_EXAMPLES]
 
 
 # --- the rubric preview on a stored trajectory ------------------------------------------------------
@@ -159,8 +189,10 @@ def preview_trajectory_options(*, project: Any, query: str = "") -> list[tuple[i
     """Trajectories of the project for the rubric preview's picker, newest first, as (id, label): the
     newest ones for an empty query; else the one with that id ("812", "#812") and those whose task id or
     prompt contains the text. At most PREVIEW_TRAJECTORY_CHOICES."""
-    rows = Trajectory.objects.filter(run__project=project).select_related("run").only(
-        "pk", "run__name", "step", "split", "task_id", "prompt", "reward"
+    rows = (
+        Trajectory.objects.filter(run__project=project)
+        .select_related("run")
+        .only("pk", "run__name", "step", "split", "task_id", "prompt", "reward")
     )
     query = query.strip()
     number = query.lstrip("#").split(" ", 1)[0]

@@ -185,7 +185,7 @@ def _downsample(curve: _Curve, max_points: int) -> list[tuple[float, float]]:
         # Against steps the curve's first point is at its lowest step (curve.lo), so in a chunk whose
         # lowest step that is, and the last likewise: only those chunks are unnested. (Against wall time
         # or tokens the first point with one may sit in any chunk.)
-        first, last = first.filter(chunk_min_step=curve.lo), last.filter(chunk_max_step=curve.hi)
+        first, last = first.filter(chunk_min_step=int(curve.lo)), last.filter(chunk_max_step=int(curve.hi))
     ends = [first.first(), last.first()]
     buckets = (max_points - 2) // 2
     vendor = connection.vendor

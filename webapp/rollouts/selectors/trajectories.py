@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -118,13 +118,14 @@ def token_view(turn: Turn) -> dict[str, Any] | None:
 
 def _decorate(turn: Turn) -> Turn:
     """Attach what the templates show and do not compute: pretty tool arguments and the token summary."""
-    turn.tool_args_json = (
+    shown: Any = turn  # the attributes below are the templates', not the model's
+    shown.tool_args_json = (
         json.dumps(turn.tool_args, indent=2, sort_keys=True, ensure_ascii=False)
         if turn.tool_args is not None
         else ""
     )
-    turn.tokens = token_summary(turn.token_ids, turn.loss_mask) if "token_ids" in turn.__dict__ else None
-    turn.token_view = token_view(turn)
+    shown.tokens = token_summary(turn.token_ids, turn.loss_mask) if "token_ids" in turn.__dict__ else None
+    shown.token_view = token_view(turn)
     return turn
 
 
@@ -134,7 +135,7 @@ def _decorate(turn: Turn) -> Turn:
 WINDOW_CHARS = 120_000
 
 
-def _turn_chars(turn: Turn) -> int:
+def _turn_chars(turn: Any) -> int:  # a turn `_decorate` has seen
     return len(turn.text) + len(turn.tool_result) + len(turn.tool_args_json)
 
 
@@ -148,7 +149,8 @@ def turns_window(
         .order_by("index")
         .only(*TURN_FIELDS, *TOKEN_FIELDS)[: limit + 1]
     )
-    window, chars = [], 0
+    window: list[Turn] = []
+    chars = 0
     for turn in rows[:limit]:
         if window and chars >= max_chars:
             break
@@ -291,7 +293,7 @@ def run_atif_lines(run: Run, *, split: str | None = None, step: int | None = Non
 def competition_ranks(rewards: list[float]) -> list[int]:
     """Rank 1 is the highest reward; equal rewards share a rank and the next rank skips (1, 2, 2, 4)."""
     ordered = sorted(rewards, reverse=True)
-    first_position = {}
+    first_position: dict[float, int] = {}
     for position, reward in enumerate(ordered, start=1):
         first_position.setdefault(reward, position)
     return [first_position[reward] for reward in rewards]
@@ -393,20 +395,23 @@ def group_detail(*, run: Run, step: int, group_index: int, split: str = Split.TR
     if not members:
         return None
     answers = _last_assistant_texts([member.pk for member in members])
-    for member, rank in zip(members, competition_ranks([m.reward for m in members]), strict=True):
+    shown: list[Any] = members  # rank, answer and cells are the page's, not the model's
+    for member, rank in zip(shown, competition_ranks([m.reward for m in members]), strict=True):
         member.rank = rank
         answer = answers.get(member.pk, "")
         member.final_text = answer[:ANSWER_PREVIEW_CHARS]
         member.final_text_cut = len(answer) > ANSWER_PREVIEW_CHARS
     group = Group(run=run, step=step, split=split, group_index=group_index, members=members)
     criteria = group.criteria
-    for member in members:
+    for member in shown:
         by_name = {str(c.get("name", "")): c for c in member.components or [] if isinstance(c, dict)}
         member.component_cells = [by_name.get(name) for name in criteria]  # one per column, None if unscored
     return group
 
 
-def group_neighbours(*, run: Run, step: int, group_index: int, split: str) -> tuple[dict | None, dict | None]:
+def group_neighbours(
+    *, run: Run, step: int, group_index: int, split: str
+) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
     """The groups just before and after this one in (step, group) order, as {"step", "group_index"}."""
     same = Trajectory.objects.filter(run=run, split=split).values("step", "group_index").order_by()
     before = (

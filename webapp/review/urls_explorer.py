@@ -1,10 +1,9 @@
-"""The trajectory explorer and each user's saved views of it: the pages are review's
-(webapp.review.views_explorer: the explorer reads trajectories with what reviewers did), the addresses
-rollouts' (`rollouts:explorer`)."""
+"""The trajectory explorer and each user's saved views of it (`review:explorer`; the pages are
+`webapp.review.views.explorer`). Included by review's URLconf."""
 
 from django.urls import path
 
-from webapp.review import views_explorer as views
+from webapp.review.views import explorer as views
 
 urlpatterns = [
     path("trajectories/", views.explorer_view, name="explorer"),

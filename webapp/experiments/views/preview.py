@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 
 from webapp.experiments.forms import RubricPreviewForm
 from webapp.projects.access import Capability, ProjectAccess, access_project
-from webapp.rollouts import selectors as rollout_selectors
+from webapp.rollouts.selectors import runs as rollout_selectors
 
 
 def preview_picker_form(request: HttpRequest, access: ProjectAccess) -> RubricPreviewForm:
