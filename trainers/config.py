@@ -89,7 +89,6 @@ _PROPERTIES: dict[str, Any] = {
         enum=["grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp", "training_free_grpo"],
     ),
     **KNOBS,
-    **TRAINING_FREE_KNOBS,
     # --- task --------------------------------------------------------------------------------
     "environment": _ENVIRONMENT_SCHEMA,
     "rubric": {
@@ -101,6 +100,7 @@ _PROPERTIES: dict[str, Any] = {
         "x-group": "task",
     },
     "lora": _LORA_SCHEMA,
+    **TRAINING_FREE_KNOBS,
 }
 
 RUN_CONFIG_SCHEMA: dict[str, Any] = {

@@ -434,6 +434,15 @@ KNOBS: dict[str, Any] = {
     "eval_temperature": knob_property(
         "number", "Eval temperature", "0 = greedy.", 0.0, "evaluation", minimum=0, maximum=10
     ),
+    "stop_on_hacking_alarm": knob_property(
+        "boolean",
+        "Stop on the reward-hacking alarm",
+        "Stop the run (cancelled, with a checkpoint) when a judge's or reward model's reward rises or "
+        "stays high while a verifiable criterion, the environment's verifier or held-out accuracy falls "
+        "(the run page's alarm; trainers/rubrics/alarms.py).",
+        False,
+        "evaluation",
+    ),
     "checkpoint_every": knob_property(
         "integer",
         "Checkpoint every",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +54,7 @@ def attempt_text(rollout: Rollout) -> str:
 
 @dataclass(frozen=True)
 class TrainingFreeConfig(RunConfig):
-    """The run config with Training-Free GRPO's own knobs (trainers.learn.experience.TRAINING_FREE_KNOBS)."""
+    """The run config with Training-Free GRPO's own knobs (declared in `trainers.learn.experience`)."""
 
     experience_model: str = knob("experience_model")
     experience_base_url: str = knob("experience_base_url")
@@ -69,7 +70,6 @@ class TrainingFreeGRPO(Trainer):
 
     config_class = TrainingFreeConfig
     config: TrainingFreeConfig
-
     library: ExperienceLibrary
     tokens_used: dict[str, int]
 
@@ -201,6 +201,6 @@ class TrainingFreeGRPO(Trainer):
         return str(path)
 
 
-def train(config: dict[str, Any], **kwargs: Any) -> RunResult:
+def train(config: Mapping[str, Any] | RunConfig, **kwargs: Any) -> RunResult:
     """Run Training-Free GRPO (the Trainer's keyword arguments)."""
     return TrainingFreeGRPO(config, **kwargs).run()
