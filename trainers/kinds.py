@@ -278,7 +278,7 @@ def config_with_defaults(schema: dict[str, Any], config: dict[str, Any]) -> dict
 
 # ---- run kinds whose loop is a recipe of its own -------------------------------------------------------
 # A preset here runs its recipe's `train(config, **the Trainer's keyword arguments)` instead of the
-# GRPO-family loop (trainers.learn.trainer.train dispatches); every other preset is that loop.
+# GRPO-family loop (trainers.recipes.grpo.train dispatches); every other preset is that loop.
 RECIPE_PRESETS: dict[str, str] = {
     "training_free_grpo": "trainers.recipes.training_free_grpo:train",
 }
