@@ -90,6 +90,15 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+# What every kind of a package builds on or may use: what they import is the business of the kinds that
+# need it — the tool environments' optional `mcp_servers` need MCP (the envs extra) only when configured,
+# and `mcp_tools`, which always does, declares it, so the image has it.
+SHARED = {
+    "trainers.envs": {"trainers.envs.base", "trainers.envs.mcp"},
+    "trainers.rubrics": {"trainers.rubrics.base"},
+}
+
+
 @functools.cache
 def distribution_providers() -> Mapping[str, list[str]]:
     """Import name → the installed distributions that provide it (one scan of site-packages)."""
@@ -100,10 +109,10 @@ def imported_distributions(
     module: str, package: str, *, with_base: bool, seen: set[str] | None = None
 ) -> set[str]:
     """The installed distributions a trainers module imports — function-level imports included — following
-    the modules of its own package (`trainers.envs`, `trainers.rubrics`) it imports; the package's `base`,
-    which every kind of the package builds on, only `with_base`."""
+    the modules of its own package (`trainers.envs`, `trainers.rubrics`) it imports; the modules every kind
+    of the package may use (`SHARED`) only `with_base`."""
     seen = set() if seen is None else seen
-    if module in seen or (module == f"{package}.base" and not with_base):
+    if module in seen or (module in SHARED.get(package, {f"{package}.base"}) and not with_base):
         return set()
     seen.add(module)
     spec = importlib.util.find_spec(module)
@@ -142,8 +151,7 @@ def test_a_kind_that_declares_an_extra_imports_something_it_brings():
 
 
 def test_a_kind_that_declares_no_extra_imports_nothing_beyond_the_base_install():
-    # Its own modules, not its package's base (which every kind of the package shares: what it imports is
-    # the business of the kinds that use it, e.g. MCP for mcp_tools).
+    # Its own modules, not what every kind of its package shares (`SHARED`).
     undeclared = {
         name: f"imports {sorted(found)}: declare the extra that brings them (`KindSpec.extra`)"
         for name, spec in built_in_kinds().items()
