@@ -1,9 +1,11 @@
 """What a worker does with a run: claim it, hand the resolved config to the trainer, report.
 
 The trainer never touches the database: it reports through `trainers.sdk.reporting.HttpSink` to the
-dashboard's ingestion API, exactly as an external trainer would. This module only claims the run
-(QUEUED → STARTING, a conditional update so a redelivered task cannot run it twice), gives the
-trainer a fresh ingestion token, and turns an exception the trainer could not report into FAILED.
+dashboard's ingestion API, exactly as an external trainer would. This module only says how a run is
+claimed (QUEUED → STARTING, a conditional update so a redelivered task cannot run it twice), cancelled
+and failed (`run_job_of`), gives the trainer its ingestion token and keeps the run's heartbeat; the
+claim, the cancel watcher, turning an exception the trainer could not report into FAILED and giving the
+memory back are the one job wrapper's (`workers.jobs.run_job`), as for every background job.
 """
 
 from __future__ import annotations

@@ -64,22 +64,33 @@
 
   // A teammate's event can arrive while the reader's own post is on its way (the server sends it at the
   // commit, before it answers the post): wait for the post's answer to be swapped in, or the box's text
-  // would be kept as a draft and come back after the post.
+  // would be kept as a draft and come back after the post. And a refresh fetched before a post of the
+  // reader's may answer after it: its older panel is dropped (and fetched again), never swapped in.
   let posting = 0;
-  let refreshing = null;
+  let posts = 0;
+  let refreshing = false;
   let again = false;
   function refreshPanel() {
     if (refreshing || posting > 0) { again = true; return; }
-    const saved = drafts();
-    refreshing = window.htmx.ajax("GET", panel.dataset.panelUrl, { target: "#collaboration", swap: "innerHTML" })
-      .then(function () {
+    refreshing = true;
+    const postsBefore = posts;
+    fetch(panel.dataset.panelUrl, { headers: { "HX-Request": "true" }, credentials: "same-origin" })
+      .then(function (response) { return response.ok ? response.text() : null; })
+      .then(function (html) {
+        if (html === null) return;
+        if (posts !== postsBefore || posting > 0) { again = true; return; }
+        const saved = drafts();
+        window.htmx.swap(panel, html, { swapStyle: "innerHTML" });
+        window.htmx.process(panel);
         restore(saved);
         highlightFromHash();
+        if (window.localizeTimes) window.localizeTimes(panel);
         window.discussionRefreshes = (window.discussionRefreshes || 0) + 1;
       })
+      .catch(function () { /* the socket's next event, or a reconnect, fetches again */ })
       .finally(function () {
-        refreshing = null;
-        if (again) { again = false; refreshPanel(); }
+        refreshing = false;
+        if (again && posting === 0) { again = false; refreshPanel(); }
       });
   }
 
@@ -104,7 +115,9 @@
     const config = event.detail && event.detail.requestConfig;
     return Boolean(config && config.verb === "post" && event.detail.target === panel);
   }
-  document.addEventListener("htmx:beforeRequest", function (event) { if (isPanelPost(event)) posting += 1; });
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (isPanelPost(event)) { posting += 1; posts += 1; }
+  });
   document.addEventListener("htmx:afterRequest", function (event) {
     if (!isPanelPost(event)) return;
     // htmx has swapped the answer in (the swap comes before afterRequest); a waiting refresh runs now.

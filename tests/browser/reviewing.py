@@ -14,8 +14,6 @@ the server has joined its groups).
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from playwright.sync_api import expect
 
@@ -82,13 +80,6 @@ def thread_of(page, text: str, *, timeout_s: float = 10):
     thread = page.locator("#collaboration li.thread", has=page.locator(".comment-body", has_text=text)).first
     expect(thread).to_be_visible(timeout=timeout_s * 1000)
     return thread
-
-
-def seconds_until_visible(locator, *, timeout_s: float = 10) -> float:
-    """How long until `locator` shows (polled every 20 ms), for the "within a second" figures."""
-    start = time.monotonic()
-    expect(locator).to_be_visible(timeout=timeout_s * 1000)
-    return time.monotonic() - start
 
 
 def reply(page, thread, body: str) -> None:

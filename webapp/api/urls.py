@@ -140,6 +140,16 @@ urlpatterns = [
         name="preference-queue-snapshots",
     ),
     path(
+        "preference-queues/<int:pk>/disagreements/",
+        review_apis.QueueDisagreementsView.as_view(),
+        name="preference-queue-disagreements",
+    ),
+    path(
+        "preference-queues/<int:pk>/pairs/<int:pair_id>/adjudication/",
+        review_apis.PairAdjudicationView.as_view(),
+        name="preference-pair-adjudication",
+    ),
+    path(
         "preference-queues/<int:pk>/judges/<int:judge_id>/cancel/",
         review_apis.QueueJudgeCancelView.as_view(),
         name="queue-judge-cancel",

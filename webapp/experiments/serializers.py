@@ -373,7 +373,9 @@ class CheckpointWeightsQuerySerializer(serializers.Serializer):
     file = serializers.CharField(
         required=False,
         max_length=300,
-        help_text="which weights file, for a checkpoint with several (shards); the only one by default",
+        help_text="which weights file (a path the 400 lists); by default the only one, or model.safetensors "
+        "(a LoRA checkpoint's adapters merged into the base weights). `model.tar`: the whole model "
+        "(weights, config, tokenizer) as one tar, a directory any run's `model` can name once unpacked",
     )
 
 

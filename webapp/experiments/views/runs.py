@@ -28,6 +28,7 @@ from webapp.experiments.forms import (
 from webapp.experiments.models import RunStatus
 from webapp.experiments.services.runs import RUN_TAG_MAX_CHARS
 from webapp.experiments.views.common import posted
+from webapp.experiments.views.judge_check import launch_judge_gate
 from webapp.fleet.selectors import queue_states, run_queue_state
 from webapp.live.selectors import MAX_COMPARED_RUNS, run_snapshot
 from webapp.projects.access import (
@@ -145,7 +146,13 @@ def run_create(request: HttpRequest, slug: str) -> HttpResponse:
         project=access.project,
         checkpoint_id=request.POST.get("from_checkpoint") or request.GET.get("from_checkpoint"),
     )
-    if request.method == "POST" and launcher.is_valid():
+    # A judge that cannot tell right from wrong is flagged before the run is queued (warn or refuse).
+    gated = (
+        request.method == "POST"
+        and launcher.is_valid()
+        and launch_judge_gate(request, access.project, launcher)
+    )
+    if request.method == "POST" and not gated and launcher.is_valid():
         try:
             if start_checkpoint is not None:
                 values = launcher.values()
@@ -165,7 +172,7 @@ def run_create(request: HttpRequest, slug: str) -> HttpResponse:
             if waiting and waiting["warning"]:
                 messages.warning(request, waiting["warning"])
             return redirect("experiments:run_detail", slug, run.pk)
-    elif request.method == "POST":  # some fields did not parse: check the others too, in this pass
+    elif request.method == "POST" and not gated:  # some fields did not parse: check the others too
         _knobs, errors = services.run_config_errors(**launcher.partial_values())
         launcher.add_remaining_errors(errors)
     return render(

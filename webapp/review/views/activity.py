@@ -45,7 +45,7 @@ def activity(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def notifications(request: HttpRequest) -> HttpResponse:
-    """The signed-in user's mentions across projects. Opening one marks it read; POST marks all read."""
+    """The signed-in user's mentions and replies across projects. Opening one marks it read; POST marks all read."""
     if request.method == "POST":
         services.notifications_mark_read(user=request.user)
         return redirect("notifications:list")
