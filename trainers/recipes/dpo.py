@@ -52,7 +52,7 @@ from trainers.models import DEFAULT_MODEL
 
 log = logging.getLogger(__name__)
 
-# The columns DPOTrainer reads; the rest of a row (rewards, provenance) stays out of its dataset.
+# The columns a DPO run reads; the rest of a row (rewards, provenance) stays out of its dataset.
 PREFERENCE_COLUMNS = ("prompt", "chosen", "rejected")
 MIN_PAIRS_TO_HOLD_OUT = 5  # fewer pairs all train: one held-out pair would say little and cost a fifth
 

@@ -1,4 +1,4 @@
-"""DPO runs: the policy trained on a preference snapshot with TRL's DPOTrainer."""
+"""DPO runs: the policy trained on a preference snapshot (trainers/learn/dpo.py)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def run_create_dpo(
     start_from: Checkpoint | None = None,
     start_from_given: bool = False,
 ) -> tuple[Run, str]:
-    """A DPO run: the policy trained on `snapshot`'s preference pairs with TRL's DPOTrainer, on the same
+    """A DPO run: the policy trained on `snapshot`'s preference pairs (trainers.learn.dpo), on the same
     worker queues and reporting through the same event API as every run. Returns the run and its token.
 
     Without a `model` in `params` the policy is the judged runs' base model (`dpo_base_model`).
