@@ -203,17 +203,18 @@ def check_judges(trainer, config) -> None:
     """The judge check before training: each LLM judge of the rubric (its model already loaded by the
     trainer) on held-out tasks answered right and wrong, graded by the environment's verifier."""
     from trainers.registry import environment_kind
-    from trainers.rubrics.judge_check import judge_agreement, verifier_samples
+    from trainers.rubrics.judge_check import judge_agreement, one_thread, verifier_samples
     from trainers.rubrics.judge_models import judge_criteria
 
     judges = judge_criteria(trainer.rubric)
     if not judges:
         return
     env = config["environment"]
-    samples = verifier_samples(environment_kind(env["kind"]).build(env["config"]))
+    samples = verifier_samples(environment_kind(env["kind"]).build(env["config"]), tasks=4)
     for name, judge in judges:
         started = time.perf_counter()
-        a = judge_agreement(judge, samples, source="verifier")
+        with one_thread():
+            a = judge_agreement(judge, samples, source="verifier")
         judge.take_usage()  # the check's cost is not the first step's
         print(
             f"judge check {name!r} ({time.perf_counter() - started:.1f} s, {a.n} answers graded by the "

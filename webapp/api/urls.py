@@ -71,6 +71,11 @@ urlpatterns = [
         experiment_apis.RubricVersionListView.as_view(),
         name="rubric-versions",
     ),
+    path(
+        "projects/<slug:slug>/rubrics/<int:pk>/judge-check/",
+        experiment_apis.RubricJudgeCheckView.as_view(),
+        name="rubric-judge-check",
+    ),
     # Runs and what they produce.
     path("projects/<slug:slug>/runs/", experiment_apis.ProjectRunListView.as_view(), name="runs"),
     path(

@@ -46,11 +46,13 @@ from webapp.projects.access import (
     access_checkpoint,
     access_environment,
     access_project,
+    access_queue,
     access_rubric,
     access_run,
     access_snapshot,
     can,
 )
+from webapp.review.judge_check import judge_check
 from webapp.rollouts.selectors import runs as rollout_selectors
 
 # --- environments and rubrics ----------------------------------------------------------------------
@@ -233,6 +235,39 @@ class RubricDetailView(DefinitionDetailView):
 class RubricVersionListView(DefinitionVersionListView):
     serializer_class = s.RubricVersionSerializer
     kind = RUBRICS
+
+
+class RubricJudgeCheckView(APIView):
+    @extend_schema(
+        request=s.JudgeCheckInputSerializer,
+        responses={
+            200: s.JudgeCheckSerializer(many=True),
+            400: VALIDATION_ERROR,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+        },
+        summary="Check the rubric's LLM judges against a truth (an environment's verifier or a queue)",
+    )
+    def post(self, request: Request, slug: str, pk: int) -> Response:
+        access = access_project(request.user, slug, Capability.LAUNCH)
+        rubric = access_rubric(access, pk)
+        data = parse(s.JudgeCheckInputSerializer, request.data)
+        if "queue" in data:
+            truth = {"queue": access_queue(access, data["queue"])}
+        else:
+            truth = {"environment_version": access_environment(access, data["environment"]).latest_version}
+        checks = judge_check(spec=rubric.latest_version.spec, **truth)
+        return Response(
+            [
+                {
+                    "criterion": check.criterion,
+                    "untrusted": check.untrusted,
+                    "skipped": check.skipped,
+                    "agreement": check.agreement.as_dict() if check.agreement is not None else None,
+                }
+                for check in checks
+            ]
+        )
 
 
 # --- runs ---------------------------------------------------------------------------------------------

@@ -419,3 +419,28 @@ class RunForkInputSerializer(RunContinueInputSerializer):
         help_text="The fork's complete knob overrides of the parent's preset; "
         "defaults to the parent's overrides.",
     )
+
+
+class JudgeCheckInputSerializer(serializers.Serializer):
+    environment = serializers.IntegerField(
+        required=False, help_text="an environment of the project: its verifier is the truth"
+    )
+    queue = serializers.IntegerField(
+        required=False, help_text="a preference queue of the project: its decided pairs are the truth"
+    )
+
+    def validate(self, attrs: dict) -> dict:
+        if ("environment" in attrs) == ("queue" in attrs):
+            raise serializers.ValidationError({"environment": ["Give either an environment or a queue."]})
+        return attrs
+
+
+class JudgeCheckSerializer(serializers.Serializer):
+    criterion = serializers.CharField()
+    untrusted = serializers.BooleanField(help_text="the judge cannot tell right from wrong")
+    skipped = serializers.CharField(help_text="why it was not checked ('' when it was)")
+    agreement = serializers.JSONField(
+        allow_null=True,
+        help_text="{n, accuracy, auc, kappa, right_judged_right, right_judged_wrong, wrong_judged_right, "
+        "wrong_judged_wrong, threshold, source, scores, parse_failures, can_tell, verdict}",
+    )

@@ -16,12 +16,11 @@ again. `JUDGE_CHECK_TASKS` (settings) is the sample size: tasks (or pairs), two 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -34,6 +33,7 @@ from trainers.rubrics.judge_check import (
     JudgeAgreement,
     KnownSample,
     judge_agreement,
+    one_thread,
     verifier_samples,
 )
 from trainers.rubrics.judge_models import JudgePool, judge_params
@@ -63,20 +63,6 @@ class JudgeCheck:
 @functools.cache
 def _pool(policy_model: str) -> JudgePool:
     return JudgePool(policy_model=policy_model)
-
-
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """Generate on one thread: a check's batch is small, and two threads contending with the other
-    processes of a busy 2-core machine took 18 s for 6 prompts that one thread answers in 1.2 s."""
-    import torch
-
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved)
 
 
 def _key(*parts: Any) -> str:
@@ -159,7 +145,7 @@ def judge_check(
         if key not in _RESULTS:
             try:
                 criterion = criterion_kind(LLM_JUDGE).build(dict(params))
-                with _LOCK, _one_thread():  # one model, one generation at a time
+                with _LOCK, one_thread():  # one model, one generation at a time
                     criterion.attach_models(generate=_pool(policy_model).generate_for(criterion))
                     _RESULTS[key] = judge_agreement(criterion, samples, source=source)
             except Exception as exc:  # noqa: BLE001 — e.g. a judge model this machine cannot load

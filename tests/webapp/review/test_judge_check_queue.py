@@ -50,3 +50,29 @@ def test_a_queue_nobody_decided_says_there_is_no_truth(project):
     (check,) = judge_check(spec=spec, queue=queue)
     assert check.agreement is None and "no pair its annotators decided" in check.skipped
     assert judge_check(spec={"criteria": [{"name": "c", "kind": "exact_match"}]}, queue=queue) == []
+
+
+def test_the_api_checks_against_a_queue_and_says_what_is_wrong(signed_in, project):
+    from webapp.experiments.services import rubric_create
+
+    rubric = rubric_create(
+        project=project,
+        name="judged",
+        spec={"criteria": [{"name": "judge", "kind": "llm_judge", "params": {"model": "smollm2-135m"}}]},
+        user=project.created_by,
+    )
+    queue = PreferenceQueue.objects.create(project=project, name="empty")
+    url = f"/api/projects/{project.slug}/rubrics/{rubric.pk}/judge-check/"
+    answer = signed_in("bob").post(url, {"queue": queue.pk}, format="json")
+    assert answer.status_code == 200
+    assert answer.json() == [
+        {
+            "criterion": "judge",
+            "untrusted": False,
+            "skipped": "the queue has no pair its annotators decided (A or B) yet",
+            "agreement": None,
+        }
+    ]
+    neither = signed_in("bob").post(url, {}, format="json")
+    assert neither.status_code == 400 and "environment" in str(neither.json())
+    assert signed_in("dave").post(url, {"queue": queue.pk}, format="json").status_code == 403
