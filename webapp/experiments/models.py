@@ -511,7 +511,9 @@ class Checkpoint(models.Model):
         (written here once, so the rendered table and its live rows read the same)."""
         columns = {key for key, _ in self.run.checkpoint_metric_columns}
         return ", ".join(
-            f"{key}={format_metric(value)}" for key, value in (self.metrics or {}).items() if key not in columns
+            f"{key}={format_metric(value)}"
+            for key, value in (self.metrics or {}).items()
+            if key not in columns
         )
 
     def weight_files(self) -> list[str]:
