@@ -113,6 +113,8 @@ CURRICULUM_KNOBS: dict[str, Any] = {
             "title": "Success threshold",
             "description": "With success = reward: the reward a sample needs to count as a success.",
             "default": 0.5,
+            "minimum": -1000,
+            "maximum": 1000,
         }
     ),
 }
