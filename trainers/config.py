@@ -17,6 +17,7 @@ import copy
 from typing import Any
 
 from trainers.knobs import KNOBS, knob_property
+from trainers.learn.curriculum import CURRICULUM_KNOBS
 from trainers.learn.experience import TRAINING_FREE_KNOBS
 from trainers.models import DEFAULT_MODEL
 from trainers.registry import UnknownKind, environment_kind, validate_config
@@ -101,6 +102,7 @@ _PROPERTIES: dict[str, Any] = {
     },
     "lora": _LORA_SCHEMA,
     **TRAINING_FREE_KNOBS,
+    **CURRICULUM_KNOBS,
 }
 
 RUN_CONFIG_SCHEMA: dict[str, Any] = {
@@ -124,6 +126,7 @@ KNOB_GROUPS: dict[str, str] = {
     "checkpoints": "Checkpoints",
     "distributed": "Distributed",
     "training_free": "Training-Free GRPO",
+    "curriculum": "Curriculum from failures",
 }
 
 # Knob overrides per preset. Only what differs from the defaults matters, but each preset spells out
@@ -303,6 +306,11 @@ def validate_run_config(config: dict[str, Any]) -> dict[str, list[str]]:
     lora = config.get("lora")
     if (config.get("num_learner_workers") or 1) > 1 and isinstance(lora, dict) and lora.get("enabled"):
         add("num_learner_workers", "A sharded learner trains all weights: turn LoRA off or use 1 process.")
+    low, high = config.get("curriculum_band_low"), config.get("curriculum_band_high")
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low > high:
+        add("curriculum_band_low", "The band's low end must not be above its high end.")
+    if config.get("curriculum") == "from_failures" and (config.get("num_rollout_workers") or 0) > 0:
+        add("curriculum", "The curriculum draws tasks step by step: use 0 rollout workers.")
     if config.get("preset") == "training_free_grpo":
         if (config.get("num_rollout_workers") or 0) > 0:
             add(
