@@ -5,7 +5,7 @@ rows in TRL's preference format, conversational (`prompt` as chat messages, `cho
 the assistant's messages, tool calls and results included) or plain text; the dashboard hands the rows
 of a preference snapshot (`webapp.review.exports.dpo_records`), a script may hand any JSONL it has.
 
-    from trainers.learn.dpo import train_dpo
+    from trainers.recipes.dpo import train_dpo
     result = train_dpo(rows, {"max_steps": 20, "beta": 0.1}, out_dir="runs/dpo", sink=sink)
 
 Why it is lean (docs/trainers.md has the figures against TRL's DPOTrainer, bench/dpo_vs_trl.py):

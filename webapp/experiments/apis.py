@@ -350,7 +350,7 @@ class DpoRunCreateView(APIView):
     @extend_schema(
         request=s.DpoRunInputSerializer,
         responses={201: s.RunCreatedSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
-        summary="Create and queue a DPO run on a preference dataset (trainers/learn/dpo.py); the reply carries "
+        summary="Create and queue a DPO run on a preference dataset (trainers/recipes/dpo.py); the reply carries "
         "its ingestion token, once",
     )
     def post(self, request: Request, pk: int) -> Response:

@@ -171,7 +171,7 @@ class RunOrigin(models.TextChoices):
 
 class RunKind(models.TextChoices):
     """What a dashboard run trains with: a GRPO-family algorithm on an environment and rubric (the
-    `algorithm` knob picks which), or DPO on a preference snapshot (trainers/learn/dpo.py))."""
+    `algorithm` knob picks which), or DPO on a preference snapshot (trainers/recipes/dpo.py))."""
 
     RL = "rl", "RL (GRPO family)"
     DPO = "dpo", "DPO"

@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from trainers.config import PRESETS, RUN_CONFIG_SCHEMA
-from trainers.learn.dpo import DPO_SCHEMA
+from trainers.recipes.dpo import DPO_SCHEMA
 from trainers.registry import environment_kinds
 from trainers.rubrics import AGGREGATIONS, rubric_schema
 from webapp.api import fields
@@ -321,7 +321,7 @@ class DpoConfigField(serializers.DictField):
 class DpoRunInputSerializer(serializers.Serializer):
     name = fields.name(Run)
     config = DpoConfigField(
-        default=dict, help_text="DPO knobs (trainers/learn/dpo.py); defaults fill the rest"
+        default=dict, help_text="DPO knobs (trainers/recipes/dpo.py); defaults fill the rest"
     )
     queue = serializers.ChoiceField(choices=Queue.choices, default=Queue.CPU)
 

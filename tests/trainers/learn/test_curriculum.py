@@ -90,6 +90,7 @@ def test_a_run_draws_from_the_pool_and_reports_it(tiny):
     """Any run can use it: a GRPO run on the arithmetic environment with a (tiny, always failing) model —
     step 1's failures seed step 2's tasks, and each step's pool reaches the dashboard as a task_pool event."""
     from trainers.learn.trainer import train
+
     from trainers.sdk import wire
     from trainers.sdk.events import MemorySink
 
