@@ -483,15 +483,6 @@ KNOBS: dict[str, Any] = {
         minimum=0,
         maximum=100,
     ),
-    "stop_on_hacking_alarm": knob_property(
-        "boolean",
-        "Stop on the reward-hacking alarm",
-        "Stop the run (cancelled, with a checkpoint) when a judge's or reward model's reward rises or "
-        "stays high while a verifiable criterion, the environment's verifier or held-out accuracy falls "
-        "(the run page's alarm; trainers/rubrics/alarms.py).",
-        False,
-        "evaluation",
-    ),
     # --- distribution ------------------------------------------------------------------------
     "num_rollout_workers": knob_property(
         "integer",
