@@ -67,7 +67,7 @@ def demo_pairs(count: int) -> list[dict]:
 def ours(pairs: int, steps: int) -> dict:
     from _measure import PhaseRecorder
 
-    from trainers.learn.dpo import train_dpo
+    from trainers.recipes.dpo import train_dpo
 
     recorder = PhaseRecorder()
     with tempfile.TemporaryDirectory(prefix="dpo-bench-") as out:

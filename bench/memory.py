@@ -80,8 +80,8 @@ def measure_dpo(steps: int) -> dict:
     from _measure import PhaseRecorder
     from dpo_vs_trl import demo_pairs
 
-    from trainers.learn.dpo import train_dpo
     from trainers.learn.memory import release_memory, resident_bytes
+    from trainers.recipes.dpo import train_dpo
 
     recorder = PhaseRecorder()
     with tempfile.TemporaryDirectory(prefix="memory-bench-dpo-") as out:

@@ -162,9 +162,9 @@ def _train(run: Run, token: str, cancel: Callable[[], bool]) -> str:
 
 
 def _train_dpo(run: Run, token: str, cancel: Callable[[], bool]) -> str:
-    """A DPO run: `trainers.learn.dpo.train_dpo` on the run's preference snapshot, reporting through the
+    """A DPO run: `trainers.recipes.dpo.train_dpo` on the run's preference snapshot, reporting through the
     same ingestion API as a GRPO run (phases, metrics, checkpoints, status)."""
-    from trainers.learn.dpo import train_dpo
+    from trainers.recipes.dpo import train_dpo
     from trainers.sdk.events import JsonlSink, MultiSink, make_event
     from trainers.sdk.reporting import HttpSink
     from webapp.review.exports import dpo_records

@@ -28,7 +28,7 @@ def test_about_the_fraction_of_prompts_is_held_out_with_all_their_pairs():
 
 
 def test_a_dpo_run_reports_its_accuracy_on_the_held_out_pairs(tiny, tmp_path):
-    from trainers.learn.dpo import train_dpo
+    from trainers.recipes.dpo import train_dpo
     from trainers.sdk.events import MemorySink
 
     model, tokenizer = tiny
