@@ -168,6 +168,25 @@ def test_the_bottom_modules_build_on_the_sdk_alone():
     assert {m: found for m, found in offenders.items() if found} == {}
 
 
+def test_the_parts_never_import_a_recipe():
+    # trainers/recipes/ holds the entry points, each an algorithm composed of trainers/learn/'s parts: a
+    # part that reached for a recipe would make the recipes' order matter (and one recipe import another).
+    graph = trainers_module_graph()
+    upward = {
+        module: sorted(t for t in targets if t.startswith("trainers.recipes"))
+        for module, targets in graph.items()
+        if not module.startswith("trainers.recipes")
+        and module
+        not in ("trainers.cli", "trainers.kinds")  # the command line; run kinds name recipes by path
+    }
+    assert {m: found for m, found in upward.items() if found} == {}
+    import trainers.recipes
+
+    assert trainers.recipes.__doc__ == (
+        "Entry points: each module is one algorithm read top to bottom (its parts live in trainers.learn)."
+    )
+
+
 def test_the_module_graph_sees_function_level_imports():
     graph = trainers_module_graph()
     assert "trainers.rollout.toolformats" in graph["trainers.learn.distributed"]  # inside a function

@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from trainers.config import PRESETS, RUN_CONFIG_SCHEMA
-from trainers.recipes.dpo import DPO_SCHEMA
+from trainers.learn.dpo import DPO_SCHEMA
 from trainers.registry import environment_kinds
 from trainers.rubrics import AGGREGATIONS, rubric_schema
 from webapp.api import fields

@@ -3,7 +3,7 @@ prompt's pairs on one side), and their loss, margin and preference accuracy reac
 
 from __future__ import annotations
 
-from trainers.recipes.dpo import MIN_PAIRS_TO_HOLD_OUT, held_out_split
+from trainers.learn.dpo import MIN_PAIRS_TO_HOLD_OUT, held_out_split
 
 
 def pairs(prompts: int, per_prompt: int = 1) -> list[dict]:

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from trainers.kinds import config_with_defaults
-from trainers.recipes.dpo import DPO_SCHEMA
+from trainers.learn.dpo import DPO_SCHEMA
 from trainers.registry import validate_config
 from webapp.core.dispatch import Queue, queue_refusal
 from webapp.experiments.models import (
@@ -29,7 +29,7 @@ def dpo_base_model(queue: Any) -> str:
 
 
 def dpo_params(params: Any) -> dict[str, Any]:
-    """A DPO run's knobs with defaults filled in (trainers.recipes.dpo.DPO_SCHEMA); field errors as config.*."""
+    """A DPO run's knobs with defaults filled in (trainers.learn.dpo.DPO_SCHEMA); field errors as config.*."""
     if not isinstance(params, dict):
         raise ValidationError({"config": ["Must be a JSON object of knob values."]})
     errors = validate_config(DPO_SCHEMA, params)
