@@ -25,7 +25,7 @@ from bench._measure import smoke_parser  # noqa: E402
 
 
 def run(staleness: int, seconds: float, base: dict) -> dict:
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
     from trainers.sdk.events import MemorySink
 
     sink = MemorySink()

@@ -14,7 +14,7 @@ Checks, each printed as one PASS / FAIL / SKIP line and gathered in `<out>/cuda_
    activations, a bf16 sampling copy) for a few steps on this device: SUCCEEDED, only the adapters
    trained, and the memory fields a run's heartbeat carries (`trainers.sdk.resources.peaks`: peak RSS,
    and peak GPU memory on CUDA), which the run and Workers pages show.
-2. `train` — `trainers.learn.trainer.Trainer` (what `python -m trainers train` runs) on
+2. `train` — `trainers.recipes.grpo.Trainer` (what `python -m trainers train` runs) on
    trainers/examples/arithmetic_grpo.yaml with `device: auto`, a few steps, eval, checkpoints: the
    policy's weights are fp32 on every device and its passes run under bf16 autocast on CUDA
    (`trainers.models.policy_precision`), the run SUCCEEDED, step times and rewards.
@@ -314,8 +314,8 @@ def check_train(config_path: Path, work: Path) -> Any:
     import torch
 
     from trainers.cli import ProgressSink, load_config
-    from trainers.learn.trainer import Trainer
     from trainers.models import policy_precision
+    from trainers.recipes.grpo import Trainer
     from trainers.sdk.events import JsonlSink, MultiSink
 
     config = load_config(config_path)
@@ -418,7 +418,7 @@ def check_demo(args: argparse.Namespace, model: str, work: Path) -> None:
     import yaml
 
     from trainers.cli import load_config
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
     from trainers.sdk import resources
     from trainers.sdk.events import JsonlSink
 
@@ -580,8 +580,8 @@ def check_update(trainer: Any, config: dict[str, Any], work: Path) -> tuple[Path
         stop=trainer.stop,
         policy_version=trainer.policy_version,
     )
-    tasks = trainer.sampler.train_tasks[:2]
-    seeds = trainer.sampler.seeds(2, config["group_size"])
+    tasks = trainer.sampler.train_tasks[:2]  # a tiny run may have only one
+    seeds = trainer.sampler.seeds(len(tasks), config["group_size"])
     t0 = time.perf_counter()
     groups = trainer.rollouts.generate(
         tasks, seeds, max_turns=1, generation_seed=seeds[0][0], policy_version=trainer.policy_version
@@ -655,7 +655,7 @@ def check_update(trainer: Any, config: dict[str, Any], work: Path) -> tuple[Path
     )
     trainer.rollouts.close()
     path = work / "shard_payload.json"
-    path.write_text(json.dumps({"config": trainer.config, "payload": payload}))
+    path.write_text(json.dumps({"config": trainer.config.as_dict(), "payload": payload}))
     return path, rollouts
 
 
@@ -666,7 +666,7 @@ def check_precision(config_path: Path, rollouts: list[Any]) -> None:
     import torch
 
     from trainers.cli import load_config
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
     from trainers.sdk.events import NullSink
 
     rows: dict[str, dict[str, Any]] = {}

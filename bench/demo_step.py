@@ -53,7 +53,7 @@ def run(config: dict, baseline: bool) -> tuple[list[dict], int, float]:
     """(each step's metrics, peak RSS in bytes, seconds to the first step's end)."""
     from _measure import PhaseRecorder
 
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
 
     if baseline:
         config = {**config, "micro_batch_tokens": 0}

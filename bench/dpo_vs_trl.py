@@ -3,7 +3,7 @@ same run: the time of a step and the peak resident memory of each, and their rat
 
     python bench/dpo_vs_trl.py [--pairs 8] [--steps 2] [--quick]
 
-Each side runs in a fresh process (resident memory only grows within one). Ours: `trainers.learn.dpo`
+Each side runs in a fresh process (resident memory only grows within one). Ours: `trainers.recipes.dpo`
 with its defaults (LoRA rank 16, the reference the adapters off, each pair's pass and backward on its
 own). TRL's: `DPOTrainer(model, args=DPOConfig(...))` with TRL's defaults (full fine-tuning with a
 reference copy, bf16, max_length 1024), told only what a CPU run must be told (`use_cpu`), the batch
@@ -67,7 +67,7 @@ def demo_pairs(count: int) -> list[dict]:
 def ours(pairs: int, steps: int) -> dict:
     from _measure import PhaseRecorder
 
-    from trainers.learn.dpo import train_dpo
+    from trainers.recipes.dpo import train_dpo
 
     cpu: list[float] = []
 

@@ -44,7 +44,7 @@ def main() -> None:
     import transformers
 
     from trainers.learn.sharded import process_memory
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
 
     transformers.logging.set_verbosity_error()
     cores = os.cpu_count() or 1

@@ -1,4 +1,4 @@
-"""A 100,000-point curve read back downsampled (`webapp.rollouts.metrics.metric_series`), on the embedded
+"""A 100,000-point curve read back downsampled (`webapp.rollouts.selectors.metrics.metric_series`), on the embedded
 default (SQLite in a fresh var directory) or on Postgres (DATABASE_URL=postgres://…). Issue 25's goal:
 ≤ 0.3 s on SQLite as on Postgres. Prints the median of five reads per x-axis beside the goal.
 
@@ -38,7 +38,7 @@ def main() -> None:
     from webapp.experiments.models import Run
     from webapp.projects.models import Project
     from webapp.rollouts.ingest import insert_metrics
-    from webapp.rollouts.metrics import metric_series
+    from webapp.rollouts.selectors.metrics import metric_series
 
     call_command("migrate", verbosity=0)
     project, _ = Project.objects.get_or_create(slug="bench-curves", defaults={"name": "bench curves"})

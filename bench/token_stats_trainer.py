@@ -28,7 +28,7 @@ import torch  # noqa: E402
 
 from bench._measure import size  # noqa: E402
 from trainers.learn import token_stats  # noqa: E402
-from trainers.learn.trainer import Trainer  # noqa: E402
+from trainers.recipes.grpo import Trainer  # noqa: E402
 from trainers.sdk.events import MemorySink  # noqa: E402
 
 DEMO_SHAPE = {

@@ -134,8 +134,8 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from trainers.learn.trainer import Trainer
     from trainers.models import load_tokenizer, model_dir
+    from trainers.recipes.grpo import Trainer
 
     transformers.logging.set_verbosity_error()
     path = model_dir("smollm2-135m")

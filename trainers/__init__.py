@@ -31,7 +31,9 @@ MOVED = {
     "trainers.reporting": "trainers.sdk.reporting",
     "trainers.coercion": "trainers.sdk.coercion",
     "trainers.atif": "trainers.sdk.atif",
-    "trainers.trainer": "trainers.learn.trainer",
+    "trainers.trainer": "trainers.recipes.grpo",
+    "trainers.learn.trainer": "trainers.recipes.grpo",
+    "trainers.learn.dpo": "trainers.recipes.dpo",
 }
 
 

@@ -186,7 +186,7 @@ def _default_out(config_path: str) -> Path:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
 
     config = load_config(args.config, args.set)
     out = Path(args.out) if args.out else _default_out(args.config)
@@ -213,7 +213,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.evaluation import evaluate
 
     # A checkpoint is a model (trainers/learn/checkpoint.py), LoRA or not: the policy evaluated is it.
     config = load_config(args.config, [*args.set, *([f"model={args.checkpoint}"] if args.checkpoint else [])])
@@ -224,13 +224,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         sinks.append(JsonlSink(Path(args.out) / "events.jsonl"))
     sink = MultiSink(*sinks)
-    trainer = Trainer(config, sink=sink)
     try:
-        trainer.setup()
-        metrics = trainer.evaluate()
+        metrics = evaluate(config, sink=sink)  # the checkpoint is the config's model (above)
     finally:
-        if trainer.rollouts is not None:
-            trainer.rollouts.close()
         sink.close()
     print(json.dumps(metrics, indent=2, sort_keys=True))
     return 0

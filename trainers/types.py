@@ -6,9 +6,11 @@ rubric previews, and the trainer uses the same definitions, so the two can never
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from trainers.sdk.reasoning import visible_answer
 
 Role = Literal["system", "user", "assistant", "tool"]
 TrajectoryStatus = Literal["ok", "truncated", "error"]
@@ -79,8 +81,6 @@ class Trajectory:
     def final_answer(self) -> str:
         """The text of the last assistant turn (empty if the model never spoke), without its reasoning
         (a `<think>` block, harmony's analysis channel): the turn itself keeps it."""
-        from trainers.rollout.toolcalls import visible_answer
-
         for turn in reversed(self.turns):
             if turn.role == "assistant":
                 return visible_answer(turn.text)

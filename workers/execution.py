@@ -1,17 +1,16 @@
 """What a worker does with a run: claim it, hand the resolved config to the trainer, report.
 
 The trainer never touches the database: it reports through `trainers.sdk.reporting.HttpSink` to the
-dashboard's ingestion API, exactly as an external trainer would. This module only claims the run
-(QUEUED → STARTING, a conditional update so a redelivered task cannot run it twice), gives the
-trainer a fresh ingestion token, and turns an exception the trainer could not report into FAILED.
+dashboard's ingestion API, exactly as an external trainer would. This module only says how a run is
+claimed (QUEUED → STARTING, a conditional update so a redelivered task cannot run it twice), cancelled
+and failed (`run_job_of`), gives the trainer its ingestion token and keeps the run's heartbeat; the
+claim, the cancel watcher, turning an exception the trainer could not report into FAILED and giving the
+memory back are the one job wrapper's (`workers.jobs.run_job`), as for every background job.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +27,7 @@ from webapp.experiments.services.transitions import run_transition
 from webapp.projects.services import secret_values
 from workers import node
 from workers.cancel import watching
+from workers.jobs import Job, run_job, worker_name
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,11 @@ def judge_secrets(run: Run, rubric: dict[str, Any]) -> dict[str, str]:
     from trainers.rubrics.judge_models import secret_names
 
     names = secret_names(rubric)
+    experience_key = (run.resolved_config or {}).get(
+        "experience_api_key_secret"
+    )  # Training-Free GRPO's endpoint
+    if experience_key and experience_key not in names:
+        names = [*names, experience_key]
     return secret_values(project=run.project, names=names) if names else {}
 
 
@@ -89,15 +94,32 @@ def beating(run_id: int, interval_s: float = HEARTBEAT_S) -> Iterator[None]:
         yield
 
 
-def execute_run(run_id: int, *, task_id: str = "", hostname: str = "") -> str:
-    hostname = hostname or f"{socket.gethostname()}:{os.getpid()}"
-    claimed = run_transition(
-        run_id, RunStatus.STARTING, task_id=task_id, worker=hostname, heartbeat_at=timezone.now()
+def run_job_of(run_id: int, *, task_id: str = "", hostname: str = "") -> Job:
+    """A run as a background job: claimed QUEUED → STARTING by this worker; ended CANCELLED or FAILED
+    (message and traceback) unless its trainer reported the end first."""
+    worker = worker_name(hostname)
+    return Job(
+        label=f"run {run_id}",
+        claim=lambda: run_transition(
+            run_id, RunStatus.STARTING, task_id=task_id, worker=worker, heartbeat_at=timezone.now()
+        ),
+        status=lambda: Run.objects.filter(pk=run_id).values_list("status", flat=True).first(),
+        cancel_requested=lambda: run_cancel_requested(run_id),
+        cancelled=lambda: run_transition(run_id, RunStatus.CANCELLED),
+        failed=lambda failure: run_transition(
+            run_id, RunStatus.FAILED, error_message=failure.message, error_traceback=failure.traceback
+        ),
     )
-    if not claimed:
-        status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
-        log.info("run %s not started: it is %s", run_id, status)
-        return f"skipped ({status})"
+
+
+def execute_run(run_id: int, *, task_id: str = "", hostname: str = "") -> str:
+    return run_job(
+        run_job_of(run_id, task_id=task_id, hostname=hostname), lambda cancel: _run(run_id, cancel)
+    )
+
+
+def _run(run_id: int, cancel: Callable[[], bool]) -> str:
+    """The claimed run on this worker: its token, its own peak memory, its heartbeat, then the trainer."""
     run = Run.objects.select_related("parent_checkpoint").get(pk=run_id)
     # The run's own token, the one its creator was given: both may report, with one sequence.
     token = run.ingest_token() if run.ingest_token_nonce else run_issue_ingest_token(run)
@@ -106,31 +128,10 @@ def execute_run(run_id: int, *, task_id: str = "", hostname: str = "") -> str:
 
     reset_peaks()  # the run reports its own peak memory, not the worker's earlier runs'
     try:
-        with watching(lambda: run_cancel_requested(run_id), name=f"run-{run_id}") as cancel, beating(run_id):
-            return _train(run, token, cancel.requested)
-    except BaseException as exc:  # noqa: BLE001 — also soft time limits and KeyboardInterrupt
-        from trainers.sdk.cancel import Cancelled
-
-        if isinstance(exc, Cancelled):  # stopped on its Cancel: no failure (the trainer reported it, or now)
-            run_transition(run_id, RunStatus.CANCELLED)
-            return "cancelled"
-        failed = run_transition(
-            run_id,
-            RunStatus.FAILED,
-            error_message=f"{type(exc).__name__}: {exc}"[:5000],
-            error_traceback=traceback.format_exc(),
-        )
-        if not failed:  # the run had already ended (its trainer reported it): the error still goes somewhere
-            log.error("run %s raised after it had ended", run_id, exc_info=exc)
-        if not isinstance(exc, Exception):
-            raise
-        return "failed"
+        with beating(run_id):
+            return _train(run, token, cancel)
     finally:
         node.set_current_run(None)
-        # The worker lives on after the run: hand its freed heap back to the OS (GBs for a 135M model).
-        from trainers.learn.memory import release_memory
-
-        log.info("run %s: released %.1f GB after the run", run_id, release_memory() / 2**30)
 
 
 def _train(run: Run, token: str, cancel: Callable[[], bool]) -> str:
@@ -138,7 +139,7 @@ def _train(run: Run, token: str, cancel: Callable[[], bool]) -> str:
     cancellation check (trainers.sdk.cancel) together with the ingestion replies."""
     if run.is_dpo:
         return _train_dpo(run, token, cancel)
-    from trainers.learn.trainer import train
+    from trainers.recipes.grpo import train
     from trainers.sdk.events import JsonlSink, MultiSink
     from trainers.sdk.reporting import HttpSink
 
@@ -163,9 +164,9 @@ def _train(run: Run, token: str, cancel: Callable[[], bool]) -> str:
 
 
 def _train_dpo(run: Run, token: str, cancel: Callable[[], bool]) -> str:
-    """A DPO run: `trainers.learn.dpo.train_dpo` on the run's preference snapshot, reporting through the
+    """A DPO run: `trainers.recipes.dpo.train_dpo` on the run's preference snapshot, reporting through the
     same ingestion API as a GRPO run (phases, metrics, checkpoints, status)."""
-    from trainers.learn.dpo import train_dpo
+    from trainers.recipes.dpo import train_dpo
     from trainers.sdk.events import JsonlSink, MultiSink, make_event
     from trainers.sdk.reporting import HttpSink
     from webapp.review.exports import dpo_records

@@ -9,9 +9,6 @@ to the database.
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import traceback
 from collections.abc import Callable
 
 from django.db.models import Prefetch
@@ -23,7 +20,7 @@ from trainers.rubrics.judge import (
     pairwise_prompt,
     parse_pairwise,
 )
-from trainers.sdk.cancel import Cancelled, cancellable, check_cancel
+from trainers.sdk.cancel import check_cancel
 from trainers.texts import trajectory_text
 from webapp.core.jobs import job_cancel_requested, job_cancelled
 from webapp.review.models import JudgeVerdict, PreferencePair, QueueJudge
@@ -35,7 +32,7 @@ from webapp.review.services.judges import (
     queue_judge_record,
 )
 from webapp.rollouts.models import Turn
-from workers.cancel import watching
+from workers.jobs import Job, run_job, worker_name
 
 log = logging.getLogger(__name__)
 
@@ -72,35 +69,29 @@ def load_generate(judge: QueueJudge) -> GenerateFn:
     )
 
 
-def execute_queue_judge(judge_id: int, *, task_id: str = "", hostname: str = "") -> str:
-    hostname = hostname or f"{socket.gethostname()}:{os.getpid()}"
-    if not queue_judge_claim(judge_id, worker=hostname, task_id=task_id):
-        status = QueueJudge.objects.filter(pk=judge_id).values_list("status", flat=True).first()
-        log.info("queue judge %s not run: it is %s", judge_id, status)
-        return f"skipped ({status})"
-    try:
-        # Cancel within seconds: the watcher reads the request every second; the loop below checks it
-        # between batches and the model's decode loop every step (trainers.sdk.cancel).
-        with (
-            watching(lambda: job_cancel_requested(QueueJudge, judge_id), name=f"judge-{judge_id}") as w,
-            cancellable(w.requested),
-        ):
-            judge = QueueJudge.objects.select_related("queue").get(pk=judge_id)
-            _judge(judge, load_generate(judge))
-    except Cancelled:
-        job_cancelled(QueueJudge, judge_id)
-        log.info("queue judge %s cancelled", judge_id)
-        return "cancelled"
-    except BaseException as exc:  # noqa: BLE001 — also soft time limits and KeyboardInterrupt
-        log.exception("queue judge %s failed", judge_id)
-        queue_judge_fail(judge_id, error=f"{exc}\n\n{traceback.format_exc()}")
-        if not isinstance(exc, Exception):
-            raise
-        return "failed"
-    finally:
-        from trainers.learn.memory import release_memory
+def judge_job(judge_id: int, *, task_id: str = "", hostname: str = "") -> Job:
+    """A queue judge as a background job: claimed QUEUED → RUNNING by this worker, ended cancelled (its
+    answers so far kept) or FAILED with the reason."""
+    worker = worker_name(hostname)
+    return Job(
+        label=f"queue judge {judge_id}",
+        claim=lambda: queue_judge_claim(judge_id, worker=worker, task_id=task_id),
+        status=lambda: QueueJudge.objects.filter(pk=judge_id).values_list("status", flat=True).first(),
+        cancel_requested=lambda: job_cancel_requested(QueueJudge, judge_id),
+        cancelled=lambda: job_cancelled(QueueJudge, judge_id),
+        failed=lambda failure: queue_judge_fail(judge_id, error=failure.text),
+    )
 
-        release_memory()  # the worker lives on: give back the judge model's freed heap
+
+def execute_queue_judge(judge_id: int, *, task_id: str = "", hostname: str = "") -> str:
+    # Cancel within seconds: the job's watcher reads the request every second; `_judge` checks it between
+    # batches and the model's decode loop every step (trainers.sdk.cancel).
+    return run_job(judge_job(judge_id, task_id=task_id, hostname=hostname), lambda _: _run(judge_id))
+
+
+def _run(judge_id: int) -> str:
+    judge = QueueJudge.objects.select_related("queue").get(pk=judge_id)
+    _judge(judge, load_generate(judge))
     queue_judge_finish(judge_id)
     return "done"
 

@@ -9,21 +9,17 @@ instead of streaming events over the ingestion API.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
-from trainers.sdk.cancel import Cancelled, cancellable
 from webapp.core.jobs import job_cancel_requested, job_cancelled
 from webapp.review.services import snapshot_pairs
 from webapp.rewards import services
 from webapp.rewards.models import RewardModel
-from workers.cancel import watching
+from workers.jobs import Job, run_job, worker_name
 
 log = logging.getLogger(__name__)
 
@@ -48,42 +44,34 @@ def training_pairs(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     return [{"prompt": row["prompt"], "chosen": row["chosen"], "rejected": row["rejected"]} for row in rows]
 
 
-def execute_reward_training(reward_model_id: int, *, task_id: str = "", hostname: str = "") -> str:
-    hostname = hostname or f"{socket.gethostname()}:{os.getpid()}"
-    if not services.reward_model_claim(reward_model_id, worker=hostname, task_id=task_id):
-        status = RewardModel.objects.filter(pk=reward_model_id).values_list("status", flat=True).first()
-        log.info("reward model %s not trained: it is %s", reward_model_id, status)
-        return f"skipped ({status})"
-    try:
-        # Cancel within seconds: the watcher reads the request every second, the training loop checks it
-        # between batches (trainers.sdk.cancel).
-        with (
-            watching(
-                lambda: job_cancel_requested(RewardModel, reward_model_id), name=f"rm-{reward_model_id}"
-            ) as w,
-            cancellable(w.requested),
-        ):
-            return _train(
-                RewardModel.objects.select_related(
-                    "snapshot", "snapshot__queue", "project", "created_by"
-                ).get(pk=reward_model_id)
-            )
-    except Cancelled:
-        job_cancelled(RewardModel, reward_model_id)
-        log.info("reward model %s cancelled", reward_model_id)
-        return "cancelled"
-    except BaseException as exc:  # noqa: BLE001 — also soft time limits and KeyboardInterrupt
-        log.exception("reward model %s failed", reward_model_id)
-        services.reward_model_fail(
-            reward_model_id, error=f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}"
-        )
-        if not isinstance(exc, Exception):
-            raise
-        return "failed"
-    finally:
-        from trainers.learn.memory import release_memory
+def reward_training_job(reward_model_id: int, *, task_id: str = "", hostname: str = "") -> Job:
+    """A reward model's training as a background job: claimed QUEUED → TRAINING by this worker, ended
+    cancelled or failed with the reason."""
+    worker = worker_name(hostname)
+    return Job(
+        label=f"reward model {reward_model_id}",
+        claim=lambda: services.reward_model_claim(reward_model_id, worker=worker, task_id=task_id),
+        status=lambda: (
+            RewardModel.objects.filter(pk=reward_model_id).values_list("status", flat=True).first()
+        ),
+        cancel_requested=lambda: job_cancel_requested(RewardModel, reward_model_id),
+        cancelled=lambda: job_cancelled(RewardModel, reward_model_id),
+        failed=lambda failure: services.reward_model_fail(reward_model_id, error=failure.text),
+    )
 
-        release_memory()  # the worker lives on: give back the encoder's freed heap
+
+def execute_reward_training(reward_model_id: int, *, task_id: str = "", hostname: str = "") -> str:
+    # Cancel within seconds: the job's watcher reads the request every second, the training loop checks it
+    # between batches (trainers.sdk.cancel).
+    job = reward_training_job(reward_model_id, task_id=task_id, hostname=hostname)
+    return run_job(
+        job,
+        lambda _: _train(
+            RewardModel.objects.select_related("snapshot", "snapshot__queue", "project", "created_by").get(
+                pk=reward_model_id
+            )
+        ),
+    )
 
 
 def _train(reward_model: RewardModel) -> str:

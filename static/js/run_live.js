@@ -10,6 +10,7 @@ import { startAsyncHealth } from "./run/async_health.js";
 import { bindCancelDialog } from "./run/cancel.js";
 import { loadCurves, startCharts } from "./run/curves.js";
 import { applySnapshot, connect, loadRecent } from "./run/events.js";
+import { startExperience } from "./run/experience.js";
 import { FEED_GROUPS, feedEvent, startFeed } from "./run/feed.js";
 import { startHistogram } from "./run/histogram.js";
 import { setProgress } from "./run/live_bar.js";
@@ -32,6 +33,7 @@ function start() {
   setProgress(state.currentStep);
   startFeed();
   startHistogram();
+  startExperience();  // Training-Free GRPO runs only (the panel is there)
   loadCurves().then(function () {
     // A training step sends one trajectories event per group: FEED_GROUPS events fill the feed.
     return Promise.all([loadRecent("log", LOG_LINES), loadRecent("trajectories", FEED_GROUPS)]);

@@ -1,5 +1,5 @@
 // Trajectory page, token view: each model turn that carries token statistics (a JSON block the server
-// rendered into the turn, webapp/rollouts/reading.py:token_view) can show its text token by token,
+// rendered into the turn, webapp/rollouts/selectors/trajectories.py:token_view) can show its text token by token,
 // coloured by the statistic chosen above the turns — sampling log-prob, entropy, advantage × loss mask,
 // or the learner − sampler log-prob gap. Tokens whose |gap| passes the threshold get a red outline; masked
 // tokens (and whole masked turns: tool output, prompts) are hatched. Hovering a token shows its text, id

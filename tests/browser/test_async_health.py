@@ -82,9 +82,7 @@ def test_async_health_charts_and_a_click_to_the_steps_groups(async_run, server, 
     assert other == pytest.approx([1.5, 1.5])  # 10 s − 5 − 0.5 − 2.5 − 0.5
     # The run page's own "Step time by phase" chart stacks the same way: the same names in the same colours.
     page.wait_for_function("() => (document.querySelector('#chart-step_time').data || []).length === 5")
-    colours = (
-        "(selector) => document.querySelector(selector).data.map(t => [t.name, t.marker.color, Array.from(t.y)])"
-    )
+    colours = "(selector) => document.querySelector(selector).data.map(t => [t.name, t.marker.color, Array.from(t.y)])"
     assert page.evaluate(colours, "#chart-step_time") == page.evaluate(
         colours, "[data-async-health-chart=timeline]"
     )

@@ -9,10 +9,10 @@ from trainers.config import (
     PRESETS,
     RUN_CONFIG_SCHEMA,
     default_run_config,
-    max_turns_at,
     resolve_run_config,
     validate_run_config,
 )
+from trainers.run_config import RunConfig
 
 
 def _errors_outside_environment(config: dict) -> dict:
@@ -121,7 +121,7 @@ def test_unknown_environment_kind_is_reported_on_the_kind():
 
 def test_max_turns_schedule_grows_the_horizon():
     config = resolve_run_config("grpo", {"max_turns": 1, "max_turns_schedule": [[10, 2], [20, 4]]})
-    assert [max_turns_at(config, s) for s in (0, 9, 10, 19, 20, 500)] == [1, 1, 2, 2, 4, 4]
+    assert [RunConfig.build(config).max_turns_at(s) for s in (0, 9, 10, 19, 20, 500)] == [1, 1, 2, 2, 4, 4]
 
 
 def test_config_module_does_not_import_torch():
@@ -140,8 +140,6 @@ def test_environment_config_is_validated_by_its_kind():
 
 
 def test_the_overlong_knobs_configure_the_rubrics_criterion_instead_of_adding_a_second_penalty():
-    from trainers.config import effective_rubric
-
     rubric = {
         "aggregation": "weighted_sum",
         "criteria": [
@@ -157,7 +155,7 @@ def test_the_overlong_knobs_configure_the_rubrics_criterion_instead_of_adding_a_
     config = resolve_run_config(
         "dapo", {"max_new_tokens": 64, "overlong_buffer": 16, "overlong_penalty": 2.0, "rubric": rubric}
     )
-    spec = effective_rubric(config)
+    spec = RunConfig.build(config).effective_rubric()
     overlong = [c for c in spec["criteria"] if c["kind"] == "overlong_penalty"]
     assert len(overlong) == 1 and overlong[0]["name"] == "short"
     assert overlong[0]["weight"] == 2.0
@@ -172,14 +170,14 @@ def test_the_overlong_knobs_configure_the_rubrics_criterion_instead_of_adding_a_
         "buffer": 9,
     }  # the run's own spec is not changed
 
-    without = effective_rubric({**config, "rubric": {"criteria": rubric["criteria"][:1]}})
+    without = RunConfig.build({**config, "rubric": {"criteria": rubric["criteria"][:1]}}).effective_rubric()
     assert [c["name"] for c in without["criteria"]] == ["correct", "overlong"]
-    bare = effective_rubric({**config, "rubric": None})
+    bare = RunConfig.build({**config, "rubric": None}).effective_rubric()
     assert [c["kind"] for c in bare["criteria"]] == [
         "env_reward",
         "overlong_penalty",
     ]  # the env's reward, penalised
-    assert effective_rubric({**config, "overlong_buffer": 0}) is config["rubric"]
+    assert RunConfig.build({**config, "overlong_buffer": 0}).effective_rubric() == config["rubric"]
 
 
 def test_the_overlong_criterion_and_the_knob_compute_the_same_penalty_at_every_buffer():

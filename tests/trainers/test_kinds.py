@@ -73,3 +73,42 @@ def test_run_config_errors_name_the_knob_titles():
 
 def test_a_field_without_a_title_is_named_by_its_key():
     assert field_title({"properties": {"max_turns": {}}}, ["max_turns"]) == "Max turns"
+
+
+def test_each_built_in_kinds_constructor_defaults_are_its_schemas():
+    # The schema is where a kind's defaults are declared (the form shows them, `KindSpec.build` fills
+    # them in); a class built directly (tests, notebooks) must not run with other ones. A mutable default
+    # is None in the signature and the schema's empty list or object.
+    import inspect
+
+    from trainers import envs
+    from trainers.kinds import config_with_defaults
+    from trainers.registry import criterion_kinds, environment_kinds
+    from trainers.rubrics import kinds as rubric_kinds
+
+    FALLBACKS = {
+        ("arithmetic_calculator", "operations"): envs.ARITHMETIC_OPERATIONS,
+        ("python_tool", "task_types"): envs.PYTHON_TASK_TYPES,
+        ("format", "checks"): rubric_kinds.FORMAT_CHECKS,
+    }
+
+    drift = {}
+    for spec in [*environment_kinds().values(), *criterion_kinds().values()]:
+        if not spec.target.startswith("trainers."):
+            continue
+        try:
+            parameters = inspect.signature(spec.target_class().__init__).parameters
+        except ImportError:  # an ecosystem kind whose package this machine lacks
+            continue
+        for name, default in config_with_defaults(spec.config_schema, {}).items():
+            given = parameters.get(name)
+            if given is None or given.default is inspect.Parameter.empty:
+                continue
+            if given.default is None and default in ([], {}):
+                continue
+            if given.default is None and (spec.name, name) in FALLBACKS:  # the class's `x or DEFAULT`
+                assert list(FALLBACKS[spec.name, name]) == default
+                continue
+            if given.default != default:
+                drift[f"{spec.name}.{name}"] = (given.default, default)
+    assert drift == {}

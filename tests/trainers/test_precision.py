@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from trainers import models
-from trainers.learn.trainer import Trainer
 from trainers.models import (
     GROUPED_ATTENTION,
     PolicyPrecision,
@@ -20,6 +19,7 @@ from trainers.models import (
     inference_dtype,
     policy_precision,
 )
+from trainers.recipes.grpo import Trainer
 
 
 def test_auto_on_cuda_keeps_fp32_weights_and_runs_the_passes_under_bf16_autocast():

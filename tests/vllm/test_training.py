@@ -6,7 +6,7 @@ import pytest
 
 from tests.trainers.conftest import ToyEnv
 from tests.vllm.learner import CHAT, LOGPROB_TOLERANCE, learner_logprobs, max_gap
-from trainers.learn.trainer import Trainer, train
+from trainers.recipes.grpo import Trainer, train
 from trainers.sdk.events import MemorySink
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]

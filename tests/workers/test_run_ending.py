@@ -8,7 +8,7 @@ import logging
 
 from webapp.experiments.models import Run, RunStatus
 from webapp.experiments.services.transitions import run_transition
-from workers import execution
+from workers import execution, jobs
 
 
 def training_that(raises):
@@ -49,7 +49,7 @@ def test_an_error_after_the_run_ended_is_logged_and_keeps_its_end(run, monkeypat
         raise RuntimeError("closing the sink failed")
 
     monkeypatch.setattr(execution, "_train", training_that(ended_then_broke))
-    with caplog.at_level(logging.ERROR, logger=execution.log.name):
+    with caplog.at_level(logging.ERROR, logger=jobs.log.name):
         assert execution.execute_run(run.pk, hostname="test@host") == "failed"
     assert Run.objects.get(pk=run.pk).status == RunStatus.CANCELLED
     record = next(r for r in caplog.records if "raised after it had ended" in r.getMessage())

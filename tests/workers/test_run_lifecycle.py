@@ -20,7 +20,7 @@ from webapp.experiments.models import Checkpoint, Run
 from webapp.experiments.services import run_create, run_request_cancel
 from webapp.fleet.services import reap_lost_runs
 from webapp.rollouts.models import MetricPoint, RunEvent, Trajectory
-from webapp.rollouts.selectors import lineage_trajectories
+from webapp.rollouts.selectors.runs import lineage_trajectories
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -13,6 +13,8 @@ from fractions import Fraction
 from typing import Any
 
 from trainers.envs.base import Split, ToolEnvironment, answer_text, draw_tasks, task_id
+from trainers.envs.kinds import ARITHMETIC_OPERATIONS
+from trainers.envs.mcp import mcp_toolbox
 from trainers.envs.safe_math import ExpressionError, evaluate
 from trainers.envs.tools import calculator_spec, run_calculator
 from trainers.rollout.toolcalls import ToolExample, extract_answer
@@ -62,12 +64,12 @@ class ArithmeticCalculatorEnv(ToolEnvironment):
             max_tool_calls=max_tool_calls,
             reward_valid_tool_call=reward_valid_tool_call,
             few_shot=few_shot,
-            mcp_servers=mcp_servers,
+            toolbox=mcp_toolbox(mcp_servers),
         )
         if min_digits > max_digits or min_operands > max_operands:
             raise ValueError("min_digits / min_operands must not exceed max_digits / max_operands")
         self.min_digits, self.max_digits = min_digits, max_digits
-        self.operations = [op for op in OPERATOR_ORDER if op in (operations or ["+", "-", "*"])]
+        self.operations = [op for op in OPERATOR_ORDER if op in (operations or ARITHMETIC_OPERATIONS)]
         if not self.operations:
             raise ValueError("operations must include at least one of + - * /")
         self.min_operands, self.max_operands = min_operands, max_operands

@@ -27,8 +27,9 @@ import json
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
+from trainers.envs.tools import ToolError
 from trainers.rollout.toolcalls import TOOL_ERROR_PREFIX, ParseError, ToolExample, extract_answer
 from trainers.rollout.toolformats import STUDIO, ToolFormat
 from trainers.types import Task, ToolCall, ToolSpec, Trajectory, Turn
@@ -45,10 +46,6 @@ class StepResult:
     # Keys the episode driver reads: tool_name, tool_args, tool_call_id, tool_error (bool), truncated
     # (bool); environments add their own (correct, answer…).
     info: dict[str, Any] = field(default_factory=dict)
-
-
-class ToolError(Exception):
-    """A tool refused or failed; the message is shown to the model after TOOL_ERROR_PREFIX."""
 
 
 def split_of(key: str, eval_fraction: float) -> Split:
@@ -142,6 +139,22 @@ def seed_tasks(
     return chosen
 
 
+class Toolbox(Protocol):
+    """Tools an environment offers beside its own, served elsewhere (an MCP server's:
+    `trainers.envs.mcp.mcp_toolbox`): the environment shows their specs, routes their calls, and resets
+    and releases the box with the episode."""
+
+    tools: list[ToolSpec]
+
+    def offers(self, name: str) -> bool: ...
+
+    def call(self, call: ToolCall) -> str: ...
+
+    def reset(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Environment:
     """Base class of environments. Subclasses set `kind`, `tools`, `max_turns` and implement the methods."""
 
@@ -204,34 +217,30 @@ class ToolEnvironment(Environment):
         max_tool_calls: int,
         reward_valid_tool_call: float = 0.0,
         few_shot: bool = True,
-        mcp_servers: list[dict[str, Any]] | None = None,
+        toolbox: Toolbox | None = None,
     ) -> None:
         self.max_turns, self.max_tool_calls = max_turns, max_tool_calls
         self.few_shot = few_shot
         self.reward_valid_tool_call = reward_valid_tool_call
         self.tools = []
         self.task: Task | None = None
-        self.mcp = None
-        if mcp_servers:
-            from trainers.envs.mcp import McpToolbox
-
-            self.mcp = McpToolbox.connect(mcp_servers)
+        self.toolbox = toolbox
         self._reset_counters()
 
     @property
     def tools(self) -> list[ToolSpec]:
-        """The environment's own tools, then those its MCP servers allow."""
-        return [*self._own_tools, *(self.mcp.tools if self.mcp is not None else [])]
+        """The environment's own tools, then those its toolbox (its MCP servers) offers."""
+        return [*self._own_tools, *(self.toolbox.tools if self.toolbox is not None else [])]
 
     @tools.setter
     def tools(self, value: list[ToolSpec]) -> None:
         self._own_tools = list(value)
 
     def close(self) -> None:
-        """Release what the environment holds (its MCP sessions); the driver calls it after the episode."""
-        if self.mcp is not None:
-            self.mcp.close()
-            self.mcp = None
+        """Release what the environment holds (its toolbox's sessions); the driver calls it after the episode."""
+        if self.toolbox is not None:
+            self.toolbox.close()
+            self.toolbox = None
 
     def _reset_counters(self) -> None:
         self.turn = 0
@@ -244,11 +253,11 @@ class ToolEnvironment(Environment):
     def reset(self, task: Task, seed: int) -> str:
         self.task = task
         self._reset_counters()
-        if self.mcp is not None:
-            clash = {t.name for t in self._own_tools} & {t.name for t in self.mcp.tools}
+        if self.toolbox is not None:
+            clash = {t.name for t in self._own_tools} & {t.name for t in self.toolbox.tools}
             if clash:
                 raise ValueError(f"MCP tools {sorted(clash)} clash with the environment's own tools")
-            self.mcp.reset()
+            self.toolbox.reset()
         return task.prompt
 
     def use_tool_format(self, tool_format: ToolFormat) -> bool:
@@ -304,8 +313,8 @@ class ToolEnvironment(Environment):
                 self.tool_calls_made += 1
                 try:
                     run = (
-                        self.mcp.call
-                        if self.mcp is not None and self.mcp.offers(call.name)
+                        self.toolbox.call
+                        if self.toolbox is not None and self.toolbox.offers(call.name)
                         else self.run_tool
                     )
                     observation = self.tool_format.format_result(run(call))

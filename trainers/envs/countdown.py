@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from trainers.envs.base import Split, ToolEnvironment, draw_tasks, task_id
+from trainers.envs.mcp import mcp_toolbox
 from trainers.envs.safe_math import ExpressionError, evaluate, literals, parse_expression
 from trainers.envs.tools import calculator_spec, run_calculator
 from trainers.rollout.toolcalls import ToolExample, extract_answer
@@ -80,7 +81,7 @@ class CountdownEnv(ToolEnvironment):
             max_turns=max_turns,
             max_tool_calls=max_tool_calls if calculator_tool or mcp_servers else 0,
             few_shot=few_shot,
-            mcp_servers=mcp_servers,
+            toolbox=mcp_toolbox(mcp_servers),
         )
         self.num_numbers, self.max_number, self.max_target = num_numbers, max_number, max_target
         self.max_expression_chars = max_expression_chars

@@ -24,6 +24,7 @@ from trainers.envs.base import (
     split_of,
     task_id,
 )
+from trainers.envs.mcp import mcp_toolbox
 from trainers.envs.tools import run_calculator, run_python_tool, tool_by_name
 from trainers.rollout.toolcalls import ToolExample, extract_answer
 from trainers.rubrics.criteria import find_numbers, parse_number
@@ -160,7 +161,10 @@ class DatasetEnv(ToolEnvironment):
             inline_tasks(tasks) if tasks else load_tasks(path)
         )  # fail at build time with a clear message
         super().__init__(
-            max_turns=max_turns, max_tool_calls=max_tool_calls, few_shot=few_shot, mcp_servers=mcp_servers
+            max_turns=max_turns,
+            max_tool_calls=max_tool_calls,
+            few_shot=few_shot,
+            toolbox=mcp_toolbox(mcp_servers),
         )
         if match not in ("exact", "numeric", "contains"):
             raise ValueError("match must be exact, numeric or contains")

@@ -35,8 +35,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from trainers.envs.base import Split, StepResult, ToolEnvironment, ToolError
+from trainers.envs.base import Split, StepResult, ToolEnvironment
 from trainers.envs.from_dataset import split_tasks
+from trainers.envs.tools import ToolError
 from trainers.types import Task, ToolCall, ToolSpec
 
 log = logging.getLogger(__name__)

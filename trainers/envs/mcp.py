@@ -38,8 +38,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from trainers.envs.base import ToolError
-from trainers.envs.tools import clip_output
+from trainers.envs.tools import ToolError, clip_output
 from trainers.types import ToolCall, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -497,6 +496,11 @@ def _result_text(result: Any) -> str:
     if not parts and structured is not None:
         parts.append(json.dumps(structured))
     return "\n".join(parts)
+
+
+def mcp_toolbox(configs: list[dict[str, Any]] | None) -> McpToolbox | None:
+    """The toolbox of an environment's `mcp_servers` (connected now), None when it lists none."""
+    return McpToolbox.connect(configs) if configs else None
 
 
 @dataclass

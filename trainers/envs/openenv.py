@@ -41,10 +41,11 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from trainers.envs.base import Split, StepResult, ToolEnvironment, ToolError, seed_tasks, task_id
+from trainers.envs.base import Split, StepResult, ToolEnvironment, seed_tasks, task_id
 from trainers.envs.openenv_client import OpenEnvClient, RemoteEnvironmentError, close_client
 from trainers.envs.openenv_container import ManagedContainer, managed_container
 from trainers.envs.openenv_server import managed_server, server_argv
+from trainers.envs.tools import ToolError
 from trainers.rollout.toolcalls import TOOL_ERROR_PREFIX, format_tools_prompt
 from trainers.types import Task, ToolCall, ToolSpec
 

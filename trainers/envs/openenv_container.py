@@ -14,7 +14,7 @@ import uuid
 import requests
 
 from trainers.envs.openenv_client import RemoteEnvironmentError
-from trainers.envs.openenv_server import free_port
+from trainers.envs.ports import free_port
 
 
 def _describe(exc: BaseException) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import atexit
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import threading
@@ -17,12 +16,7 @@ from collections import deque
 import requests
 
 from trainers.envs.openenv_client import RemoteEnvironmentError
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from trainers.envs.ports import free_port
 
 
 class ManagedServer:

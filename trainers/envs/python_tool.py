@@ -13,8 +13,9 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-from trainers.envs import PYTHON_TASK_TYPES
 from trainers.envs.base import Split, ToolEnvironment, answer_text, draw_tasks, task_id
+from trainers.envs.kinds import PYTHON_TASK_TYPES
+from trainers.envs.mcp import mcp_toolbox
 from trainers.envs.tools import python_spec, run_python_tool
 from trainers.rollout.toolcalls import ToolExample, extract_answer
 from trainers.rubrics.criteria import find_numbers, parse_number
@@ -100,7 +101,7 @@ class PythonToolEnv(ToolEnvironment):
             max_tool_calls=max_tool_calls,
             reward_valid_tool_call=reward_valid_tool_call,
             few_shot=few_shot,
-            mcp_servers=mcp_servers,
+            toolbox=mcp_toolbox(mcp_servers),
         )
         self.task_types = list(task_types or PYTHON_TASK_TYPES)
         unknown = set(self.task_types) - set(FAMILIES)

@@ -1,10 +1,15 @@
-"""Tools the built-in environments offer: their specs (shown to the model) and implementations."""
+"""Tools the built-in environments offer: their specs (shown to the model) and implementations, and the
+error any tool raises (`ToolError`, for the built-in tools, MCP servers' and remote environments')."""
 
 from __future__ import annotations
 
-from trainers.envs.base import ToolError
 from trainers.envs.safe_math import ExpressionError, evaluate, format_number
 from trainers.types import ToolSpec
+
+
+class ToolError(Exception):
+    """A tool refused or failed; the message is shown to the model after TOOL_ERROR_PREFIX."""
+
 
 MAX_TOOL_OUTPUT_CHARS = 2000
 

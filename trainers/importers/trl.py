@@ -31,7 +31,7 @@ COMPLETIONS_FILE = re.compile(r"completions_(\d+)\.parquet$")
 CHECKPOINT_DIR = re.compile(r"checkpoint-(\d+)$")
 KNOWN_COLUMNS = {"step", "prompt", "completion", "advantage", "image", "images", "__index_level_0__"}
 
-# TRL's on_log names → ours (trainers/learn/trainer.py emits the right-hand names).
+# TRL's on_log names → ours (trainers/recipes/grpo.py emits the right-hand names).
 _EXACT = {
     "reward": "reward/mean",
     "reward_std": "reward/std",

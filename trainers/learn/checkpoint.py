@@ -26,7 +26,7 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -244,8 +244,9 @@ class RunCheckpoints:
     """A training run's checkpoints: what goes in one (weights, optimizer, RNG, the trainer's position, the
     learner shards' state), keep-best-N, the `checkpoint` event, and resuming from one."""
 
-    def __init__(self, out_dir: Path, config: dict[str, Any]) -> None:
-        self.config = config
+    def __init__(self, out_dir: Path, config: Mapping[str, Any]) -> None:
+        # The run's config as a plain dict (stored in each checkpoint): any recipe's (GRPO's, DPO's knobs).
+        self.config = dict(config)
         self.registry = CheckpointRegistry(
             out_dir / "checkpoints", config["keep_best_n"], config["best_metric"], config["best_metric_mode"]
         )

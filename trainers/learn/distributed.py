@@ -19,9 +19,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from trainers.run_config import RunConfig
 from trainers.sdk.cancel import check_cancel
 
 log = logging.getLogger(__name__)
@@ -30,40 +31,34 @@ log = logging.getLogger(__name__)
 class RolloutWorker:
     """The actor body (wrapped with `ray.remote` at runtime, so importing this module needs no Ray)."""
 
-    def __init__(self, config: dict[str, Any], index: int, threads: int = 1) -> None:
+    def __init__(self, config: RunConfig, index: int, threads: int = 1) -> None:
         import torch
 
         torch.set_num_threads(max(threads, 1))
         from trainers.models import load_model, load_tokenizer
         from trainers.registry import environment_kind
         from trainers.rollout.backends import make_backend
-        from trainers.rollout.episodes import ChatFormat
+        from trainers.rollout.chat import ChatFormat
         from trainers.rollout.toolformats import resolve_tool_format
 
-        self.config = config
+        self.config = config = RunConfig.build(config)  # (a test's plain dict too)
         self.index = index
-        self.tokenizer = load_tokenizer(config["model"])
+        self.tokenizer = load_tokenizer(config.model)
         self.backend: Any  # the generation backend; the transformers one also exposes `.model`
-        if config["backend"] == "vllm":
+        if config.backend == "vllm":
             self.backend = make_backend(
-                "vllm", model_name=config["model"], tokenizer=self.tokenizer, seed=config["seed"]
+                "vllm", model_name=config.model, tokenizer=self.tokenizer, seed=config.seed
             )
         else:
             # A plain model even for LoRA runs: the learner pushes merged weights. It only samples, so it is
             # held in the learner's compute dtype (models.inference_dtype: bf16 on CUDA for `dtype: auto`,
             # while the learner keeps fp32 weights) or in `generation_dtype`.
-            dtype = (
-                config["dtype"]
-                if config.get("generation_dtype", "auto") == "auto"
-                else config["generation_dtype"]
-            )
-            self.model = load_model(config["model"], config["device"], dtype).eval()
+            dtype = config.dtype if config.generation_dtype == "auto" else config.generation_dtype
+            self.model = load_model(config.model, config.device, dtype).eval()
             self.backend = make_backend("transformers", model=self.model, tokenizer=self.tokenizer)
-        self.chat = ChatFormat(
-            self.tokenizer, resolve_tool_format(config.get("tool_format", "auto"), self.tokenizer)
-        )
-        spec = environment_kind(config["environment"]["kind"])
-        env_config = dict(config["environment"].get("config") or {})
+        self.chat = ChatFormat(self.tokenizer, resolve_tool_format(config.tool_format, self.tokenizer))
+        spec = environment_kind(config.environment.kind)
+        env_config = dict(config.environment.config)
         self.make_env: Callable[[], Any] = lambda: spec.build(env_config)
         probe = self.make_env()
         stop = getattr(probe, "stop", None)
@@ -83,10 +78,10 @@ class RolloutWorker:
             tasks,
             seeds,
             max_turns=options["max_turns"],
-            max_new_tokens=cfg["max_new_tokens"],
-            max_context_tokens=cfg["max_context_tokens"],
+            max_new_tokens=cfg.max_new_tokens,
+            max_context_tokens=cfg.max_context_tokens,
             temperature=options["temperature"],
-            top_p=cfg["top_p"],
+            top_p=cfg.top_p,
             generation_seed=options["generation_seed"],
             stop=self.stop,
             policy_version=self.version,
@@ -115,7 +110,7 @@ def state_digest(state_dict: dict[str, Any]) -> str:
     return digest.hexdigest()[:16]
 
 
-def ray_cpus(config: dict[str, Any]) -> int:
+def ray_cpus(config: RunConfig | Mapping[str, Any]) -> int:
     """CPUs a local Ray needs for the run: one per rollout worker and one per learner shard
     (`ray_resources_needed`), at least one."""
     return int(ray_resources_needed(config)["CPU"])
@@ -136,22 +131,24 @@ def remote_actor(cls: type, device: str) -> Any:
     return ray.remote(**actor_options(device))(cls)
 
 
-def rollout_device(config: dict[str, Any], learner_device: str | None = None) -> str:
+def rollout_device(config: RunConfig | Mapping[str, Any], learner_device: str | None = None) -> str:
     """The device a run's rollout workers ask Ray for: the run's `device`, or for "auto" the learner's
     resolved one when known — the run's driver decides for the whole run, so a run that starts on a GPU
     worker rolls out on nodes with GPUs (placed there by asking), and one on a CPU worker stays on CPUs.
     (Before, "auto" asked for no GPU and its actors could land on a CPU-only node beside the GPU one.)"""
-    device = str(config.get("device", "auto"))
+    device = RunConfig.build(config).device
     return learner_device if device == "auto" and learner_device else device
 
 
-def ray_resources_needed(config: dict[str, Any], learner_device: str | None = None) -> dict[str, float]:
+def ray_resources_needed(
+    config: RunConfig | Mapping[str, Any], learner_device: str | None = None
+) -> dict[str, float]:
     """What the run's actors ask Ray for in all: `actor_options` summed over its `num_rollout_workers`
     (on `rollout_device`) and, when `num_learner_workers` > 1, its learner shards (on `learner_device`,
     the learner's resolved device, or the run's `device`)."""
-    device = str(config.get("device", "auto"))
-    learners = config.get("num_learner_workers", 1)
-    actors = [(config.get("num_rollout_workers", 0), actor_options(rollout_device(config, learner_device)))]
+    cfg = RunConfig.build(config)
+    device, learners = cfg.device, cfg.num_learner_workers
+    actors = [(cfg.num_rollout_workers, actor_options(rollout_device(cfg, learner_device)))]
     if learners > 1:
         actors.append((learners, actor_options(learner_device or device)))
     cpus = sum(count * options["num_cpus"] for count, options in actors)
@@ -182,12 +179,15 @@ def ray_shortfall(needed: dict[str, float], cluster: dict[str, float]) -> str | 
     )
 
 
-def uses_ray(config: dict[str, Any]) -> bool:
+def uses_ray(config: RunConfig | Mapping[str, Any]) -> bool:
     """Whether the run places Ray actors at all: rollout workers, or more than one learner shard."""
-    return config.get("num_rollout_workers", 0) > 0 or config.get("num_learner_workers", 1) > 1
+    cfg = RunConfig.build(config)
+    return cfg.num_rollout_workers > 0 or cfg.num_learner_workers > 1
 
 
-def cluster_for_run(config: dict[str, Any], reported: dict[str, float], *, local: bool) -> dict[str, float]:
+def cluster_for_run(
+    config: RunConfig | Mapping[str, Any], reported: dict[str, float], *, local: bool
+) -> dict[str, float]:
     """The Ray cluster a run would meet on a worker that `reported` these totals (ray.cluster_resources()
     of the cluster at its RAY_ADDRESS, or — `local`, no address — what a Ray on its machine detects):
     `init_ray` starts a local Ray with `ray_cpus(config)` CPUs, sized for the run, and the GPUs the
@@ -195,7 +195,9 @@ def cluster_for_run(config: dict[str, Any], reported: dict[str, float], *, local
     return {**reported, "CPU": float(ray_cpus(config))} if local else dict(reported)
 
 
-def launch_shortfall(config: dict[str, Any], reported: dict[str, float], *, local: bool) -> str | None:
+def launch_shortfall(
+    config: RunConfig | Mapping[str, Any], reported: dict[str, float], *, local: bool
+) -> str | None:
     """`ray_shortfall` of the run on the cluster a worker reported, asked before the run is queued (the
     web's launch check, `webapp.fleet.models.WorkerNode.launch_shortfall`); None when the run places no
     Ray actors or the cluster holds them. The same rule as `init_ray`, which the trainer asks again."""
@@ -204,7 +206,7 @@ def launch_shortfall(config: dict[str, Any], reported: dict[str, float], *, loca
     return ray_shortfall(ray_resources_needed(config), cluster_for_run(config, reported, local=local))
 
 
-def init_ray(config: dict[str, Any], learner_device: str | None = None) -> bool:
+def init_ray(config: RunConfig, learner_device: str | None = None) -> bool:
     """Join `RAY_ADDRESS` or start a local Ray sized for the run; returns True when this call started Ray.
 
     Either way the Ray it joins must have room for every actor the run places (`ray_resources_needed`:
@@ -265,15 +267,15 @@ class RayRollouts:
 
     def __init__(
         self,
-        config: dict[str, Any],
+        config: RunConfig,
         initial_state: Callable[[], dict[str, Any]] | None = None,
         initial_version: int = 0,
         learner_device: str | None = None,
     ) -> None:
         import ray
 
-        self.config = config
-        workers = config["num_rollout_workers"]
+        self.config = config = RunConfig.build(config)
+        workers = config.num_rollout_workers
         self.started_ray = init_ray(config, learner_device)
         # A CUDA run's rollout workers each ask for a GPU, so Ray places them on a node that has one.
         remote = remote_actor(self.worker_class, rollout_device(config, learner_device))
@@ -297,7 +299,7 @@ class RayRollouts:
         first_group: int = 0,
     ) -> list[Any]:
         """Start generating; returns futures (one per actor chunk) for `collect`."""
-        temperature = self.config["temperature"] if temperature is None else temperature
+        temperature = self.config.temperature if temperature is None else temperature
         futures = []
         chunk = -(-len(tasks) // len(self.actors)) if tasks else 0
         for a, start in enumerate(range(0, len(tasks), chunk or 1)):

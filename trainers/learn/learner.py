@@ -25,23 +25,24 @@ from trainers.learn import algorithms, checkpoint, turn_credit
 from trainers.learn.losses import completion_logprob_parts, completion_logprobs
 from trainers.learn.metrics import UpdateTotals, update_metrics
 from trainers.learn.step import MicroBatch, UpdatePlan, corrects_staleness, learner_step, plan_update
+from trainers.run_config import RunConfig
 
 
-def assign_advantages(groups: Sequence[Sequence[Any]], config: dict[str, Any]) -> None:
+def assign_advantages(groups: Sequence[Sequence[Any]], config: RunConfig) -> None:
     """Each trained rollout's advantage (the run's estimator over its group) and, with per-turn rewards,
     its per-token advantages (`trainers.learn.turn_credit`)."""
     advantages = algorithms.advantages(
         [[r.reward for r in g] for g in groups],
-        config["algorithm"],
-        config["scale_rewards"],
-        config["advantage_epsilon"],
+        config.algorithm,
+        config.scale_rewards,
+        config.advantage_epsilon,
     )
     for group, group_adv in zip(groups, advantages, strict=True):
-        steps = turn_credit.step_advantages([r.turn_rewards for r in group], config["advantage_epsilon"])
+        steps = turn_credit.step_advantages([r.turn_rewards for r in group], config.advantage_epsilon)
         for rollout, adv, turn_steps in zip(group, group_adv, steps, strict=True):
             rollout.advantage = float(adv)
             rollout.token_advantages = turn_credit.rollout_token_advantages(
-                rollout, turn_steps, config["turn_advantage_weight"]
+                rollout, turn_steps, config.turn_advantage_weight
             )
 
 
@@ -49,29 +50,29 @@ class Learner:
     """Loads the policy (`model`, or the one given) and builds what trains it."""
 
     def __init__(
-        self, config: dict[str, Any], *, model: Any = None, tokenizer: Any = None, log: Callable[[str], None]
+        self, config: RunConfig, *, model: Any = None, tokenizer: Any = None, log: Callable[[str], None]
     ) -> None:
         from trainers.models import apply_lora, load_model, load_tokenizer, policy_precision, resolve_device
 
-        cfg = self.config = config
-        self.device = resolve_device(cfg["device"])
-        self.precision = policy_precision(cfg["dtype"], self.device)
+        cfg = self.config = RunConfig.build(config)  # (a test's plain dict too)
+        self.device = resolve_device(cfg.device)
+        self.precision = policy_precision(cfg.dtype, self.device)
         started = time.perf_counter()
         self.model = (
-            model if model is not None else load_model(cfg["model"], self.device, self.precision.weights)
+            model if model is not None else load_model(cfg.model, self.device, self.precision.weights)
         )
-        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(cfg["model"])
-        if cfg["lora"]["enabled"] and not checkpoint.is_peft_model(self.model):
-            self.model = apply_lora(self.model, cfg["lora"])
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(cfg.model)
+        if cfg.lora.enabled and not checkpoint.is_peft_model(self.model):
+            self.model = apply_lora(self.model, cfg.lora.as_dict())
         weights = next(self.model.parameters()).dtype
         autocast = self.precision.autocast_dtype
         log(
-            f"loaded {cfg['model']} on {self.device} in {time.perf_counter() - started:.1f}s ({weights} "
+            f"loaded {cfg.model} on {self.device} in {time.perf_counter() - started:.1f}s ({weights} "
             f"weights{f', passes under {autocast} autocast' if autocast is not None else ''})"
         )
         self.lora = checkpoint.is_peft_model(self.model)
         self.reference = None
-        if cfg["kl_coef"] > 0 and not self.lora:
+        if cfg.kl_coef > 0 and not self.lora:
             # The policy's own precision (and autocast): the KL term starts at exactly 0.
             self.reference = copy.deepcopy(self.model).eval()
             for p in self.reference.parameters():
@@ -80,12 +81,12 @@ class Learner:
         fused = self.device == "cpu" or self.device.startswith("cuda")
         self.optimizer = torch.optim.AdamW(
             self.params,
-            lr=cfg["learning_rate"],
-            weight_decay=cfg["weight_decay"],
-            betas=(cfg["adam_beta1"], cfg["adam_beta2"]),
+            lr=cfg.learning_rate,
+            weight_decay=cfg.weight_decay,
+            betas=(cfg.adam_beta1, cfg.adam_beta2),
             fused=fused,
         )
-        warmup = cfg["warmup_steps"]
+        warmup = cfg.warmup_steps
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0
         )
@@ -105,7 +106,7 @@ class Learner:
         started = time.perf_counter()
         self.shards = ShardedLearner(cfg, self.model, self.device)
         log(
-            f"sharded the policy over {cfg['num_learner_workers']} learner processes (FSDP2) "
+            f"sharded the policy over {cfg.num_learner_workers} learner processes (FSDP2) "
             f"in {time.perf_counter() - started:.1f}s"
         )
         if resume_from is not None:
@@ -160,7 +161,7 @@ class Learner:
             self.model.eval()
         return update_metrics(
             totals,
-            epochs=cfg["updates_per_batch"],
+            epochs=cfg.updates_per_batch,
             trained_tokens=plan.trained_tokens,
             loss_tokens=plan.num_tokens,
             trained_sequences=len(plan.active),
@@ -172,7 +173,7 @@ class Learner:
     def _micro_batch(self, batch: list[Any], masks: list[list[int]]) -> MicroBatch:
         """A micro-batch in parts of at most `micro_batch_tokens` completion tokens of one prompt's samples,
         the prompt encoded once for all of them (`completion_logprob_parts`)."""
-        temperature, max_tokens = self.config["temperature"], self.config["micro_batch_tokens"]
+        temperature, max_tokens = self.config.temperature, self.config.micro_batch_tokens
         return MicroBatch(
             parts=lambda with_entropy, autocast, backward_seconds: completion_logprob_parts(
                 self.model,
@@ -183,7 +184,7 @@ class Learner:
                 max_tokens=max_tokens,
                 backward_seconds=backward_seconds,
                 autocast=autocast,
-                recompute=self.config["activation_checkpointing"],
+                recompute=self.config.activation_checkpointing,
             ),
             behaviour=[r.behaviour_logprobs for r in batch],
             advantages=[r.advantage for r in batch],
@@ -201,7 +202,7 @@ class Learner:
 
         cfg = self.config
         refs: dict[int, list[float]] = {}
-        if cfg["kl_coef"] > 0:
+        if cfg.kl_coef > 0:
             for chunk in plan.chunks:
                 ref = self.reference_logprobs([rollouts[i] for i in chunk], [plan.masks[i] for i in chunk])
                 refs.update({i: ref[j].tolist() for j, i in enumerate(chunk)})
@@ -216,13 +217,13 @@ class Learner:
                 "correct": corrected,
                 "lr": self.learning_rate,
             }
-            for mine in split_rows(plan.chunks, cfg["num_learner_workers"])
+            for mine in split_rows(plan.chunks, cfg.num_learner_workers)
         ]
         t0 = time.perf_counter()
         parts = self.shards.learn(payloads)
         with warnings.catch_warnings():  # this process's optimizer only carries the schedule: it never steps
             warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
-            for _ in range(cfg["updates_per_batch"]):
+            for _ in range(cfg.updates_per_batch):
                 self.scheduler.step()
         timings["forward"] = timings.get("forward", 0.0) + time.perf_counter() - t0
         return UpdateTotals.combined(parts)
@@ -242,8 +243,8 @@ class Learner:
         with self.precision.autocast():
             if self.lora:
                 with self.model.disable_adapter():
-                    return completion_logprobs(self.model, batch, masks, self.config["temperature"])[0]
-            return completion_logprobs(self.reference, batch, masks, self.config["temperature"])[0]
+                    return completion_logprobs(self.model, batch, masks, self.config.temperature)[0]
+            return completion_logprobs(self.reference, batch, masks, self.config.temperature)[0]
 
     def close(self) -> None:
         if self.shards is not None:

@@ -15,10 +15,11 @@ from trainers.learn import algorithms, token_stats
 from trainers.learn.learner import assign_advantages
 from trainers.learn.step import loss_mask
 from trainers.rollout.episodes import Rollout
+from trainers.run_config import RunConfig
 from trainers.sdk import wire
 from trainers.sdk.events import REPORTED, EventSink, PhaseClock, make_event
 
-log = logging.getLogger("trainers.learn.trainer")  # the trainer's own log lines, under its name
+log = logging.getLogger("trainers.recipes.grpo")  # the trainer's own log lines, under its name
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -110,7 +111,7 @@ class GroupReporter:
     those groups wait for `finish`. One `trajectories` event per group, so the dashboard stores each as it
     arrives."""
 
-    def __init__(self, config: dict[str, Any], events: RunEvents, learner: Any) -> None:
+    def __init__(self, config: RunConfig, events: RunEvents, learner: Any) -> None:
         self.config, self.events, self.learner = config, events, learner
         self.step = 0
         self._waiting: list[list[Rollout]] = []
@@ -122,7 +123,7 @@ class GroupReporter:
         cfg = self.config
         if not kept:
             self._send(group, dropped=True)
-        elif algorithms.group_local(cfg["algorithm"], cfg["scale_rewards"]):
+        elif algorithms.group_local(cfg.algorithm, cfg.scale_rewards):
             assign_advantages([group], cfg)
             self._send(group)
         else:

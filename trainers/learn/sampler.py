@@ -14,17 +14,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from trainers.config import max_turns_at
 from trainers.learn import algorithms
-from trainers.rollout.episodes import LocalRollouts, Rollout
+from trainers.rollout.episodes import Rollout
+from trainers.rollout.local import LocalRollouts
 from trainers.rubrics.judge_models import prefetch_judges
+from trainers.run_config import RunConfig
 from trainers.sdk.cancel import Cancelled, check_cancel
 
 EVAL_SEED_OFFSET = 1_000_003
 
 
 def make_rollouts(
-    config: dict[str, Any],
+    config: RunConfig,
     learner: Any,
     *,
     chat: Any,
@@ -37,23 +38,23 @@ def make_rollouts(
     copy of it in `generation_dtype`. `log` tells the run's log what was chosen when it is not what was
     asked for."""
     cfg = config
-    if cfg["num_rollout_workers"] > 0:
+    if cfg.num_rollout_workers > 0:
         from trainers.learn.distributed import RayRollouts
 
         return RayRollouts(cfg, learner.policy_state_dict, policy_version, learner_device=learner.device)
     from trainers.rollout.backends import make_backend
 
-    if cfg["backend"] == "vllm":
-        backend = make_backend("vllm", model_name=cfg["model"], tokenizer=learner.tokenizer, seed=cfg["seed"])
+    if cfg.backend == "vllm":
+        backend = make_backend("vllm", model_name=cfg.model, tokenizer=learner.tokenizer, seed=cfg.seed)
         rollouts = LocalRollouts(backend, chat, make_env, cfg, stop, push_weights=True)
         if policy_version > 0 or learner.lora:
             rollouts.update_weights(learner.policy_state_dict, policy_version)
         return rollouts
     from trainers.models import inference_dtype, load_model
 
-    sampling = inference_dtype(cfg["generation_dtype"], learner.device)
+    sampling = inference_dtype(cfg.generation_dtype, learner.device)
     precision = learner.precision
-    asked = cfg["generation_dtype"]
+    asked = cfg.generation_dtype
     if asked == "auto" and not precision.samples_under_autocast:
         # The learner's compute dtype, as "auto" promises, in a copy (`dtype: mixed` on a CPU).
         asked = str(precision.autocast_dtype).removeprefix("torch.")
@@ -73,7 +74,7 @@ def make_rollouts(
         )
         return LocalRollouts(backend, chat, make_env, cfg, stop, push_weights=False)
 
-    sampler = load_model(cfg["model"], learner.device, asked).eval()
+    sampler = load_model(cfg.model, learner.device, asked).eval()
     for p in sampler.parameters():
         p.requires_grad_(False)
     backend = make_backend("transformers", model=sampler, tokenizer=learner.tokenizer)
@@ -119,7 +120,7 @@ class Sampler:
 
     def __init__(
         self,
-        config: dict[str, Any],
+        config: RunConfig,
         rollouts: Any,
         *,
         train_tasks: list[Any],
@@ -156,7 +157,7 @@ class Sampler:
         return tasks
 
     def seeds(self, count: int, group_size: int) -> list[list[int]]:
-        base = self.config["seed"] * 7_777_777 + self.data_position * 1000
+        base = self.config.seed * 7_777_777 + self.data_position * 1000
         return [[base + g * 100 + s for s in range(group_size)] for g in range(count)]
 
     def sample(self, step: int, policy_version: int, timings: dict[str, float]) -> SampledStep:
@@ -171,24 +172,24 @@ class Sampler:
 
     def _sample(self, step: int, policy_version: int, timings: dict[str, float]) -> SampledStep:
         cfg = self.config
-        max_turns = max_turns_at(cfg, step)
+        max_turns = cfg.max_turns_at(step)
         kept: list[list[Rollout]] = []
         generated: list[list[Rollout]] = []
         rounds = 0
         while True:
-            need = cfg["prompts_per_step"] - len(kept)
+            need = cfg.prompts_per_step - len(kept)
             self._phase(
                 "generating",
                 step + 1,
                 total=need,
-                message=f"{need} groups of {cfg['group_size']}" + (f", round {rounds + 1}" if rounds else ""),
+                message=f"{need} groups of {cfg.group_size}" + (f", round {rounds + 1}" if rounds else ""),
             )
             t0 = time.perf_counter()
             if self.pending and rounds == 0:
                 # Generated while earlier steps updated: at most `max_staleness` versions behind.
                 waves = self._collect(self.pending.pop(0)[1])
             else:
-                seeds = self.seeds(need, cfg["group_size"])
+                seeds = self.seeds(need, cfg.group_size)
                 tasks = self.next_tasks(need)
                 waves = self._generate(
                     tasks,
@@ -212,7 +213,7 @@ class Sampler:
                         r.staleness = policy_version - r.policy_version
                     self.score(group)
                     keep = not (
-                        cfg["dynamic_sampling"] and algorithms.is_zero_variance([r.reward for r in group])
+                        cfg.dynamic_sampling and algorithms.is_zero_variance([r.reward for r in group])
                     )
                     if keep:
                         kept.append(group)
@@ -223,14 +224,14 @@ class Sampler:
                 t0 = time.perf_counter()
             rounds += 1
             if (
-                not cfg["dynamic_sampling"]
-                or len(kept) >= cfg["prompts_per_step"]
-                or rounds > cfg["dynamic_sampling_max_rounds"]
+                not cfg.dynamic_sampling
+                or len(kept) >= cfg.prompts_per_step
+                or rounds > cfg.dynamic_sampling_max_rounds
             ):
                 break
-        if cfg["dynamic_sampling"] and len(kept) < cfg["prompts_per_step"]:
+        if cfg.dynamic_sampling and len(kept) < cfg.prompts_per_step:
             self._log(
-                f"step {step + 1}: dynamic sampling found {len(kept)} of {cfg['prompts_per_step']} groups "
+                f"step {step + 1}: dynamic sampling found {len(kept)} of {cfg.prompts_per_step} groups "
                 f"with reward variance after {rounds} rounds",
                 "warning",
             )
@@ -257,16 +258,16 @@ class Sampler:
         """Keep `max_staleness` batches in flight: Ray runs an actor's calls in order, so a batch submitted
         now is sampled by the current weights and trained on at most that many updates later."""
         cfg = self.config
-        ahead = cfg["max_staleness"] if cfg["num_rollout_workers"] > 0 else 0
+        ahead = cfg.max_staleness if cfg.num_rollout_workers > 0 else 0
         upcoming = step + 1 + len(self.pending)
-        while len(self.pending) < ahead and upcoming < cfg["max_steps"]:
+        while len(self.pending) < ahead and upcoming < cfg.max_steps:
             position = self.data_position
-            seeds = self.seeds(cfg["prompts_per_step"], cfg["group_size"])
-            tasks = self.next_tasks(cfg["prompts_per_step"])
+            seeds = self.seeds(cfg.prompts_per_step, cfg.group_size)
+            tasks = self.next_tasks(cfg.prompts_per_step)
             futures = self.rollouts.submit(
                 tasks,
                 seeds,
-                max_turns=max_turns_at(cfg, upcoming),
+                max_turns=cfg.max_turns_at(upcoming),
                 generation_seed=seeds[0][0],
                 policy_version=policy_version,
             )
@@ -276,14 +277,14 @@ class Sampler:
     def evaluate(self, step: int, policy_version: int) -> list[list[Rollout]]:
         """The fixed held-out tasks (fixed seeds, eval temperature) with the current policy, scored."""
         cfg = self.config
-        seeds = [[cfg["seed"] * 7_777_777 + EVAL_SEED_OFFSET + i] for i in range(len(self.eval_tasks))]
+        seeds = [[cfg.seed * 7_777_777 + EVAL_SEED_OFFSET + i] for i in range(len(self.eval_tasks))]
         groups = self.rollouts.generate(
             self.eval_tasks,
             seeds,
-            max_turns=max_turns_at(cfg, step),
-            generation_seed=cfg["seed"] + EVAL_SEED_OFFSET,
+            max_turns=cfg.max_turns_at(step),
+            generation_seed=cfg.seed + EVAL_SEED_OFFSET,
             policy_version=policy_version,
-            temperature=cfg["eval_temperature"],
+            temperature=cfg.eval_temperature,
             split="eval",
         )
         prefetch_judges(self.rubric, [[r.trajectory for r in g] for g in groups])

@@ -1,7 +1,7 @@
 """What a run needs before its first step, built from its resolved config: the learner (the policy, its
 optimizer, its shards), the chat and tool-call format, the environment factory and its tasks, the rubric
 with its LLM judges, where rollouts are generated, the checkpoint folder, and the state a resumed run
-continues from. `trainers.learn.trainer.Trainer.setup` calls `build_run` once.
+continues from. `trainers.recipes.grpo.Trainer.setup` calls `build_run` once.
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ from typing import Any
 
 import torch
 
-from trainers.config import effective_rubric, token_stats_enabled
 from trainers.learn import checkpoint, token_stats
 from trainers.learn.learner import Learner
 from trainers.learn.memory import return_large_frees_to_the_os
 from trainers.learn.run_events import RunEvents
 from trainers.learn.sampler import make_rollouts
-from trainers.rollout.episodes import ChatFormat, LocalRollouts
+from trainers.rollout.chat import ChatFormat
+from trainers.rollout.local import LocalRollouts
 from trainers.rollout.toolformats import explain_tool_format
+from trainers.run_config import RunConfig
 from trainers.sdk.events import without_local_paths
 
 
@@ -44,7 +45,7 @@ class RunParts:
 
 
 def build_run(
-    cfg: dict[str, Any],
+    cfg: RunConfig,
     events: RunEvents,
     *,
     out_dir: Path | None,
@@ -56,26 +57,26 @@ def build_run(
     secrets: Mapping[str, str] | None,
 ) -> RunParts:
     return_large_frees_to_the_os()  # the learner's activations leave with each step (trainers.learn.memory)
-    if cfg["torch_threads"]:
-        torch.set_num_threads(cfg["torch_threads"])
-    random.seed(cfg["seed"])
-    torch.manual_seed(cfg["seed"])
-    events.phase("loading", 0, message=f"loading {cfg['model']}")
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    events.phase("loading", 0, message=f"loading {cfg.model}")
     learner = Learner(cfg, model=model, tokenizer=tokenizer, log=events.log)
     judges = None
     try:  # what a failed setup loaded goes (the run ends with it)
-        if token_stats_enabled(cfg, learner.parameter_count):
+        if cfg.token_stats_enabled(learner.parameter_count):
             learner.recorder = token_stats.Recorder()
-        tool_format, why = explain_tool_format(cfg["tool_format"], learner.tokenizer)
+        tool_format, why = explain_tool_format(cfg.tool_format, learner.tokenizer)
         chat = ChatFormat(learner.tokenizer, tool_format)
         events.log(f"tool-call format: {tool_format.name} ({why})")
-        if rubric is not None and cfg["overlong_buffer"]:
+        if rubric is not None and cfg.overlong_buffer:
             events.log(
                 "overlong_buffer is ignored: a rubric object was passed in; add an overlong_penalty criterion "
                 "to it instead",
                 "warning",
             )
-        spec = effective_rubric(cfg)
+        spec = cfg.effective_rubric()
         if rubric is None and spec:
             from trainers.rubrics import build_rubric
 
@@ -90,7 +91,7 @@ def build_run(
 
 
 def _build_rest(
-    cfg: dict[str, Any],
+    cfg: RunConfig,
     events: RunEvents,
     learner: Learner,
     chat: ChatFormat,
@@ -102,9 +103,9 @@ def _build_rest(
 ) -> RunParts:
     make_env = env_factory or registry_env_factory(cfg)
     probe = make_env()
-    rounds = 1 + (cfg["dynamic_sampling_max_rounds"] if cfg["dynamic_sampling"] else 0)
-    train_tasks = list(probe.tasks("train", cfg["max_steps"] * cfg["prompts_per_step"] * rounds, cfg["seed"]))
-    eval_tasks = list(probe.tasks("eval", cfg["eval_tasks"], cfg["seed"])) if cfg["eval_tasks"] else []
+    rounds = 1 + (cfg.dynamic_sampling_max_rounds if cfg.dynamic_sampling else 0)
+    train_tasks = list(probe.tasks("train", cfg.max_steps * cfg.prompts_per_step * rounds, cfg.seed))
+    eval_tasks = list(probe.tasks("eval", cfg.eval_tasks, cfg.seed)) if cfg.eval_tasks else []
     if not train_tasks:
         raise ValueError("the environment returned no training tasks")
     stop = getattr(probe, "stop", None)  # an environment may set its own stop strings (or none: ())
@@ -121,7 +122,7 @@ def _build_rest(
         train_tasks=train_tasks,
         eval_tasks=eval_tasks,
         rollouts=None,
-        checkpoints=checkpoint.RunCheckpoints(out_dir, cfg) if out_dir is not None else None,
+        checkpoints=checkpoint.RunCheckpoints(out_dir, cfg.as_dict()) if out_dir is not None else None,
     )
     if resume_from is not None:
         state = checkpoint.resume(resume_from, learner)
@@ -129,7 +130,7 @@ def _build_rest(
         parts.policy_version = int(state["policy_version"])
         parts.metrics = dict(state.get("metrics", {}))
         events.log(f"resumed at step {parts.step} from {without_local_paths(str(resume_from))}")
-    if cfg["num_learner_workers"] > 1:
+    if cfg.num_learner_workers > 1:
         learner.shard(resume_from, events.log)
     parts.rollouts = make_rollouts(
         cfg,
@@ -146,7 +147,7 @@ def _build_rest(
 
 
 def attach_judges(
-    cfg: dict[str, Any],
+    cfg: RunConfig,
     rubric: Any,
     learner: Learner,
     secrets: Mapping[str, str] | None,
@@ -160,7 +161,7 @@ def attach_judges(
     if not judge_criteria(rubric):
         return None
     judges = JudgePool(
-        policy_model=cfg["model"],
+        policy_model=cfg.model,
         device=learner.device,
         secrets=secrets,  # project secret values the rubric's judges name (None: the environment's)
         reference=getattr(learner, "reference", None),
@@ -172,9 +173,9 @@ def attach_judges(
     return judges
 
 
-def registry_env_factory(cfg: dict[str, Any]) -> Callable[[], Any]:
+def registry_env_factory(cfg: RunConfig) -> Callable[[], Any]:
     from trainers.registry import environment_kind
 
-    spec = environment_kind(cfg["environment"]["kind"])
-    env_config = dict(cfg["environment"].get("config") or {})
+    spec = environment_kind(cfg.environment.kind)
+    env_config = dict(cfg.environment.config)
     return lambda: spec.build(env_config)

@@ -1,6 +1,6 @@
 """The sharded learner: the policy trained by N processes with torch FSDP2, placed by Ray.
 
-`num_learner_workers = N > 1`: the run's own process (the driver: `trainers.learn.trainer.Trainer`, its `Learner`) keeps a
+`num_learner_workers = N > 1`: the run's own process (the driver: `trainers.recipes.grpo.Trainer`, its `Learner`) keeps a
 full copy of the policy for generation, checkpoints in the Hugging Face layout and the weight pushes;
 N `LearnerShard` Ray actors hold the trained copy, each with 1/N of every weight, gradient and AdamW
 moment (`torch.distributed.fsdp.fully_shard` on every decoder layer and on the root, gloo on a CPU,
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from trainers.learn.metrics import UpdateTotals
+from trainers.run_config import RunConfig
 
 SHARDED_DIR = "sharded"
 
@@ -86,11 +87,11 @@ def padded_completion_logprobs(
 class LearnerShard:
     """One learner process (wrapped with `ray.remote` at runtime, so importing this module needs no Ray)."""
 
-    def __init__(self, rank: int, world_size: int, config: dict[str, Any], threads: int = 1) -> None:
+    def __init__(self, rank: int, world_size: int, config: RunConfig, threads: int = 1) -> None:
         import torch
 
         torch.set_num_threads(max(threads, 1))
-        self.rank, self.world_size, self.config = rank, world_size, config
+        self.rank, self.world_size, self.config = rank, world_size, RunConfig.build(config)
         self.model: Any = None
 
     def address(self) -> tuple[str, int]:
@@ -128,7 +129,7 @@ class LearnerShard:
         # casts every parameter, norms included, and would run other numerics than the one-process
         # learner that tests/trainers/learn/test_sharded.py holds the shards to; its gain, all-gathers of half
         # the bytes, matters once shards span nodes.
-        self.precision = policy_precision(self.config["dtype"], device)
+        self.precision = policy_precision(self.config.dtype, device)
         model = model.to(device)
         model.train()
         for layer in _decoder_layers(model):
@@ -139,9 +140,9 @@ class LearnerShard:
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
             self.params,
-            lr=cfg["learning_rate"],
-            weight_decay=cfg["weight_decay"],
-            betas=(cfg["adam_beta1"], cfg["adam_beta2"]),
+            lr=cfg.learning_rate,
+            weight_decay=cfg.weight_decay,
+            betas=(cfg.adam_beta1, cfg.adam_beta2),
         )
         return self.rank
 
@@ -159,7 +160,7 @@ class LearnerShard:
             return MicroBatch(
                 parts=whole(
                     lambda with_entropy: padded_completion_logprobs(
-                        self.model, samples, cfg["temperature"], with_entropy=with_entropy
+                        self.model, samples, cfg.temperature, with_entropy=with_entropy
                     )
                 ),
                 behaviour=[s["behaviour_logprobs"] for s in samples],
@@ -282,16 +283,16 @@ class ShardedLearner:
 
     shard_class: type = LearnerShard  # the actor body (tests place a stand-in that loads no model)
 
-    def __init__(self, config: dict[str, Any], model: Any, device: str) -> None:
+    def __init__(self, config: RunConfig, model: Any, device: str) -> None:
         import ray
 
         from trainers.learn.distributed import init_ray, remote_actor
 
-        self.config = config
-        self.world_size = config["num_learner_workers"]
+        self.config = config = RunConfig.build(config)  # (a test's plain dict too)
+        self.world_size = config.num_learner_workers
         self.started_ray = init_ray(config, learner_device=device)
         # The machine's threads split between the shards (on a cluster, set torch_threads per node).
-        threads = max(1, int(config.get("torch_threads") or os.cpu_count() or 1) // self.world_size)
+        threads = max(1, int(config.torch_threads or os.cpu_count() or 1) // self.world_size)
         # One GPU each on a CUDA learner, so Ray places every shard on a node that has one.
         remote: Any = remote_actor(self.shard_class, device)
         self.shards: list[Any] = [

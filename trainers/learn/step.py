@@ -21,26 +21,26 @@ from typing import Any
 
 import torch
 
-from trainers.config import max_turns_at
 from trainers.learn import turn_credit
 from trainers.learn.losses import LogprobPart, policy_loss, truncated_importance_weights
 from trainers.learn.metrics import UpdateTotals
+from trainers.run_config import RunConfig
 from trainers.sdk.cancel import check_cancel
 
 
-def corrects_staleness(config: dict[str, Any]) -> bool:
+def corrects_staleness(config: RunConfig) -> bool:
     """Whether an update weights tokens by truncated importance ratios π_learner / π_behaviour (TIS): a
     batch generated ahead on rollout workers (bounded async) may come from an older policy. The clip stays
     around the learner's own log-probs at the start of the update (the proximal policy), as in decoupled
     PPO."""
-    return config["max_staleness"] > 0 and config["num_rollout_workers"] > 0 and config["tis_cap"] > 0
+    return config.max_staleness > 0 and config.num_rollout_workers > 0 and config.tis_cap > 0
 
 
-def loss_mask(config: dict[str, Any], rollout: Any) -> list[int]:
+def loss_mask(config: RunConfig, rollout: Any) -> list[int]:
     """Which of a rollout's completion tokens the loss counts."""
-    if config["mask_truncated"] and rollout.trajectory.status == "truncated":
+    if config.mask_truncated and rollout.trajectory.status == "truncated":
         return [0] * len(rollout.completion_ids)
-    return list(rollout.loss_mask) if config["mask_tool_tokens"] else [1] * len(rollout.completion_ids)
+    return list(rollout.loss_mask) if config.mask_tool_tokens else [1] * len(rollout.completion_ids)
 
 
 @dataclass
@@ -60,22 +60,18 @@ class UpdatePlan:
         return sum(sum(self.masks[i]) for i in self.active)
 
 
-def plan_update(config: dict[str, Any], rollouts: Sequence[Any], step: int) -> UpdatePlan:
+def plan_update(config: RunConfig, rollouts: Sequence[Any], step: int) -> UpdatePlan:
     masks = [loss_mask(config, r) for r in rollouts]
-    norm_constant = config["loss_norm_constant"] or config["max_new_tokens"] * max(
-        max_turns_at(config, step), 1
-    )
+    norm_constant = config.loss_norm_constant or config.max_new_tokens * max(config.max_turns_at(step), 1)
     # Exactly-zero advantages with no KL term: the loss and its gradient are exactly 0 there.
-    active = [
-        i for i, r in enumerate(rollouts) if any(masks[i]) and (r.has_signal() or config["kl_coef"] > 0)
-    ]
+    active = [i for i, r in enumerate(rollouts) if any(masks[i]) and (r.has_signal() or config.kl_coef > 0)]
     return UpdatePlan(
         masks=masks,
         num_tokens=float(sum(sum(m) for m in masks)),
         num_sequences=float(sum(1 for m in masks if any(m))),
         norm_constant=norm_constant,
         active=active,
-        chunks=[c for c in split_evenly(active, config["grad_accum_steps"]) if c],
+        chunks=[c for c in split_evenly(active, config.grad_accum_steps) if c],
     )
 
 
@@ -131,7 +127,7 @@ def whole(logprobs: Callable[[bool], tuple[torch.Tensor, torch.Tensor, float]]) 
 def learner_step(
     micro_batches: Sequence[MicroBatch | None],
     *,
-    config: dict[str, Any],
+    config: RunConfig,
     params: list[torch.nn.Parameter],
     optimizer: torch.optim.Optimizer,
     precision: Any,
@@ -152,7 +148,7 @@ def learner_step(
     for key in ("forward", "backward", "optimizer"):
         times.setdefault(key, 0.0)
     old_logps: dict[tuple[int, int], torch.Tensor] = {}
-    epochs = config["updates_per_batch"]
+    epochs = config.updates_per_batch
     for epoch in range(epochs):
         # None, not zeros: the first backward pass then writes each gradient instead of adding it to a zero
         # fill (the 135M model's 540 MB of zeros and one more pass over them: ~0.1 s of a 4-s bench step).
@@ -181,11 +177,11 @@ def learner_step(
                         totals.mismatch_sum += float(((old - behaviour).abs() * mask).sum())
                         totals.mismatch_tokens += float(mask.sum())
                     if corrected:
-                        is_weights = truncated_importance_weights(old, behaviour, mask, config["tis_cap"])
+                        is_weights = truncated_importance_weights(old, behaviour, mask, config.tis_cap)
                         if epoch == 0:
                             totals.is_weight_sum += float((is_weights * mask).sum())
                 ref = None
-                if config["kl_coef"] > 0:
+                if config.kl_coef > 0:
                     assert micro.reference is not None
                     ref = micro.reference(rows, logp.shape[1], logp.device)
                 adv = turn_credit.advantage_tensor(
@@ -199,11 +195,11 @@ def learner_step(
                     old,
                     adv,
                     mask,
-                    config["clip_low"],
-                    config["clip_high"],
-                    config["loss_agg"],
+                    config.clip_low,
+                    config.clip_high,
+                    config.loss_agg,
                     ref_logp=ref,
-                    kl_coef=config["kl_coef"],
+                    kl_coef=config.kl_coef,
                     is_weights=is_weights,
                     num_sequences=plan.num_sequences,
                     num_tokens=plan.num_tokens,
@@ -231,8 +227,8 @@ def learner_step(
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-        if config["max_grad_norm"] > 0:
-            norm = torch.nn.utils.clip_grad_norm_(params, config["max_grad_norm"])
+        if config.max_grad_norm > 0:
+            norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
             totals.grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
         optimizer.step()
         if after_optimizer_step is not None:

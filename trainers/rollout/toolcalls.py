@@ -94,35 +94,6 @@ def extract_answer(text: str) -> str | None:
     return None
 
 
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-
-
-def split_reasoning(text: str) -> tuple[str, str]:
-    """(reasoning, the rest) of a message that starts with a `<think>` block (Qwen3, DeepSeek-R1, QwQ):
-    the answer, the tool calls and the rubric's final message are the rest; the trajectory keeps both.
-    A `</think>` without its opening tag (a template that opens the block in the prompt) ends the
-    reasoning too; a block still open (cut off while thinking) leaves no rest. Without one: ("", text)."""
-    stripped = text.lstrip()
-    if THINK_CLOSE in text and (stripped.startswith(THINK_OPEN) or THINK_OPEN not in text):
-        reasoning, _, rest = text.partition(THINK_CLOSE)
-        return reasoning.split(THINK_OPEN, 1)[-1].strip("\n"), rest.lstrip("\n")
-    if stripped.startswith(THINK_OPEN):
-        return stripped[len(THINK_OPEN) :].strip("\n"), ""
-    return "", text
-
-
-def visible_answer(text: str) -> str:
-    """A final message without its reasoning: what rubrics grade as the answer. The `<think>` block of
-    reasoning models and gpt-oss's harmony analysis are dropped (the final channel's text is kept)."""
-    if "<|channel|>" in text and "final" in text:
-        from trainers.rollout.toolformats_families import harmony_messages
-
-        finals = [m["body"] for m in harmony_messages(text) if m["channel"] == "final"]
-        if finals:
-            return finals[-1]
-    return split_reasoning(text)[1]
-
-
 def is_error_observation(text: str | None) -> bool:
     return text is not None and text.lstrip().startswith(TOOL_ERROR_PREFIX)
 

@@ -1,5 +1,6 @@
 """Tool-call formats of the models researchers train now: Qwen3 (hermes calls after a `<think>` block),
-Qwen3-Coder (XML calls) and gpt-oss (OpenAI's harmony channels). Registered in `trainers.rollout.toolformats`.
+Qwen3-Coder (XML calls) and gpt-oss (OpenAI's harmony channels). Registered in `trainers.rollout.toolformats`; built
+on the classes of `trainers.rollout.toolformats_base`.
 
 What each reads and writes was checked against the family's real chat template (tests/fixtures/templates:
 Qwen/Qwen3-0.6B, Qwen3-Coder, openai/gpt-oss-120b), rendered by `apply_chat_template`:
@@ -26,9 +27,9 @@ from trainers.rollout.toolcalls import (
     ToolExample,
     parse_tool_calls,
     resolve_call,
-    split_reasoning,
 )
-from trainers.rollout.toolformats import HermesFormat, NativeToolFormat
+from trainers.rollout.toolformats_base import HermesFormat, NativeToolFormat
+from trainers.sdk.reasoning import harmony_messages, split_reasoning
 from trainers.types import ToolCall, ToolSpec
 
 
@@ -137,33 +138,6 @@ class Qwen3CoderFormat(NativeToolFormat):
 _START, _END, _MESSAGE, _CHANNEL = "<|start|>", "<|end|>", "<|message|>", "<|channel|>"
 _CONSTRAIN, _CALL, _RETURN = "<|constrain|>", "<|call|>", "<|return|>"
 HARMONY_TOKENS = (_START, _END, _MESSAGE, _CHANNEL, _CONSTRAIN, _CALL, _RETURN)
-# One message: an optional header ("<|start|>assistant"), the channel and recipient in either order
-# ("<|channel|>commentary to=functions.x" as the model writes it, "to=functions.x<|channel|>commentary"
-# as the template renders it), an optional content type, the body, its end.
-_HARMONY_MESSAGE = re.compile(
-    r"(?:<\|start\|>\w*\s*)?(?P<head>(?:(?!<\|message\|>).)*?)<\|message\|>(?P<body>.*?)"
-    r"(?:<\|end\|>|<\|call\|>|<\|return\|>|$)",
-    re.DOTALL,
-)
-_RECIPIENT = re.compile(r"to=functions\.([\w.-]+)")
-_CHANNEL_NAME = re.compile(r"<\|channel\|>\s*(\w+)")
-
-
-def harmony_messages(text: str) -> list[dict[str, str]]:
-    """The harmony messages in `text` (decoded with its control tokens): [{channel, recipient, body}]."""
-    messages = []
-    for match in _HARMONY_MESSAGE.finditer(text):
-        head = match.group("head")
-        channel = _CHANNEL_NAME.search(head)
-        recipient = _RECIPIENT.search(head)
-        messages.append(
-            {
-                "channel": channel.group(1) if channel else "",
-                "recipient": recipient.group(1) if recipient else "",
-                "body": match.group("body"),
-            }
-        )
-    return messages
 
 
 class HarmonyFormat(NativeToolFormat):

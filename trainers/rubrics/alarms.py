@@ -15,6 +15,12 @@ without doing the task is reward hacking; two symptoms are flagged here, and now
   and the learned reward is climbing on something else (bench/preference_loop.py: a reward model that
   learned "shorter is better" from pairs of wrong answers; GRPO cut the answers to 9 tokens and dropped
   the calculator while the environment's reward stayed near 0.2).
+- the run alarm also compares the learned reward with the *truth* a judge never sees: the environment's
+  own verdict on each training sample (`correct`, stored per trajectory; the step's `accuracy` metric)
+  and held-out accuracy (`eval/accuracy`). A judge reward that rises or sits high while either falls is
+  the collapse bench/learning.py --judge measured (held-out accuracy 51 % → 5 % while the judge scored
+  nearly every answer 10). A trajectory the judge scored high that the verifier says is wrong is flagged
+  too (`trajectory_flag(..., correct=False)`).
 
 Both read plain data (stored components, metric series), so ingestion, the feed, the group view, the
 run header and the trainer all ask the same functions.
@@ -40,6 +46,16 @@ PASS_MARKS = {"overlong_penalty": 0.0, "tool_calls": 0.0}
 FAILED_STATUSES = ("truncated", "error")
 WINDOW = 6
 MIN_CHANGE = 0.05
+# The truth series (metric names) and how far each must fall to count. Held-out accuracy is greedy on a
+# fixed set, so a 10-point drop from its best is the policy, not noise; the training samples' accuracy is
+# 16-ish fresh samples a step, so it is read over a longer window and must fall further.
+VERIFIER = "accuracy"
+HELD_OUT = "eval/accuracy"
+CHECK_NAMES = {VERIFIER: "the environment's verifier", HELD_OUT: "held-out accuracy"}
+HELD_OUT_DROP = 0.10
+VERIFIER_WINDOW = 12
+VERIFIER_DROP = 0.15
+WRONG = "verifier"  # what a flag names when the environment's verdict on the trajectory is "wrong"
 
 
 def passes(kind: str, raw: float) -> bool:
@@ -70,9 +86,12 @@ class HackingFlag:
         return {"learned": list(self.learned), "failed": list(self.failed), "message": self.message}
 
 
-def trajectory_flag(components: Iterable[Mapping[str, Any]], status: str = "ok") -> HackingFlag | None:
-    """The flag of one trajectory from its stored components ({name, kind, raw, skipped}) and status;
-    None when no learned criterion scored high, or nothing verifiable failed."""
+def trajectory_flag(
+    components: Iterable[Mapping[str, Any]], status: str = "ok", correct: bool | None = None
+) -> HackingFlag | None:
+    """The flag of one trajectory from its stored components ({name, kind, raw, skipped}), status and the
+    environment's verdict (`correct`; None: it gave none); None when no learned criterion scored high, or
+    nothing verifiable failed."""
     learned: list[str] = []
     failed: list[str] = []
     for component in components:
@@ -89,6 +108,8 @@ def trajectory_flag(components: Iterable[Mapping[str, Any]], status: str = "ok")
             failed.append(name)
     if status in FAILED_STATUSES:
         failed.append(status)
+    if correct is False:
+        failed.append(WRONG)
     if learned and failed:
         return HackingFlag(tuple(learned), tuple(failed))
     return None
@@ -103,9 +124,25 @@ class RunAlarm:
     learned: tuple[str, ...]
     verifiable: tuple[str, ...]
     failing: tuple[str, ...] = ()  # verifiable criteria that stayed below their pass mark (the second case)
+    # A truth series that fell (VERIFIER or HELD_OUT; "" when the alarm is about the criteria), from → to.
+    check: str = ""
+    check_before: float = 0.0
+    check_after: float = 0.0
+    learned_level: float = 0.0  # the learned mean over the later steps
 
     @property
     def message(self) -> str:
+        if self.check:
+            moved = (
+                f"rose by {self.learned_change:+.2f}"
+                if self.learned_change >= MIN_CHANGE
+                else f"stayed high ({self.learned_level:.2f})"
+            )
+            return (
+                f"possible reward hacking: over steps {self.first_step}–{self.last_step} the judge's reward "
+                f"({', '.join(self.learned)}) {moved} while {CHECK_NAMES[self.check]} fell from "
+                f"{100 * self.check_before:.0f}% to {100 * self.check_after:.0f}%"
+            )
         message = (
             f"possible reward hacking: over steps {self.first_step}–{self.last_step} the learned reward "
             f"({', '.join(self.learned)}) rose by {self.learned_change:+.2f} while the verifiable criteria "
@@ -122,6 +159,9 @@ class RunAlarm:
             "learned_change": self.learned_change,
             "verifiable_change": self.verifiable_change,
             "failing": list(self.failing),
+            "check": self.check,
+            "check_before": self.check_before,
+            "check_after": self.check_after,
             "message": self.message,
         }
 
@@ -159,14 +199,93 @@ def run_alarm(
     criteria: Iterable[Mapping[str, Any]],
     series: Mapping[str, Sequence[tuple[int, float]]],
     *,
+    checks: Mapping[str, Sequence[tuple[int, float]]] | None = None,
     window: int = WINDOW,
     min_change: float = MIN_CHANGE,
 ) -> RunAlarm | None:
     """The run-level alarm from the rubric's criteria and the per-step criterion means, keyed by
-    criterion name ([(step, mean)], the trainer's `criterion/<name>` metrics)."""
+    criterion name ([(step, mean)], the trainer's `criterion/<name>` metrics), and the truth series
+    `checks` ({VERIFIER: [(step, accuracy)], HELD_OUT: [(step, eval accuracy)]}) where the run has them."""
+    criteria = list(criteria)
     learned, verifiable = criteria_by_signal(criteria)
-    if not learned or not verifiable:
+    if not learned:
         return None
+    alarm = _criteria_alarm(criteria, series, window=window, min_change=min_change) if verifiable else None
+    for check in (HELD_OUT, VERIFIER):
+        if alarm is None and (checks or {}).get(check):
+            alarm = _truth_alarm(learned, series, check, (checks or {})[check], min_change=min_change)
+    return alarm
+
+
+def _truth_alarm(
+    learned: Sequence[str],
+    series: Mapping[str, Sequence[tuple[int, float]]],
+    check: str,
+    points: Sequence[tuple[int, float]],
+    *,
+    min_change: float,
+) -> RunAlarm | None:
+    """The learned mean rose or stayed high while the truth series `check` fell: held-out accuracy by
+    HELD_OUT_DROP from its best earlier evaluation to the latest one (so the alarm is up the evaluation
+    after the fall), the verifier's accuracy on training samples by VERIFIER_DROP over VERIFIER_WINDOW
+    steps (the later half's mean against the earlier half's)."""
+    learned_mean = _mean_by_step(series, learned)
+    truth = {int(s): float(v) for s, v in points}
+    if check == HELD_OUT:
+        evaluated = sorted(truth)
+        if len(evaluated) < 2:
+            return None
+        last = evaluated[-1]
+        best = max(evaluated[:-1], key=lambda s: (truth[s], s))
+        before, after = truth[best], truth[last]
+        if before - after < HELD_OUT_DROP:
+            return None
+        # The learned reward of the training steps since the best evaluation (the latest WINDOW of them).
+        steps = [s for s in sorted(learned_mean) if best < s <= last][-WINDOW:] or [
+            s for s in sorted(learned_mean) if s <= last
+        ][-WINDOW:]
+        span = (min([best, *steps]), max([last, *steps]))
+    else:
+        steps = sorted(set(learned_mean) & set(truth))[-VERIFIER_WINDOW:]
+        if len(steps) < 4:
+            return None
+        half = len(steps) // 2
+        before = sum(truth[s] for s in steps[:half]) / half
+        after = sum(truth[s] for s in steps[-half:]) / half
+        if before - after < VERIFIER_DROP:
+            return None
+        span = (steps[0], steps[-1])
+    if not steps:
+        return None
+    values = [learned_mean[s] for s in steps]
+    change = _trend(values) if len(values) >= 2 else 0.0
+    later = values[-max(1, len(values) // 2) :]
+    level = sum(later) / len(later)
+    # "Rises or saturates": up by min_change, or not falling and high.
+    if change < min_change and (change <= -min_change or level < LEARNED_HIGH):
+        return None
+    return RunAlarm(
+        *span,
+        change,
+        after - before,
+        tuple(learned),
+        (),
+        check=check,
+        check_before=before,
+        check_after=after,
+        learned_level=level,
+    )
+
+
+def _criteria_alarm(
+    criteria: Sequence[Mapping[str, Any]],
+    series: Mapping[str, Sequence[tuple[int, float]]],
+    *,
+    window: int,
+    min_change: float,
+) -> RunAlarm | None:
+    """The learned criteria against the verifiable ones (the module docstring's first two cases)."""
+    learned, verifiable = criteria_by_signal(criteria)
     learned_mean = _mean_by_step(series, learned)
     verifiable_mean = _mean_by_step(series, verifiable)
     steps = sorted(set(learned_mean) & set(verifiable_mean))[-window:]
@@ -194,6 +313,29 @@ def run_alarm(
     return replace(alarm, failing=failing) if failing else None
 
 
+class AlarmWatch:
+    """The run alarm over a trainer's own metrics as they come (the `stop_on_hacking_alarm` knob, the
+    learning bench): `observe` each training step's and evaluation's metrics, get the alarm or None."""
+
+    def __init__(self, criteria: Iterable[Mapping[str, Any]]) -> None:
+        self.criteria = list(criteria)
+        learned, verifiable = criteria_by_signal(self.criteria)
+        self.names = [*learned, *verifiable]
+        self.series: dict[str, list[tuple[int, float]]] = {}
+        self.checks: dict[str, list[tuple[int, float]]] = {VERIFIER: [], HELD_OUT: []}
+
+    def observe(self, step: int, metrics: Mapping[str, float]) -> RunAlarm | None:
+        for name in self.names:
+            if f"criterion/{name}" in metrics:
+                self.series.setdefault(name, []).append((step, float(metrics[f"criterion/{name}"])))
+                del self.series[name][:-VERIFIER_WINDOW]
+        for check in (VERIFIER, HELD_OUT):
+            if check in metrics:
+                self.checks[check].append((step, float(metrics[check])))
+        del self.checks[VERIFIER][:-VERIFIER_WINDOW]
+        return run_alarm(self.criteria, self.series, checks=self.checks)
+
+
 def _later_mean(points: Sequence[tuple[int, float]], steps: Sequence[int]) -> float:
     wanted = set(steps)
     values = [float(v) for s, v in points if int(s) in wanted]
@@ -201,7 +343,10 @@ def _later_mean(points: Sequence[tuple[int, float]], steps: Sequence[int]) -> fl
 
 
 __all__ = [
+    "HELD_OUT",
+    "AlarmWatch",
     "LEARNED_HIGH",
+    "VERIFIER",
     "HackingFlag",
     "RunAlarm",
     "criteria_by_signal",

@@ -27,6 +27,7 @@ from trainers.rubrics.base import (
     compile_regex,
     regex_error,
 )
+from trainers.rubrics.kinds import FORMAT_CHECKS
 from trainers.types import Trajectory, Turn
 
 REWARD_FUNCTION_ENTRY_POINTS = "rollout_studio.reward_functions"
@@ -241,7 +242,7 @@ class RegexCriterion(Criterion):
 
 class FormatCriterion(Criterion):
     def __init__(self, checks: list[str] | None = None) -> None:
-        self.checks = checks or ["answer_tag", "tool_call_syntax"]
+        self.checks = list(checks or FORMAT_CHECKS)
 
     def score(self, trajectory: Trajectory) -> CriterionResult:
         final = trajectory.final_answer

@@ -12,6 +12,9 @@ from trainers.kinds import integer_field as _int
 from trainers.kinds import number_field as _number
 from trainers.kinds import object_schema as _object
 
+# The checks a `format` criterion makes when built without `checks` (its class falls back on these too).
+FORMAT_CHECKS = ("answer_tag", "tool_call_syntax")
+
 _CRITERIA_MODULE = "trainers.rubrics.criteria"
 
 _TARGET = {
@@ -167,7 +170,7 @@ FORMAT = KindSpec(
                 },
                 "minItems": 1,
                 "uniqueItems": True,
-                "default": ["answer_tag", "tool_call_syntax"],
+                "default": list(FORMAT_CHECKS),
             }
         }
     ),
@@ -494,6 +497,7 @@ CUSTOM_PYTHON = KindSpec(
 
 MATH_VERIFY = KindSpec(
     name="math_verify",
+    extra="envs",
     title="Math answer equivalence (math-verify)",
     description=(
         "1 when the answer is mathematically equivalent to the expected one, checked symbolically by "
@@ -531,6 +535,7 @@ MATH_VERIFY = KindSpec(
 
 VERIFIERS_RUBRIC = KindSpec(
     name="verifiers_rubric",
+    extra="envs",
     title="verifiers rubric function",
     description=(
         "A reward function of a verifiers environment's rubric, as the `verifiers` environment computed it "

@@ -8,6 +8,7 @@ from webapp.accounts import apis as account_apis
 from webapp.experiments import apis as experiment_apis
 from webapp.projects import apis as project_apis
 from webapp.review import apis as review_apis
+from webapp.review.views import explorer as review_explorer
 from webapp.rewards import apis as reward_apis
 from webapp.rollouts import apis as rollout_apis
 
@@ -70,11 +71,16 @@ urlpatterns = [
         experiment_apis.RubricVersionListView.as_view(),
         name="rubric-versions",
     ),
+    path(
+        "projects/<slug:slug>/rubrics/<int:pk>/judge-check/",
+        experiment_apis.RubricJudgeCheckView.as_view(),
+        name="rubric-judge-check",
+    ),
     # Runs and what they produce.
     path("projects/<slug:slug>/runs/", experiment_apis.ProjectRunListView.as_view(), name="runs"),
     path(
         "projects/<slug:slug>/trajectories/",
-        rollout_apis.ProjectTrajectoryExplorerView.as_view(),
+        review_explorer.ProjectTrajectoryExplorerView.as_view(),
         name="trajectories",
     ),
     path("runs/<int:pk>/", experiment_apis.RunDetailView.as_view(), name="run"),
@@ -137,6 +143,16 @@ urlpatterns = [
         "preference-queues/<int:pk>/snapshots/",
         review_apis.PreferenceSnapshotListView.as_view(),
         name="preference-queue-snapshots",
+    ),
+    path(
+        "preference-queues/<int:pk>/disagreements/",
+        review_apis.QueueDisagreementsView.as_view(),
+        name="preference-queue-disagreements",
+    ),
+    path(
+        "preference-queues/<int:pk>/pairs/<int:pair_id>/adjudication/",
+        review_apis.PairAdjudicationView.as_view(),
+        name="preference-pair-adjudication",
     ),
     path(
         "preference-queues/<int:pk>/judges/<int:judge_id>/cancel/",

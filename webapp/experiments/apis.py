@@ -3,14 +3,17 @@ through the services, read through the selectors and shape output with the seria
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
 from django.http import FileResponse, Http404, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import generics
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -43,21 +46,73 @@ from webapp.projects.access import (
     access_checkpoint,
     access_environment,
     access_project,
+    access_queue,
     access_rubric,
     access_run,
     access_snapshot,
     can,
 )
-from webapp.rollouts import selectors as rollout_selectors
+from webapp.review.judge_check import judge_check
+from webapp.rollouts.selectors import runs as rollout_selectors
 
-# --- environments -------------------------------------------------------------------------------------
+# --- environments and rubrics ----------------------------------------------------------------------
 
 
-def _environment(request: Request, slug: str, pk: int, need: Capability) -> Environment:
-    access = access_project(request.user, slug, need)
-    return access_environment(
-        access, pk, queryset=selectors.environments_with_versions(project=access.project)
-    )
+@dataclass(frozen=True)
+class DefinitionKind:
+    """What the environment and rubric APIs (both `VersionedDefinition`) differ in besides their bodies:
+    how one is found in a project (with its versions prefetched) and how its versions are listed."""
+
+    with_versions: Callable[..., QuerySet]  # (project=...) → the project's definitions
+    access: Callable[..., Any]  # (access, pk, queryset=...) → one of them, or 404
+    versions: Callable[[Any], QuerySet]  # (definition) → its versions, newest first
+
+    def one(self, request: Request, slug: str, pk: int, need: Capability) -> Any:
+        access = access_project(request.user, slug, need)
+        return self.access(access, pk, queryset=self.with_versions(project=access.project))
+
+
+ENVIRONMENTS = DefinitionKind(
+    selectors.environments_with_versions, access_environment, selectors.environment_versions
+)
+RUBRICS = DefinitionKind(selectors.rubrics_with_versions, access_rubric, selectors.rubric_versions)
+
+
+class DefinitionListView(generics.ListAPIView):
+    """GET: the project's definitions; POST (the subclass's, with its body): create one at version 1."""
+
+    kind: ClassVar[DefinitionKind]
+
+    def get_queryset(self):
+        return self.kind.with_versions(
+            project=access_project(self.request.user, self.kwargs["slug"], Capability.READ).project
+        )
+
+    def created(self, definition: Any) -> Response:
+        return Response(self.get_serializer_class()(definition).data, status=201)
+
+
+class DefinitionDetailView(generics.GenericAPIView):
+    """GET: one definition with its latest version; PATCH (the subclass's): edit it."""
+
+    kind: ClassVar[DefinitionKind]
+
+    def definition(self, need: Capability = Capability.READ) -> Any:
+        return self.kind.one(self.request, self.kwargs["slug"], self.kwargs["pk"], need)
+
+    def get(self, request: Request, slug: str, pk: int) -> Response:
+        return Response(self.get_serializer_class()(self.definition()).data)
+
+
+class DefinitionVersionListView(generics.ListAPIView):
+    """GET: every version of one definition, newest first."""
+
+    kind: ClassVar[DefinitionKind]
+
+    def get_queryset(self):
+        return self.kind.versions(
+            self.kind.one(self.request, self.kwargs["slug"], self.kwargs["pk"], Capability.READ)
+        )
 
 
 class EnvironmentPreviewView(APIView):
@@ -72,13 +127,9 @@ class EnvironmentPreviewView(APIView):
         return Response(preview_environment(body["kind"], body["config"]))
 
 
-class EnvironmentListView(generics.ListAPIView):
+class EnvironmentListView(DefinitionListView):
     serializer_class = s.EnvironmentSerializer
-
-    def get_queryset(self):
-        return selectors.environments_with_versions(
-            project=access_project(self.request.user, self.kwargs["slug"], Capability.READ).project
-        )
+    kind = ENVIRONMENTS
 
     @extend_schema(
         request=s.EnvironmentInputSerializer,
@@ -88,14 +139,15 @@ class EnvironmentListView(generics.ListAPIView):
     def post(self, request: Request, slug: str) -> Response:
         project = access_project(request.user, slug, Capability.LAUNCH).project
         data = parse(s.EnvironmentInputSerializer, request.data)
-        environment = experiment_services.environment_create(project=project, user=request.user, **data)
-        return Response(s.EnvironmentSerializer(environment).data, status=201)
+        return self.created(
+            experiment_services.environment_create(project=project, user=request.user, **data)
+        )
 
 
-class EnvironmentDetailView(APIView):
-    @extend_schema(responses={200: s.EnvironmentSerializer, 404: NOT_FOUND})
-    def get(self, request: Request, slug: str, pk: int) -> Response:
-        return Response(s.EnvironmentSerializer(_environment(request, slug, pk, Capability.READ)).data)
+@extend_schema_view(get=extend_schema(responses={200: s.EnvironmentSerializer, 404: NOT_FOUND}))
+class EnvironmentDetailView(DefinitionDetailView):
+    serializer_class = s.EnvironmentSerializer
+    kind = ENVIRONMENTS
 
     @extend_schema(
         request=s.EnvironmentUpdateSerializer,
@@ -103,9 +155,9 @@ class EnvironmentDetailView(APIView):
         summary="Edit an environment; a changed kind or config makes a new version",
     )
     def patch(self, request: Request, slug: str, pk: int) -> Response:
-        environment = _environment(request, slug, pk, Capability.LAUNCH)
+        environment = self.definition(Capability.LAUNCH)
         data = parse(s.EnvironmentUpdateSerializer, request.data)
-        latest = environment.versions_desc[0]
+        latest = environment.latest_version
         experiment_services.environment_update(
             environment=environment,
             user=request.user,
@@ -115,25 +167,15 @@ class EnvironmentDetailView(APIView):
             description=data.get("description"),
             note=data["note"],
         )
-        return Response(s.EnvironmentSerializer(_environment(request, slug, pk, Capability.READ)).data)
+        return self.get(request, slug, pk)
 
 
-class EnvironmentVersionListView(generics.ListAPIView):
+class EnvironmentVersionListView(DefinitionVersionListView):
     serializer_class = s.EnvironmentVersionSerializer
+    kind = ENVIRONMENTS
 
-    def get_queryset(self):
-        environment = _environment(self.request, self.kwargs["slug"], self.kwargs["pk"], Capability.READ)
-        return selectors.environment_versions(environment)
-
-
-# --- rubrics ------------------------------------------------------------------------------------------
 
 _RUBRIC_META_FIELDS = ("name", "description", "note")
-
-
-def _rubric(request: Request, slug: str, pk: int, need: Capability) -> Rubric:
-    access = access_project(request.user, slug, need)
-    return access_rubric(access, pk, queryset=selectors.rubrics_with_versions(project=access.project))
 
 
 def _rubric_spec(body: dict[str, Any]) -> dict[str, Any]:
@@ -142,13 +184,9 @@ def _rubric_spec(body: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in body.items() if key not in _RUBRIC_META_FIELDS}
 
 
-class RubricListView(generics.ListAPIView):
+class RubricListView(DefinitionListView):
     serializer_class = s.RubricSerializer
-
-    def get_queryset(self):
-        return selectors.rubrics_with_versions(
-            project=access_project(self.request.user, self.kwargs["slug"], Capability.READ).project
-        )
+    kind = RUBRICS
 
     @extend_schema(
         request=s.RubricInputSerializer,
@@ -165,13 +203,13 @@ class RubricListView(generics.ListAPIView):
             description=data["description"],
             spec=_rubric_spec(request.data),
         )
-        return Response(s.RubricSerializer(rubric).data, status=201)
+        return self.created(rubric)
 
 
-class RubricDetailView(APIView):
-    @extend_schema(responses={200: s.RubricSerializer, 404: NOT_FOUND})
-    def get(self, request: Request, slug: str, pk: int) -> Response:
-        return Response(s.RubricSerializer(_rubric(request, slug, pk, Capability.READ)).data)
+@extend_schema_view(get=extend_schema(responses={200: s.RubricSerializer, 404: NOT_FOUND}))
+class RubricDetailView(DefinitionDetailView):
+    serializer_class = s.RubricSerializer
+    kind = RUBRICS
 
     @extend_schema(
         request=s.RubricUpdateSerializer,
@@ -179,10 +217,10 @@ class RubricDetailView(APIView):
         summary="Edit a rubric; a changed spec makes a new version",
     )
     def patch(self, request: Request, slug: str, pk: int) -> Response:
-        rubric = _rubric(request, slug, pk, Capability.LAUNCH)
+        rubric = self.definition(Capability.LAUNCH)
         data = parse(s.RubricUpdateSerializer, request.data)
         # Keys left out keep the latest version's values.
-        spec = {**rubric.versions_desc[0].spec, **_rubric_spec(request.data)}
+        spec = {**rubric.latest_version.spec, **_rubric_spec(request.data)}
         experiment_services.rubric_update(
             rubric=rubric,
             user=request.user,
@@ -191,15 +229,45 @@ class RubricDetailView(APIView):
             description=data.get("description"),
             note=data["note"],
         )
-        return Response(s.RubricSerializer(_rubric(request, slug, pk, Capability.READ)).data)
+        return self.get(request, slug, pk)
 
 
-class RubricVersionListView(generics.ListAPIView):
+class RubricVersionListView(DefinitionVersionListView):
     serializer_class = s.RubricVersionSerializer
+    kind = RUBRICS
 
-    def get_queryset(self):
-        rubric = _rubric(self.request, self.kwargs["slug"], self.kwargs["pk"], Capability.READ)
-        return selectors.rubric_versions(rubric)
+
+class RubricJudgeCheckView(APIView):
+    @extend_schema(
+        request=s.JudgeCheckInputSerializer,
+        responses={
+            200: s.JudgeCheckSerializer(many=True),
+            400: VALIDATION_ERROR,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+        },
+        summary="Check the rubric's LLM judges against a truth (an environment's verifier or a queue)",
+    )
+    def post(self, request: Request, slug: str, pk: int) -> Response:
+        access = access_project(request.user, slug, Capability.LAUNCH)
+        rubric = access_rubric(access, pk)
+        data = parse(s.JudgeCheckInputSerializer, request.data)
+        if "queue" in data:
+            truth = {"queue": access_queue(access, data["queue"])}
+        else:
+            truth = {"environment_version": access_environment(access, data["environment"]).latest_version}
+        checks = judge_check(spec=rubric.latest_version.spec, **truth)
+        return Response(
+            [
+                {
+                    "criterion": check.criterion,
+                    "untrusted": check.untrusted,
+                    "skipped": check.skipped,
+                    "agreement": check.agreement.as_dict() if check.agreement is not None else None,
+                }
+                for check in checks
+            ]
+        )
 
 
 # --- runs ---------------------------------------------------------------------------------------------
@@ -282,7 +350,7 @@ class DpoRunCreateView(APIView):
     @extend_schema(
         request=s.DpoRunInputSerializer,
         responses={201: s.RunCreatedSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
-        summary="Create and queue a DPO run on a preference dataset (trainers/learn/dpo.py); the reply carries "
+        summary="Create and queue a DPO run on a preference dataset (trainers/recipes/dpo.py); the reply carries "
         "its ingestion token, once",
     )
     def post(self, request: Request, pk: int) -> Response:

@@ -418,6 +418,7 @@ class RubricPreviewForm(forms.Form):
 
     def __init__(self, *args: Any, search_url: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.options: list[tuple[int, str]] = []  # the picker's first options (the page fills them)
         attrs = {"list": self.OPTIONS_ID, "autocomplete": "off", "placeholder": "812, or words of the task"}
         if search_url:  # htmx: refresh the options as one types (the options list is the target)
             attrs.update(

@@ -14,6 +14,9 @@ from django.utils.timesince import timesince
 from webapp.core.dispatch import UNSENT, Queue
 from webapp.projects.models import Project
 
+# Where `selectors` prefetch a definition's versions, newest first (`Prefetch(..., to_attr=...)`).
+PREFETCHED_VERSIONS = "versions_desc"
+
 
 class VersionedDefinition(models.Model):
     """A named definition in a project whose content lives in immutable numbered versions.
@@ -42,7 +45,24 @@ class VersionedDefinition(models.Model):
 
     @property
     def latest_version(self):
+        """The newest version, the one a new run uses: the one rule every page, API and service asks.
+        Free when the versions were prefetched (`PREFETCHED_VERSIONS`, as the API's selectors do, or a
+        plain `prefetch_related("versions")`), else one query."""
+        prefetched = self._prefetched_versions()
+        if prefetched is not None:
+            return max(prefetched, key=lambda version: version.number, default=None)
         return self.versions.order_by("-number").first()
+
+    @property
+    def version_count(self) -> int:
+        prefetched = self._prefetched_versions()
+        return len(prefetched) if prefetched is not None else self.versions.count()
+
+    def _prefetched_versions(self) -> list | None:
+        prefetched = getattr(self, PREFETCHED_VERSIONS, None)
+        if prefetched is None:
+            prefetched = getattr(self, "_prefetched_objects_cache", {}).get("versions")
+        return None if prefetched is None else list(prefetched)
 
 
 class Environment(VersionedDefinition):
@@ -151,7 +171,7 @@ class RunOrigin(models.TextChoices):
 
 class RunKind(models.TextChoices):
     """What a dashboard run trains with: a GRPO-family algorithm on an environment and rubric (the
-    `algorithm` knob picks which), or DPO on a preference snapshot (trainers/learn/dpo.py))."""
+    `algorithm` knob picks which), or DPO on a preference snapshot (trainers/recipes/dpo.py))."""
 
     RL = "rl", "RL (GRPO family)"
     DPO = "dpo", "DPO"

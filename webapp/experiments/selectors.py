@@ -15,6 +15,7 @@ from trainers.rubrics import ComponentScore, score_trajectory
 from trainers.types import Trajectory
 from webapp.experiments.models import (
     ACTIVE_STATUSES,
+    PREFETCHED_VERSIONS,
     Checkpoint,
     Environment,
     EnvironmentVersion,
@@ -129,11 +130,11 @@ def environment_versions(environment: Environment) -> QuerySet[EnvironmentVersio
 
 
 def _with_versions(queryset: QuerySet, version_model: type[models.Model]) -> QuerySet:
-    """Definitions with their versions prefetched newest first (`versions_desc`), for the API."""
+    """Definitions with their versions prefetched newest first (`PREFETCHED_VERSIONS`: `latest_version` costs no query), for the API."""
     versions = version_model._default_manager.select_related("created_by").order_by("-number")
     return (
         queryset.select_related("created_by")
-        .prefetch_related(Prefetch("versions", queryset=versions, to_attr="versions_desc"))
+        .prefetch_related(Prefetch("versions", queryset=versions, to_attr=PREFETCHED_VERSIONS))
         .order_by("name")
     )
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from trainers.config import PRESETS, RUN_CONFIG_SCHEMA
-from trainers.learn.dpo import DPO_SCHEMA
+from trainers.recipes.dpo import DPO_SCHEMA
 from trainers.registry import environment_kinds
 from trainers.rubrics import AGGREGATIONS, rubric_schema
 from webapp.api import fields
@@ -37,20 +35,14 @@ class EnvironmentVersionSerializer(serializers.ModelSerializer):
         fields = ["id", "number", "kind", "config", "note", "created_by", "created_at"]
 
 
-def _latest(obj: Any) -> Any:
-    prefetched = getattr(obj, "versions_desc", None)
-    if prefetched is not None:
-        return prefetched[0] if prefetched else None
-    return obj.versions.order_by("-number").first()
+class DefinitionSerializer(serializers.ModelSerializer):
+    """An environment or a rubric (`VersionedDefinition`): its own fields, its latest version (as the
+    subclass's version serializer shows it) and how many versions it has, both free when prefetched."""
 
-
-class EnvironmentSerializer(serializers.ModelSerializer):
     created_by = username_field()
-    latest_version = serializers.SerializerMethodField()
-    version_count = serializers.SerializerMethodField()
+    version_count = serializers.IntegerField(read_only=True)
 
     class Meta:
-        model = Environment
         fields = [
             "id",
             "name",
@@ -62,13 +54,12 @@ class EnvironmentSerializer(serializers.ModelSerializer):
             "version_count",
         ]
 
-    @extend_schema_field(EnvironmentVersionSerializer)
-    def get_latest_version(self, environment: Environment) -> dict:
-        return EnvironmentVersionSerializer(_latest(environment)).data
 
-    def get_version_count(self, environment: Environment) -> int:
-        prefetched = getattr(environment, "versions_desc", None)
-        return len(prefetched) if prefetched is not None else environment.versions.count()
+class EnvironmentSerializer(DefinitionSerializer):
+    latest_version = EnvironmentVersionSerializer(read_only=True)
+
+    class Meta(DefinitionSerializer.Meta):
+        model = Environment
 
 
 class EnvironmentPreviewInputSerializer(serializers.Serializer):
@@ -137,31 +128,11 @@ class RubricVersionSerializer(serializers.ModelSerializer):
         fields = ["id", "number", "spec", "note", "created_by", "created_at"]
 
 
-class RubricSerializer(serializers.ModelSerializer):
-    created_by = username_field()
-    latest_version = serializers.SerializerMethodField()
-    version_count = serializers.SerializerMethodField()
+class RubricSerializer(DefinitionSerializer):
+    latest_version = RubricVersionSerializer(read_only=True)
 
-    class Meta:
+    class Meta(DefinitionSerializer.Meta):
         model = Rubric
-        fields = [
-            "id",
-            "name",
-            "description",
-            "created_by",
-            "created_at",
-            "updated_at",
-            "latest_version",
-            "version_count",
-        ]
-
-    @extend_schema_field(RubricVersionSerializer)
-    def get_latest_version(self, rubric: Rubric) -> dict:
-        return RubricVersionSerializer(_latest(rubric)).data
-
-    def get_version_count(self, rubric: Rubric) -> int:
-        prefetched = getattr(rubric, "versions_desc", None)
-        return len(prefetched) if prefetched is not None else rubric.versions.count()
 
 
 _RUBRIC_SCHEMA = rubric_schema()
@@ -350,7 +321,7 @@ class DpoConfigField(serializers.DictField):
 class DpoRunInputSerializer(serializers.Serializer):
     name = fields.name(Run)
     config = DpoConfigField(
-        default=dict, help_text="DPO knobs (trainers/learn/dpo.py); defaults fill the rest"
+        default=dict, help_text="DPO knobs (trainers/recipes/dpo.py); defaults fill the rest"
     )
     queue = serializers.ChoiceField(choices=Queue.choices, default=Queue.CPU)
 
@@ -447,4 +418,29 @@ class RunForkInputSerializer(RunContinueInputSerializer):
         required=False,
         help_text="The fork's complete knob overrides of the parent's preset; "
         "defaults to the parent's overrides.",
+    )
+
+
+class JudgeCheckInputSerializer(serializers.Serializer):
+    environment = serializers.IntegerField(
+        required=False, help_text="an environment of the project: its verifier is the truth"
+    )
+    queue = serializers.IntegerField(
+        required=False, help_text="a preference queue of the project: its decided pairs are the truth"
+    )
+
+    def validate(self, attrs: dict) -> dict:
+        if ("environment" in attrs) == ("queue" in attrs):
+            raise serializers.ValidationError({"environment": ["Give either an environment or a queue."]})
+        return attrs
+
+
+class JudgeCheckSerializer(serializers.Serializer):
+    criterion = serializers.CharField()
+    untrusted = serializers.BooleanField(help_text="the judge cannot tell right from wrong")
+    skipped = serializers.CharField(help_text="why it was not checked ('' when it was)")
+    agreement = serializers.JSONField(
+        allow_null=True,
+        help_text="{n, accuracy, auc, kappa, right_judged_right, right_judged_wrong, wrong_judged_right, "
+        "wrong_judged_wrong, threshold, source, scores, parse_failures, can_tell, verdict}",
     )

@@ -2,13 +2,16 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
 from webapp.fleet.selectors import gpu_rows, is_online, queued_runs_by_queue, worker_list
+from webapp.projects.access import access_workers
 from webapp.projects.models import Membership
 
 
 @login_required
 def workers(request):
     """Every worker process, what it has and how busy it is. A worker's current run is named only to
-    members of that run's project: the page must not leak other teams' runs."""
+    members of that run's project: the page must not leak other teams' runs. Only for the members who
+    launch runs (access.may_see_workers)."""
+    access_workers(request.user)
     member_of = set(Membership.objects.filter(user=request.user).values_list("project_id", flat=True))
     rows = []
     for node in worker_list():

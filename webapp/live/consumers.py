@@ -1,4 +1,5 @@
-"""ws/runs/<id>/ — one run's live stream. The protocol is documented in docs/live.md.
+"""ws/runs/<id>/ — one run's live stream. The protocol is documented in docs/live.md. And ws/review/ —
+what reviewing together sends a member's pages (ReviewConsumer, below; docs/review.md).
 
 Thin on purpose: access goes through webapp.projects.access, ORM work runs in database_sync_to_async
 helpers, and the hot path (a group message → frames to the browser) does a comparison and a send per
@@ -19,10 +20,10 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from webapp.core.broadcast import run_group
+from webapp.core.broadcast import REVIEW_EVENTS, run_group, trajectory_group, user_group
 from webapp.experiments.models import Run
 from webapp.live import selectors
-from webapp.projects.access import Forbidden, NotFound, access_run
+from webapp.projects.access import Forbidden, NotFound, access_run, access_trajectory
 
 # Close codes (sent after accepting, so browsers see them; a refused handshake reaches a browser as 1006).
 CLOSE_UNAUTHENTICATED = 4401
@@ -40,7 +41,7 @@ def _snapshot_and_replay(run_id: int, after_seq: int) -> tuple[dict[str, Any], l
     return selectors.run_snapshot(run), events, truncated
 
 
-def _query_int(scope: dict[str, Any], name: str) -> int | None:
+def query_int(scope: dict[str, Any], name: str) -> int | None:
     values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get(name)
     if not values:
         return None
@@ -64,7 +65,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             return
         self.group = run_group(self.run_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
-        await self._send_snapshot_and_replay(_query_int(self.scope, "last_seq") or 0)
+        await self._send_snapshot_and_replay(query_int(self.scope, "last_seq") or 0)
 
     async def _may_read(self) -> bool:
         """Check access through the helper; on refusal, close with the matching code."""
@@ -159,3 +160,62 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     async def run_events(self, message: dict[str, Any]) -> None:
         for event in message["events"]:
             await self._send_event(event)
+
+
+# --- ws/review/ ------------------------------------------------------------------------------------------
+# What reviewing together sends live to a signed-in member's pages (docs/review.md, "Live"). Every page joins
+# the member's group `user.<id>` (notifications, the unread badge); a trajectory page adds ?trajectory=<id>
+# and also joins `trajectory.<id>` (its discussion changed), once access_trajectory allows it. Then the server
+# sends {"type": "ready"}: an event committed after that reaches the page. The events
+# (webapp/review/live.py) are forwarded as they come; nothing touches the database after the join.
+
+
+def _check_trajectory(user, trajectory_id: int) -> None:
+    access_trajectory(user, trajectory_id)
+
+
+class ReviewConsumer(AsyncJsonWebsocketConsumer):
+    groups_joined: list[str]
+
+    async def connect(self) -> None:
+        self.groups_joined = []
+        await self.accept()  # then close with an application code, which a browser can read
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        wanted = [user_group(user.pk)]
+        trajectory_id = query_int(self.scope, "trajectory")
+        if trajectory_id is not None:
+            try:
+                await database_sync_to_async(_check_trajectory)(user, trajectory_id)
+            except NotFound:
+                await self.close(code=CLOSE_NOT_FOUND)
+                return
+            except Forbidden:
+                await self.close(code=CLOSE_FORBIDDEN)
+                return
+            wanted.append(trajectory_group(trajectory_id))
+        for group in wanted:
+            await self.channel_layer.group_add(group, self.channel_name)
+            self.groups_joined.append(group)
+        await self.send_json({"type": "ready"})
+
+    async def disconnect(self, code: int) -> None:
+        for group in self.groups_joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "ping":
+            await self.send_json({"type": "pong"})
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # As RunConsumer: forwarding touches no database, so skip Channels' per-message connection hop.
+        if message.get("type") == REVIEW_EVENTS:
+            await self.review_events(message)
+        else:
+            await super().dispatch(message)
+
+    async def review_events(self, message: dict[str, Any]) -> None:
+        for event in message["events"]:
+            await self.send_json({"type": "event", "event": event})

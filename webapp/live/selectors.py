@@ -1,5 +1,5 @@
 """Reads for the live pages: the websocket snapshot and replay, per-step histograms, compare. Metric
-curves come from `webapp.rollouts.metrics`, the one downsampling."""
+curves come from `webapp.rollouts.selectors.metrics`, the one downsampling."""
 
 from __future__ import annotations
 

@@ -16,10 +16,10 @@ from webapp.experiments.models import Run
 from webapp.live import selectors
 from webapp.projects.access import Capability, access_project, access_run
 from webapp.projects.views import project_context
-from webapp.rollouts import metrics
-from webapp.rollouts import selectors as rollout_selectors
+from webapp.rollouts.selectors import metrics
+from webapp.rollouts.selectors import runs as rollout_selectors
 
-EVENT_TYPES = ("log", "trajectories", "checkpoint", "status", "metrics", "phase")
+EVENT_TYPES = ("log", "trajectories", "checkpoint", "status", "metrics", "phase", "experience")
 SPLITS = ("train", "eval")
 MAX_EVENTS = 500
 MAX_COMPARED_RUNS = selectors.MAX_COMPARED_RUNS

@@ -20,7 +20,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.http import Http404
 
-from webapp.projects.models import Capability, Membership, Project
+from webapp.projects.models import CAPABILITY_ACTIONS, Capability, Membership, Project
 
 M = TypeVar("M", bound=Model)
 
@@ -63,9 +63,15 @@ def _membership(user: Any, project: Project) -> Membership:
     return membership
 
 
-def _require(access: ProjectAccess, need: Capability | str) -> None:
+def refusal(role: str, need: Capability | str, action: str | None = None) -> str:
+    """The 403's words: the role and the action refused ("create a preference queue"), or what the missing
+    capability covers when the caller names no action."""
+    return f"Your role ({role}) may not {action or CAPABILITY_ACTIONS[Capability(need)]}."
+
+
+def _require(access: ProjectAccess, need: Capability | str, action: str | None = None) -> None:
     if not access.can(need):
-        raise Forbidden(f"Your role ({access.role}) does not allow this ({Capability(need).value}).")
+        raise Forbidden(refusal(access.role, need, action))
 
 
 def can(user: Any, project: Project, capability: Capability | str) -> bool:
@@ -77,12 +83,41 @@ def can(user: Any, project: Project, capability: Capability | str) -> bool:
         return False
 
 
-def access_project(user: Any, slug: str, need: Capability | str = Capability.READ) -> ProjectAccess:
+WORKERS_ACTION = "see the workers page (every machine's CPU, memory, GPUs and queued runs)"
+
+
+def may_see_workers(user: Any) -> bool:
+    """The Workers page is for the people who decide where runs go: staff, and members who may launch in
+    some project. An annotator or a viewer judges and reads runs; the machines' load and other teams'
+    queue positions are none of their work, so the page and its link are not theirs."""
+    if user is None or not user.is_authenticated:
+        return False
+    if user.is_staff:
+        return True
+    roles = Membership.objects.filter(user=user).values_list("role", flat=True)
+    return any(Membership(role=role).can(Capability.LAUNCH) for role in roles)
+
+
+def access_workers(user: Any) -> None:
+    """Refuse the Workers page (Forbidden) to whoever may_see_workers says may not see it."""
+    if not may_see_workers(user):
+        roles = sorted(set(Membership.objects.filter(user=user).values_list("role", flat=True)))
+        raise Forbidden(
+            f"Your role ({', '.join(roles) or 'no project'}) may not {WORKERS_ACTION}: "
+            "it is for the members who launch runs."
+        )
+
+
+def access_project(
+    user: Any, slug: str, need: Capability | str = Capability.READ, *, action: str | None = None
+) -> ProjectAccess:
+    """The member's access to the project `slug`; `action` names what a refusal refuses ("create a
+    preference queue")."""
     project = Project.objects.filter(slug=slug).first()
     if project is None:
         raise NotFound("No such project.")
     access = ProjectAccess(project, _membership(user, project))
-    _require(access, need)
+    _require(access, need, action)
     return access
 
 
@@ -105,6 +140,7 @@ def _access(
     noun: str,
     pk: Any,
     visible: Callable[[M, Membership], bool] | None = None,
+    action: str | None = None,
 ) -> M:
     """The object `pk` of `queryset`, if `who` may do `need` in its project (and, with `visible`, may
     know that the object exists at all: an object a member may not see is NotFound, like an outsider's)."""
@@ -123,7 +159,7 @@ def _access(
         for attr in project_path.split("__"):
             project = getattr(project, attr)
         access = ProjectAccess(project, _membership(who, project))
-    _require(access, need)
+    _require(access, need, action)
     if visible is not None and not visible(obj, access.membership):
         raise NotFound(f"No such {noun}.")
     return obj
@@ -192,7 +228,12 @@ def access_trajectory(
 
 
 def access_queue(
-    who: Who, queue_id: Any, need: Capability | str = Capability.READ, *, queryset: QuerySet | None = None
+    who: Who,
+    queue_id: Any,
+    need: Capability | str = Capability.READ,
+    *,
+    queryset: QuerySet | None = None,
+    action: str | None = None,
 ):
     queryset = _default(queryset, "review.PreferenceQueue").select_related("project")
     # Annotators do not learn that queues they are not assigned to exist.
@@ -204,6 +245,7 @@ def access_queue(
         "preference queue",
         queue_id,
         visible=lambda queue, membership: queue.visible_to(membership),
+        action=action,
     )
 
 

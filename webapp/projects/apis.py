@@ -69,7 +69,7 @@ class MemberListView(generics.ListAPIView):
     def post(self, request: Request, slug: str) -> Response:
         access = access_project(request.user, slug, Capability.MANAGE)
         data = parse(s.MemberInputSerializer, request.data)
-        membership = project_services.membership_set(project=access.project, **data)
+        membership = project_services.membership_set(project=access.project, by=request.user, **data)
         return Response(s.MembershipSerializer(membership).data, status=201)
 
 
@@ -139,7 +139,7 @@ class InvitationDetailView(APIView):
         access = access_project(request.user, slug, Capability.MANAGE)
         if not selectors.invitation_list(access.project).filter(pk=pk).exists():
             raise NotFound("No such invitation.")
-        project_services.invitation_revoke(project=access.project, invitation_id=pk)
+        project_services.invitation_revoke(project=access.project, invitation_id=pk, by=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -17,16 +17,35 @@ class Capability(StrEnum):
     READ = "read"  # see everything in the project
     ANNOTATE = "annotate"  # comment, tag, judge preference pairs
     LAUNCH = "launch"  # define environments and rubrics, launch and stop runs, train reward models
+    ADJUDICATE = "adjudicate"  # settle the pairs a queue's annotators disagree on (what datasets export)
     MANAGE = "manage"  # members and the project itself
 
+
+# The refused action, in words, for a 403 that names no more precise one (access.py's `action=`).
+CAPABILITY_ACTIONS: dict[Capability, str] = {
+    Capability.READ: "read this project",
+    Capability.ANNOTATE: "comment, tag or judge in this project",
+    Capability.LAUNCH: "launch runs or change environments, rubrics, queues and datasets",
+    Capability.ADJUDICATE: "settle the disagreements of a preference queue",
+    Capability.MANAGE: "manage the project and its members",
+}
 
 # What each role may do; every check in the app goes through webapp.projects.access.
 ROLE_CAPABILITIES: dict[str, frozenset[Capability]] = {
     Role.VIEWER: frozenset({Capability.READ}),
     Role.ANNOTATOR: frozenset({Capability.READ, Capability.ANNOTATE}),
-    Role.RESEARCHER: frozenset({Capability.READ, Capability.ANNOTATE, Capability.LAUNCH}),
+    Role.RESEARCHER: frozenset(
+        {Capability.READ, Capability.ANNOTATE, Capability.LAUNCH, Capability.ADJUDICATE}
+    ),
     Role.OWNER: frozenset(Capability),
 }
+
+
+class UntrustedJudge(models.TextChoices):
+    """What the run form does with a rubric whose judge failed its check (webapp/review/judge_check.py)."""
+
+    WARN = "warn", "Warn (the run can still be launched)"
+    REFUSE = "refuse", "Refuse the launch"
 
 
 class Project(models.Model):
@@ -40,6 +59,12 @@ class Project(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
+    untrusted_judge = models.CharField(
+        max_length=8,
+        choices=UntrustedJudge.choices,
+        default=UntrustedJudge.WARN,
+        help_text="a launch whose LLM judge cannot tell right from wrong (its judge check): warn or refuse",
+    )
 
     class Meta:
         ordering = ["name"]

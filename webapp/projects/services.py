@@ -14,7 +14,16 @@ from webapp.accounts.models import hash_token
 from webapp.accounts.services import user_create
 from webapp.core.crypto import decrypt, encrypt
 from webapp.core.limits import DESCRIPTION_MAX_CHARS
-from webapp.projects.models import INVITATION_DAYS, Invitation, Membership, Project, ProjectSecret, Role
+from webapp.projects import signals
+from webapp.projects.models import (
+    INVITATION_DAYS,
+    Invitation,
+    Membership,
+    Project,
+    ProjectSecret,
+    Role,
+    UntrustedJudge,
+)
 
 INVITATION_TOKEN_PREFIX = "rsi_"
 INVITATION_MAX_DAYS = 30
@@ -41,8 +50,9 @@ def project_create(*, name: str, owner, description: str = "", slug: str = "") -
 
 
 @transaction.atomic
-def membership_set(*, project: Project, username: str, role: str) -> Membership:
-    """Add a user to the project or change their role. The last owner cannot be demoted."""
+def membership_set(*, project: Project, username: str, role: str, by=None) -> Membership:
+    """Add a user to the project (`by` whom, for the activity log) or change their role. The last owner
+    cannot be demoted."""
     if role not in Role.values:
         raise ValidationError({"role": [f"Unknown role {role!r}; choose one of {', '.join(Role.values)}."]})
     user = get_user_model().objects.filter(username=username).first()
@@ -52,7 +62,9 @@ def membership_set(*, project: Project, username: str, role: str) -> Membership:
     if membership and membership.role == Role.OWNER and role != Role.OWNER:
         _ensure_another_owner(project, membership)
     if membership is None:
-        return Membership.objects.create(project=project, user=user, role=role)
+        membership = Membership.objects.create(project=project, user=user, role=role)
+        signals.member_joined.send(sender=Membership, membership=membership, added_by=by, invitation=None)
+        return membership
     membership.role = role
     membership.save(update_fields=["role"])
     return membership
@@ -101,16 +113,20 @@ def invitation_create(
         created_by=created_by,
         expires_at=timezone.now() + timedelta(days=days),
     )
+    signals.invitation_created.send(sender=Invitation, invitation=invitation, user=created_by)
     return invitation, raw
 
 
-def invitation_revoke(*, project: Project, invitation_id: int) -> None:
+@transaction.atomic
+def invitation_revoke(*, project: Project, invitation_id: int, by=None) -> None:
     """Claimed atomically: a link being used at this moment is either used or revoked, never both."""
     revoked = Invitation.objects.filter(
         project=project, pk=invitation_id, used_at=None, revoked_at=None, expires_at__gt=timezone.now()
     ).update(revoked_at=timezone.now())
     if not revoked:
         raise ValidationError({"invitation": ["No such pending invitation (used, revoked or expired)."]})
+    invitation = Invitation.objects.get(pk=invitation_id)
+    signals.invitation_revoked.send(sender=Invitation, invitation=invitation, user=by)
 
 
 def invitation_by_token(raw: str) -> Invitation | None:
@@ -147,7 +163,11 @@ def invitation_accept(*, raw: str, user) -> Membership:
     assert invitation is not None
     membership = Membership.objects.select_for_update().filter(project=invitation.project, user=user).first()
     if membership is None:
-        return Membership.objects.create(project=invitation.project, user=user, role=invitation.role)
+        membership = Membership.objects.create(project=invitation.project, user=user, role=invitation.role)
+        signals.member_joined.send(
+            sender=Membership, membership=membership, added_by=None, invitation=invitation
+        )
+        return membership
     ranks = list(Role.values)  # owner, researcher, annotator, viewer: most capable first
     if ranks.index(invitation.role) < ranks.index(membership.role):
         membership.role = invitation.role
@@ -210,3 +230,11 @@ def secret_values(*, project: Project, names: list[str]) -> dict[str, str]:
         secret.name: decrypt(secret.ciphertext)
         for secret in ProjectSecret.objects.filter(project=project, name__in=names)
     }
+
+
+def project_set_untrusted_judge(*, project: Project, value: str) -> None:
+    """Whether the run form warns about or refuses a judge that failed its check (`UntrustedJudge`)."""
+    if value not in UntrustedJudge.values:
+        raise ValidationError({"untrusted_judge": [f"Choose one of: {', '.join(UntrustedJudge.values)}."]})
+    Project.objects.filter(pk=project.pk).update(untrusted_judge=value)
+    project.untrusted_judge = value

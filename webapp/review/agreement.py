@@ -294,3 +294,29 @@ def summarize(
             order_consistency(label, answers) for label, answers in sorted((judge_answers or {}).items())
         ],
     )
+
+
+def settled(
+    judgements: Iterable[tuple[Hashable, str, Category]], decisions: Mapping[Any, Category]
+) -> list[tuple[Hashable, str, Category]]:
+    """(item, rater, label) triples with every decided item's labels replaced by its decision: the votes
+    as a dataset reads them once disagreements are adjudicated."""
+    return [(item, rater, decisions.get(item, label)) for item, rater, label in judgements]
+
+
+def people_kappa(
+    judgements: Sequence[tuple[Hashable, str, Category]], *, overlap: int
+) -> tuple[float | None, str]:
+    """The queue's one κ of people, as its agreement section headlines it: Cohen's when exactly two people
+    judged (over the pairs both judged), else Fleiss' over the pairs with all `overlap` judgements. The
+    kind is "" when no κ applies (one judgement per pair, or fewer than two people)."""
+    people, cells = agreement_matrix(judgements)
+    if len(people) == 2:
+        return cells[(people[0], people[1])].kappa, "Cohen's κ"
+    if overlap < 2 or len(people) < 2:
+        return None, ""
+    by_item: dict[Hashable, list[Category]] = defaultdict(list)
+    for item, _, label in judgements:
+        by_item[item].append(label)
+    complete = {item: labels for item, labels in by_item.items() if len(labels) == overlap}
+    return (fleiss_kappa(fleiss_table(complete, CHOICES)) if complete else None), "Fleiss' κ"

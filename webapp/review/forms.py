@@ -22,7 +22,7 @@ from webapp.review.explorer import (
     SORTS,
     ExplorerFilters,
 )
-from webapp.review.models import FlagReason, Pairing, PairSource, Tag
+from webapp.review.models import Choice, FlagReason, Pairing, PairSource, Tag
 from webapp.review.selectors import judge_criteria
 from webapp.review.services import DEFAULT_LOCK_SECONDS, MAX_COMMENT, MAX_OVERLAP, MAX_QUEUE_PAIRS
 from webapp.rollouts.models import Split, TrajectoryStatus
@@ -38,6 +38,8 @@ class CommentForm(forms.Form):
     turn_index = forms.TypedChoiceField(
         required=False, coerce=int, empty_value=None, label="On", choices=[("", "the whole trajectory")]
     )
+    # A reply names the comment it answers; the view resolves it through access_comment.
+    reply_to = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
     # Past this many turns the turn is a number to type, not an option to pick: a select of 10,000 options
     # was most of a huge trajectory's page (bench/huge_trajectory.py).
@@ -135,7 +137,13 @@ class QueueForm(forms.Form):
     steps = forms.CharField(
         required=False, help_text="Only these steps, e.g. “0, 100, 200” or “50-100” (empty: all)."
     )
-    distinct_rewards = forms.BooleanField(required=False, label="Skip pairs with equal rewards")
+    distinct_rewards = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Skip pairs with equal rewards",
+        help_text="On by default: two responses the reward scored alike are usually the same answer. "
+        "Pairs whose responses are word for word identical are never offered.",
+    )
     max_pairs = forms.IntegerField(
         min_value=1,
         max_value=MAX_QUEUE_PAIRS,
@@ -199,6 +207,16 @@ class JudgementForm(forms.Form):
     choice = forms.ChoiceField(choices=SIDES, widget=forms.RadioSelect)
     rationale = forms.CharField(
         required=False, max_length=MAX_COMMENT, widget=forms.Textarea(attrs={"rows": 2})
+    )
+
+
+class AdjudicationForm(forms.Form):
+    """Settle a disagreement, in canonical A/B terms: the page shows the pair as A and B, since each voter
+    saw it in their own left/right order."""
+
+    choice = forms.ChoiceField(choices=Choice.choices, widget=forms.RadioSelect, label="Decision")
+    rationale = forms.CharField(
+        required=False, max_length=MAX_COMMENT, widget=forms.Textarea(attrs={"rows": 2}), label="Why"
     )
 
 
@@ -379,3 +397,17 @@ class ExplorerForm(forms.Form):
             sort=data.get("sort") or DEFAULT_SORT,
             page_size=data.get("page_size") or DEFAULT_PAGE_SIZE,
         )
+
+
+class ActivityFilterForm(forms.Form):
+    """The activity page's filters (GET): a kind of activity and a person; empty shows everything."""
+
+    kind = forms.ChoiceField(required=False, label="Show", choices=[("", "everything")])
+    person = forms.ChoiceField(required=False, label="by", choices=[("", "anyone")])
+
+    def __init__(self, *args, people: list[str], **kwargs):
+        from webapp.review.models import ActivityKind
+
+        super().__init__(*args, **kwargs)
+        self.fields["kind"].choices = [("", "everything"), *ActivityKind.choices]
+        self.fields["person"].choices = [("", "anyone"), *((name, name) for name in people)]

@@ -42,11 +42,17 @@ class TrajectoryTag(models.Model):
 
 
 class Comment(models.Model):
-    """A comment on a trajectory, or on one of its turns when turn_index is set."""
+    """A comment on a trajectory, or on one of its turns when turn_index is set.
+
+    A comment without `parent` starts a thread; replies point at the thread's first comment (`parent`)
+    and share its turn. A thread is resolved on its first comment."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="comments")
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="comments")
     turn_index = models.PositiveIntegerField(null=True, blank=True)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="replies"
+    )
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="comments"
     )
@@ -55,6 +61,10 @@ class Comment(models.Model):
     edited_at = models.DateTimeField(null=True, blank=True)
     # Deleting keeps the row (replies and the activity log still point at it) and clears the body.
     deleted_at = models.DateTimeField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["created_at"]
@@ -66,6 +76,20 @@ class Comment(models.Model):
     @property
     def is_deleted(self) -> bool:
         return self.deleted_at is not None
+
+    @property
+    def is_resolved(self) -> bool:
+        return self.resolved_at is not None
+
+    @property
+    def thread_root(self) -> Comment:
+        return self.parent if self.parent_id else self
+
+    def may_be_resolved_by(self, user, *, can_launch: bool) -> bool:
+        """Who settles a thread: whoever started it, and the project's owners and researchers
+        (`can_launch`: the LAUNCH capability). The one rule the page, the service and the API ask."""
+        root = self.thread_root
+        return bool(user and user.pk is not None and (root.author_id == user.pk or can_launch))
 
 
 # --- working together -----------------------------------------------------------------------------
@@ -107,8 +131,14 @@ class Flag(models.Model):
         return self.resolved_at is None
 
 
+class NotificationReason(models.TextChoices):
+    MENTION = "mention", "mentioned you"
+    REPLY = "reply", "replied to your comment"
+
+
 class Notification(models.Model):
-    """Someone @mentioned the recipient in a comment. Read when the recipient opens it (or marks all read)."""
+    """Someone @mentioned the recipient in a comment, or replied to the recipient's comment (a mention in a
+    reply counts once, as the mention). Read when the recipient opens it (or marks all read)."""
 
     recipient = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
@@ -119,6 +149,9 @@ class Notification(models.Model):
     )
     comment = models.ForeignKey(Comment, null=True, on_delete=models.CASCADE, related_name="notifications")
     trajectory = models.ForeignKey(Trajectory, null=True, on_delete=models.CASCADE, related_name="+")
+    reason = models.CharField(
+        max_length=8, choices=NotificationReason.choices, default=NotificationReason.MENTION
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     read_at = models.DateTimeField(null=True, blank=True)
 
@@ -132,13 +165,16 @@ class Notification(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"mention of {self.recipient} by {self.actor}"
+        return f"{self.actor} {self.get_reason_display()} ({self.recipient})"
 
 
 class ActivityVerb(models.TextChoices):
     COMMENT_ADDED = "comment.added", "commented on"
     COMMENT_EDITED = "comment.edited", "edited a comment on"
     COMMENT_DELETED = "comment.deleted", "deleted a comment on"
+    COMMENT_REPLIED = "comment.replied", "replied to a comment on"
+    THREAD_RESOLVED = "thread.resolved", "resolved a thread on"
+    THREAD_REOPENED = "thread.reopened", "reopened a thread on"
     TAG_ADDED = "tag.added", "tagged"
     TAG_REMOVED = "tag.removed", "removed a tag from"
     FLAG_RAISED = "flag.raised", "flagged"
@@ -156,6 +192,52 @@ class ActivityVerb(models.TextChoices):
     TURN_JUDGED = "turn.judged", "judged a turn of"
     TURN_JUDGEMENT_CLEARED = "turn.cleared", "withdrew a turn judgement on"
     JUDGE_ASKED = "judge.asked", "asked an LLM judge to annotate"
+    PAIR_ADJUDICATED = "pair.adjudicated", "settled a disagreement in"
+    MEMBER_JOINED = "member.joined", "joined the project"
+    MEMBER_INVITED = "member.invited", "invited a new member"
+    INVITATION_REVOKED = "invitation.revoked", "revoked an invitation"
+
+
+class ActivityKind(models.TextChoices):
+    """What the activity page filters by."""
+
+    DISCUSSION = "discussion", "Comments, tags and flags"
+    ANNOTATION = "annotation", "Judgements, queues and datasets"
+    EXPERIMENTS = "experiments", "Runs, environments, rubrics, reward models"
+    MEMBERS = "members", "Members and invitations"
+
+
+KIND_OF_VERB: dict[str, str] = {
+    **{
+        verb: ActivityKind.DISCUSSION
+        for verb in ActivityVerb.values
+        if verb.split(".")[0] in ("comment", "thread", "tag", "flag")
+    },
+    **{
+        verb: ActivityKind.ANNOTATION
+        for verb in ActivityVerb.values
+        if verb.split(".")[0] in ("queue", "judgement", "snapshot", "turn", "judge", "pair")
+    },
+    **{
+        verb: ActivityKind.EXPERIMENTS
+        for verb in ActivityVerb.values
+        if verb.split(".")[0] in ("run", "environment", "rubric", "reward_model")
+    },
+    **{
+        verb: ActivityKind.MEMBERS
+        for verb in ActivityVerb.values
+        if verb.split(".")[0] in ("member", "invitation")
+    },
+}
+
+# Many in a row by one person (in one queue) read as one line: "carol judged 30 pairs in queue 2".
+GROUPED_VERBS: dict[str, str] = {
+    ActivityVerb.JUDGEMENT_RECORDED: "judged {n} pairs in",
+    ActivityVerb.JUDGEMENT_CHANGED: "changed {n} judgements in",
+    ActivityVerb.TURN_JUDGED: "judged {n} turns, the latest on",
+    ActivityVerb.TURN_JUDGEMENT_CLEARED: "withdrew {n} turn judgements, the latest on",
+    ActivityVerb.TAG_ADDED: "tagged {n} trajectories, the latest",
+}
 
 
 class Activity(models.Model):
@@ -184,6 +266,10 @@ class Activity(models.Model):
     def __str__(self) -> str:
         return f"{self.actor} {self.verb}"
 
+    @property
+    def kind(self) -> str:
+        return KIND_OF_VERB.get(self.verb, ActivityKind.EXPERIMENTS)
+
     def target(self) -> tuple[str, str] | None:
         """(url, name) of the run, environment, rubric or reward model the activity is about, if any."""
         from django.urls import reverse
@@ -205,6 +291,14 @@ class Activity(models.Model):
         """A few words on what changed: the tag, the flag's reason, the dataset version. Never a judgement's
         choice: annotators read this log too, and must not see each other's votes."""
         data = self.data or {}
+        if "role" in data:  # members: "as annotator, added by alice"
+            added = f", added by {data['added_by']}" if data.get("added_by") else ""
+            via = (
+                ", through an invitation"
+                if self.verb == ActivityVerb.MEMBER_JOINED and "invitation_id" in data
+                else ""
+            )
+            return f"as {data['role']}{added}{via}"
         if "judge" in data:
             return f"“{data['judge']}”, {data.get('pairs', 0)} pairs in both orders"
         if "tag" in data:
@@ -218,6 +312,22 @@ class Activity(models.Model):
         if "pairs" in data:
             return f"{data['pairs']} pairs"
         return ""
+
+
+class ActivityVisit(models.Model):
+    """When a member last opened the project's activity page: the page marks what is new since."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "user"], name="one_activity_visit_per_member")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} saw {self.project} activity at {self.seen_at}"
 
 
 # --- preference annotation ------------------------------------------------------------------------
@@ -256,7 +366,7 @@ class PreferenceQueue(models.Model):
     instructions = models.TextField(blank=True)
     source = models.CharField(max_length=12, choices=PairSource.choices, default=PairSource.GROUP)
     pairing = models.CharField(max_length=12, choices=Pairing.choices, default=Pairing.ALL)
-    distinct_rewards = models.BooleanField(default=False, help_text="skip pairs whose rewards are equal")
+    distinct_rewards = models.BooleanField(default=True, help_text="skip pairs whose rewards are equal")
     # How the queue was built, for provenance: {"runs": [...], "steps": [...], "split": ..., "max_pairs": ...}
     build_params = models.JSONField(default=dict)
     runs = models.ManyToManyField("experiments.Run", related_name="preference_queues")
@@ -284,8 +394,10 @@ class PreferenceQueue(models.Model):
         return membership.can(Capability.LAUNCH) or self.annotators.filter(pk=membership.user_id).exists()
 
     def annotatable_by(self, membership: Membership) -> bool:
-        """Assigned annotators judge; researchers and owners may too (they can assign themselves anyway)."""
-        return membership.can(Capability.ANNOTATE) and self.visible_to(membership)
+        """Only the queue's assigned annotators judge it. An owner or researcher who wants to judge assigns
+        themselves on the queue page: otherwise opening "annotate" would hand them a pair under a lock,
+        taking one of its `overlap` places from the people meant to fill them."""
+        return membership.can(Capability.ANNOTATE) and self.annotators.filter(pk=membership.user_id).exists()
 
     def base_model(self) -> str | None:
         """The model every run of this queue started from (their config's `model`: a Hugging Face id, the
@@ -359,6 +471,24 @@ class Judgement(models.Model):
 
     def __str__(self) -> str:
         return f"{self.annotator} on pair {self.pair_id}: {self.choice}"
+
+
+class Adjudication(models.Model):
+    """An owner's or researcher's decision on a pair its voters split on. Dataset snapshots export it
+    instead of the votes (webapp.review.tally.decide); `overridden` keeps the votes as they stood when
+    it was decided ([{"annotator", "choice", "rationale"}]), for provenance even if a vote changes later."""
+
+    pair = models.OneToOneField(PreferencePair, on_delete=models.CASCADE, related_name="adjudication")
+    choice = models.CharField(max_length=8, choices=Choice.choices)
+    rationale = models.TextField(blank=True)
+    overridden = models.JSONField(default=list)
+    adjudicated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    adjudicated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.adjudicated_by} settled pair {self.pair_id}: {self.choice}"
 
 
 class PreferenceSnapshot(models.Model):

@@ -13,9 +13,10 @@ from trainers.learn.turn_credit import judged_turn_rewards
 from webapp.experiments.models import Checkpoint, RubricVersion, Run
 from webapp.projects.access import Capability, ProjectAccess
 from webapp.projects.models import Membership, Project
-from webapp.review import agreement
+from webapp.review import agreement, tally
 from webapp.review.models import (
     Activity,
+    Adjudication,
     Comment,
     Flag,
     Judgement,
@@ -41,17 +42,71 @@ RECENT_ACTIVITY = 15
 
 
 @dataclass
+class Thread:
+    """A comment and its replies, oldest first; `may_resolve`: whether the reader may resolve it."""
+
+    root: Comment
+    replies: list[Comment]
+    may_resolve: bool = False
+
+    @property
+    def turn_index(self) -> int | None:
+        return self.root.turn_index
+
+    @property
+    def size(self) -> int:
+        return 1 + len(self.replies)
+
+
+@dataclass
 class CollaborationPanel:
-    comments: list[Comment]
+    threads: list[Thread]
     tags: list[TrajectoryTag]
     flags: list[Flag]
     project_tags: list[Tag]
 
+    @property
+    def by_turn(self) -> list[tuple[int | None, list[Thread]]]:
+        return threads_by_turn(self.threads)
 
-def collaboration_panel(trajectory: Trajectory) -> CollaborationPanel:
-    """Everything the comments / tags / flags panel of one trajectory shows."""
+
+def threads_by_turn(threads: list[Thread]) -> list[tuple[int | None, list[Thread]]]:
+    """The threads on the whole trajectory first, then those on each turn, in turn order."""
+    groups: dict[int | None, list[Thread]] = defaultdict(list)
+    for thread in threads:
+        groups[thread.turn_index].append(thread)
+    return sorted(groups.items(), key=lambda item: -1 if item[0] is None else item[0])
+
+
+def annotate_turn_threads(trajectory: Trajectory, turns: list[Turn]) -> None:
+    """Give each turn shown its threads (`turn.comment_threads`): the marker and the thread beside it."""
+    groups = dict(threads_by_turn(discussion_threads(trajectory)))
+    for turn in turns:
+        turn.comment_threads = groups.get(turn.index, [])  # type: ignore[attr-defined]
+
+
+def discussion_threads(trajectory: Trajectory, reader=None, *, can_launch: bool = False) -> list[Thread]:
+    """The trajectory's threads, oldest first, each with its replies; resolvable per Comment's rule."""
+    threads: dict[int, Thread] = {}
+    replies: list[Comment] = []
+    for comment in comment_list(trajectory).select_related("resolved_by"):
+        if comment.parent_id is None:
+            may = comment.may_be_resolved_by(reader, can_launch=can_launch)
+            threads[comment.pk] = Thread(root=comment, replies=[], may_resolve=may)
+        else:
+            replies.append(comment)
+    for reply in replies:
+        if reply.parent_id in threads:
+            threads[reply.parent_id].replies.append(reply)
+    return list(threads.values())
+
+
+def collaboration_panel(
+    trajectory: Trajectory, reader=None, *, can_launch: bool = False
+) -> CollaborationPanel:
+    """Everything the discussion panel of one trajectory shows to `reader`."""
     return CollaborationPanel(
-        comments=list(comment_list(trajectory)),
+        threads=discussion_threads(trajectory, reader, can_launch=can_launch),
         tags=list(trajectory_tag_list(trajectory)),
         flags=list(Flag.objects.filter(trajectory=trajectory).select_related("raised_by", "resolved_by")),
         project_tags=list(Tag.objects.filter(project_id=trajectory.run.project_id)),
@@ -309,6 +364,140 @@ def queue_agreement(queue: PreferenceQueue) -> agreement.AgreementSummary:
         judge_answers={judge.label: answers[judge.pk] for judge in judges if judge.pk in answers},
         sides=queue_sides(queue, judges, answers),
     )
+
+
+# --- votes, decisions and disagreements -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One vote on a pair: a person's judgement (with the layout they saw), or the verdict of an LLM judge
+    the queue counts in snapshots (QueueJudge.in_snapshots)."""
+
+    voter: str
+    choice: str  # canonical: a, b, tie, both_bad
+    rationale: str = ""
+    is_judge: bool = False
+    left_is_a: bool | None = None
+    at: Any = None
+
+    @property
+    def side(self) -> str:
+        """The choice as the voter saw it (left / right / tie / both bad); a judge saw both orders."""
+        if self.left_is_a is None:
+            return self.choice
+        return side_of_choice(self.choice, left_is_a=self.left_is_a)
+
+
+@dataclass
+class QueueVotes:
+    """Every vote of a queue by pair, the LLM judges that vote, and the pairs someone settled."""
+
+    votes: dict[int, list[Vote]]
+    judge_labels: list[str]
+    adjudications: dict[int, Adjudication]
+
+    def choices(self, pair_id: int) -> list[str]:
+        return [vote.choice for vote in self.votes.get(pair_id, [])]
+
+    def people(self, pair_id: int) -> int:
+        return sum(not vote.is_judge for vote in self.votes.get(pair_id, []))
+
+    def decision(self, pair_id: int) -> tally.Decision:
+        settled = self.adjudications.get(pair_id)
+        return tally.decide(self.choices(pair_id), settled.choice if settled else None)
+
+
+def queue_votes(queue: PreferenceQueue, *, pair: PreferencePair | None = None) -> QueueVotes:
+    """The votes the tally counts: every person's judgement, in the order they were made, then one vote per
+    pair of each judge the queue's manager let into snapshots (its verdict over both orders). With `pair`,
+    that pair's only."""
+    judgements = Judgement.objects.filter(pair__queue=queue)
+    settled = Adjudication.objects.filter(pair__queue=queue)
+    if pair is not None:
+        judgements, settled = judgements.filter(pair=pair), settled.filter(pair=pair)
+    votes: dict[int, list[Vote]] = defaultdict(list)
+    for pair_id, username, choice, rationale, left_is_a, at in judgements.order_by(
+        "pair_id", "created_at", "id"
+    ).values_list("pair_id", "annotator__username", "choice", "rationale", "left_is_a", "updated_at"):
+        votes[pair_id].append(Vote(username, choice, rationale, left_is_a=left_is_a, at=at))
+    judges = list(QueueJudge.objects.filter(queue=queue, in_snapshots=True).order_by("created_at", "id"))
+    for label, verdicts in judge_verdicts(judges, judge_answers(queue)).items():
+        for pair_id, choice in verdicts.items():
+            if pair is None or pair_id == pair.pk:
+                votes[pair_id].append(Vote(label, choice, is_judge=True))
+    adjudications = {a.pair_id: a for a in settled.select_related("adjudicated_by")}
+    return QueueVotes(dict(votes), sorted(judge.label for judge in judges), adjudications)
+
+
+@dataclass
+class Disagreement:
+    """A pair its voters split on, as the disagreements page shows it: both responses, every vote with its
+    rationale, what a snapshot exports for it now, and the adjudication if someone settled it."""
+
+    pair: PreferencePair
+    votes: list[Vote]
+    decision: tally.Decision
+    adjudication: Adjudication | None
+    a_text: Any = None
+    b_text: Any = None
+
+
+@dataclass
+class Disagreements:
+    pairs: list[Disagreement]
+    open: int
+    settled: int
+    kappa_before: float | None
+    kappa_after: float | None
+    kappa_kind: str  # "Cohen's κ", "Fleiss' κ" or "" when the queue has one judgement per pair
+
+
+def disagreement_counts(queue: PreferenceQueue) -> tuple[int, int]:
+    """(open, settled): how many pairs the queue's voters split on are still to settle, and settled."""
+    tallied = queue_votes(queue)
+    split = [pair_id for pair_id in tallied.votes if tally.is_split(tallied.choices(pair_id))]
+    settled = sum(pair_id in tallied.adjudications for pair_id in split)
+    return len(split) - settled, settled
+
+
+def disagreements(queue: PreferenceQueue, *, show: str = "open") -> Disagreements:
+    """The pairs of the queue whose votes are split (tally.is_split), open ones first; `show` "open",
+    "settled" or "all". κ before and after adjudication: the people's agreement as they voted, and with
+    each settled pair's votes replaced by its decision (agreement.settled)."""
+    from trainers.texts import trajectory_text
+
+    tallied = queue_votes(queue)
+    split = [pair_id for pair_id in tallied.votes if tally.is_split(tallied.choices(pair_id))]
+    settled_ids = {pair_id for pair_id in split if pair_id in tallied.adjudications}
+    wanted = {
+        "open": [p for p in split if p not in settled_ids],
+        "settled": [p for p in split if p in settled_ids],
+    }.get(show, split)
+    in_order = Turn.objects.order_by("index")
+    pairs = (
+        PreferencePair.objects.filter(pk__in=wanted)
+        .select_related("a", "b")
+        .prefetch_related(Prefetch("a__turns", queryset=in_order), Prefetch("b__turns", queryset=in_order))
+        .order_by("position")
+    )
+    rows = [
+        Disagreement(
+            pair,
+            tallied.votes[pair.pk],
+            tallied.decision(pair.pk),
+            tallied.adjudications.get(pair.pk),
+            trajectory_text(pair.a.prompt, pair.a.turns.all()),
+            trajectory_text(pair.b.prompt, pair.b.turns.all()),
+        )
+        for pair in pairs
+    ]
+    rows.sort(key=lambda row: (row.adjudication is not None, row.pair.position))
+    people = queue_judgements(queue)
+    decisions = {pair_id: a.choice for pair_id, a in tallied.adjudications.items()}
+    before, kind = agreement.people_kappa(people, overlap=queue.overlap)
+    after, _ = agreement.people_kappa(agreement.settled(people, decisions), overlap=queue.overlap)
+    return Disagreements(rows, len(split) - len(settled_ids), len(settled_ids), before, after, kind)
 
 
 def _number(value) -> float | None:

@@ -1,6 +1,15 @@
-from django.urls import path
+from django.urls import include, path
 
-from webapp.review.views import activity, annotation, collaboration, judges, queues, snapshots, turns
+from webapp.review.views import (
+    activity,
+    annotation,
+    collaboration,
+    disagreements,
+    judges,
+    queues,
+    snapshots,
+    turns,
+)
 
 app_name = "review"
 urlpatterns = [
@@ -16,6 +25,12 @@ urlpatterns = [
         name="comment_create",
     ),
     path("review/comments/<int:comment_id>/edit/", collaboration.comment_edit, name="comment_edit"),
+    path("review/comments/<int:comment_id>/resolve/", collaboration.thread_resolve, name="thread_resolve"),
+    path(
+        "review/trajectories/<int:trajectory_id>/turns/<int:turn_index>/discussion/",
+        collaboration.turn_discussion,
+        name="turn_discussion",
+    ),
     path("review/comments/<int:comment_id>/delete/", collaboration.comment_delete, name="comment_delete"),
     path("review/trajectories/<int:trajectory_id>/tags/", collaboration.tag_add, name="tag_add"),
     path(
@@ -47,6 +62,16 @@ urlpatterns = [
     path("review/queues/<int:queue_id>/annotate/", annotation.annotate, name="annotate"),
     path("review/queues/<int:queue_id>/pairs/<int:pair_id>/", annotation.pair, name="pair"),
     path("review/queues/<int:queue_id>/pairs/<int:pair_id>/judge/", annotation.judge, name="judge"),
+    path(
+        "review/queues/<int:queue_id>/disagreements/",
+        disagreements.disagreements,
+        name="disagreements",
+    ),
+    path(
+        "review/queues/<int:queue_id>/pairs/<int:pair_id>/adjudicate/",
+        disagreements.adjudicate,
+        name="adjudicate",
+    ),
     path("review/queues/<int:queue_id>/snapshots/", snapshots.snapshot_create, name="snapshot_create"),
     path("review/snapshots/<int:snapshot_id>/dpo.jsonl", snapshots.snapshot_dpo, name="snapshot_dpo"),
     path("review/snapshots/<int:snapshot_id>/dpo-run/", snapshots.snapshot_dpo_run, name="snapshot_dpo_run"),
@@ -60,4 +85,6 @@ urlpatterns = [
         snapshots.snapshot_parquet,
         name="snapshot_parquet",
     ),
+    # the trajectory explorer and saved views
+    path("", include("webapp.review.urls_explorer")),
 ]

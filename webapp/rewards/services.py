@@ -264,7 +264,7 @@ def reward_model_register(
         weight = float(weight)
     except (TypeError, ValueError):
         raise ValidationError({"weight": ["Enter a number."]}) from None
-    latest = rubric.versions.order_by("-number").first()
+    latest = rubric.latest_version
     assert latest is not None  # a rubric is created with its version 1
     spec = {**latest.spec, "criteria": [dict(c) for c in latest.spec.get("criteria", [])]}
     if any(reward_model.scores_in(c) for c in spec["criteria"]):

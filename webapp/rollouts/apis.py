@@ -1,6 +1,6 @@
 """The rollouts JSON API: what trainers report (`POST /api/runs/<id>/events`, authenticated by the run's
 own token; `POST /api/projects/<slug>/external-runs/` to register an external run), and what scripts read
-back (trajectories, groups, metrics, the explorer). Thin views: access through `webapp.projects.access`,
+back (trajectories, groups, metrics; the explorer's is review's, `webapp.review.views.explorer`). Thin views: access through `webapp.projects.access`,
 writes in the services, reads in the selectors (docs/api.md)."""
 
 from __future__ import annotations
@@ -15,13 +15,11 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
-    OpenApiParameter,
     OpenApiResponse,
     extend_schema,
     inline_serializer,
 )
 from rest_framework import exceptions, generics, serializers
-from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -32,7 +30,6 @@ from webapp.accounts.models import hash_token
 from webapp.api.base import BAD_REQUEST, NOT_FOUND, DownloadNegotiation, parse, secret_response
 from webapp.api.errors import flatten_errors
 from webapp.api.parsers import NUL_ESCAPE, SURROGATE_ESCAPE, UNSTORABLE, load_json
-from webapp.api.schema import form_parameters
 from webapp.api.serializers import BodyTooLargeSerializer, ErrorSerializer
 from webapp.experiments.models import Environment, Rubric, Run
 from webapp.projects.access import (
@@ -41,15 +38,13 @@ from webapp.projects.access import (
     access_project,
     access_run,
 )
-from webapp.review import explorer
-from webapp.review.explorer import ExplorerPage, InvalidCursor
-from webapp.review.forms import ExplorerForm
-from webapp.rollouts import metrics, reading
-from webapp.rollouts import selectors as rollout_selectors
 from webapp.rollouts import serializers as s
 from webapp.rollouts.alarms import announce_hacking_alarm
 from webapp.rollouts.external import external_run_create
 from webapp.rollouts.ingest import BatchConflict, BatchInvalid, RunTokenStale, ingest_batch
+from webapp.rollouts.selectors import metrics
+from webapp.rollouts.selectors import runs as rollout_selectors
+from webapp.rollouts.selectors import trajectories as trajectory_selectors
 
 
 class RunTrajectoryListView(generics.ListAPIView):
@@ -108,7 +103,7 @@ class RunTrajectoryAtifView(APIView):
         if trajectory is None:
             raise NotFound("No such trajectory in this run.")
         response = JsonResponse(
-            reading.trajectory_atif(trajectory), json_dumps_params={"ensure_ascii": False}
+            trajectory_selectors.trajectory_atif(trajectory), json_dumps_params={"ensure_ascii": False}
         )
         response["Content-Disposition"] = f'attachment; filename="trajectory-{trajectory.pk}.atif.json"'
         return response
@@ -137,7 +132,7 @@ class RunAtifView(APIView):
         run = access_run(request.user, pk)
         query = parse(AtifExportQuerySerializer, request.query_params)
         response = StreamingHttpResponse(
-            reading.run_atif_lines(run, split=query.get("split"), step=query.get("step")),
+            trajectory_selectors.run_atif_lines(run, split=query.get("split"), step=query.get("step")),
             content_type="application/x-ndjson",
         )
         response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.atif.jsonl"'
@@ -153,7 +148,9 @@ class RunGroupListView(APIView):
     def get(self, request: Request, pk: int) -> Response:
         run = access_run(request.user, pk)
         query = parse(s.GroupQuerySerializer, request.query_params)
-        page = reading.group_summaries(run=run, split=query.get("split"), before_step=query.get("before"))
+        page = trajectory_selectors.group_summaries(
+            run=run, split=query.get("split"), before_step=query.get("before")
+        )
         return Response(s.GroupPageSerializer(page).data)
 
 
@@ -467,125 +464,5 @@ class ExternalRunListView(APIView):
                 "page_url": request.build_absolute_uri(
                     reverse("experiments:run_detail", kwargs={"slug": project.slug, "run_id": run.pk})
                 ),
-            }
-        )
-
-
-# --- the explorer -------------------------------------------------------------------------------------
-
-
-# The explorer page's form validates these; the schema is derived from it (`form_parameters`).
-_FILTER_PARAMETERS = [
-    *form_parameters(
-        ExplorerForm,
-        {
-            "run": "run ids of this project (repeat the parameter); all runs when absent",
-            "criterion": "a rubric component's name",
-            "tag": "a tag's name",
-            "q": 'full text: words, "phrases", or, -exclusions',
-        },
-    ),
-    OpenApiParameter("cursor", OpenApiTypes.STR, description="`next` or `previous` of an earlier page"),
-]
-
-_ROW_FIELDS = {
-    "id": serializers.IntegerField(),
-    "run": inline_serializer(
-        "ExplorerRun", {"id": serializers.IntegerField(), "name": serializers.CharField()}
-    ),
-    "step": serializers.IntegerField(),
-    "split": serializers.CharField(),
-    "group_index": serializers.IntegerField(),
-    "sample_index": serializers.IntegerField(),
-    "task_id": serializers.CharField(),
-    "reward": serializers.FloatField(),
-    "advantage": serializers.FloatField(allow_null=True),
-    "status": serializers.CharField(),
-    "num_turns": serializers.IntegerField(),
-    "num_tool_calls": serializers.IntegerField(),
-    "components": serializers.ListField(child=serializers.DictField()),
-    "tags": serializers.ListField(child=serializers.CharField()),
-    "snippet": serializers.ListField(
-        child=inline_serializer(
-            "SnippetSegment", {"text": serializers.CharField(), "match": serializers.BooleanField()}
-        ),
-        help_text="for a text query: an excerpt as segments; `match` marks what the query found",
-    ),
-    "links": inline_serializer(
-        "ExplorerLinks",
-        {
-            "trajectory": serializers.CharField(),
-            "group": serializers.CharField(),
-            "run": serializers.CharField(),
-        },
-    ),
-}
-_PAGE = inline_serializer(
-    "ExplorerPage",
-    {
-        "results": inline_serializer("ExplorerTrajectory", _ROW_FIELDS, many=True),
-        "next": serializers.CharField(allow_null=True, help_text="URL of the next page"),
-        "previous": serializers.CharField(allow_null=True, help_text="URL of the previous page"),
-        "notice": serializers.CharField(),
-    },
-)
-
-
-def _row_json(row: explorer.ExplorerRow, links: dict[str, str]) -> dict:
-    t = row.trajectory
-    return {
-        "id": t.pk,
-        "run": {"id": t.run_id, "name": t.run.name},
-        "step": t.step,
-        "split": t.split,
-        "group_index": t.group_index,
-        "sample_index": t.sample_index,
-        "task_id": t.task_id,
-        "reward": t.reward,
-        "advantage": t.advantage,
-        "status": t.status,
-        "num_turns": t.num_turns,
-        "num_tool_calls": t.num_tool_calls,
-        "components": t.components,
-        "tags": [tag.name for tag in row.tags],
-        "snippet": [{"text": text, "match": match} for text, match in row.snippet],
-        "links": links,
-    }
-
-
-class ProjectTrajectoryExplorerView(APIView):
-    """The explorer as JSON: the page's filters as query parameters, keyset pages via `cursor`."""
-
-    @extend_schema(
-        parameters=_FILTER_PARAMETERS,
-        responses={200: _PAGE},
-        summary="Find a project's trajectories (the explorer's filters, keyset pagination)",
-    )
-    def get(self, request: Request, slug: str) -> Response:
-        access = access_project(request.user, slug, Capability.READ)
-        form = ExplorerForm(request.query_params, project=access.project)
-        if not form.is_valid():
-            raise ValidationError({key: [str(m) for m in errors] for key, errors in form.errors.items()})
-        try:
-            page: ExplorerPage = explorer.explorer_page(
-                project=access.project,
-                filters=form.filters(),
-                cursor=request.query_params.get("cursor") or None,
-            )
-        except InvalidCursor as error:
-            raise ValidationError({"cursor": [str(error)]}) from error
-        links = explorer.row_links(slug)
-        base = request.build_absolute_uri(request.path)
-        query = explorer.filter_query_string(request.query_params)
-
-        def page_url(cursor: str | None) -> str | None:
-            return None if cursor is None else f"{base}?{query}{'&' if query else ''}cursor={cursor}"
-
-        return Response(
-            {
-                "results": [_row_json(row, links(row.trajectory)) for row in page.rows],
-                "next": page_url(page.next_cursor),
-                "previous": page_url(page.previous_cursor),
-                "notice": page.notice,
             }
         )

@@ -67,8 +67,8 @@ def external_run_create(
     if errors:
         raise ValidationError(errors)
 
-    environment_version = environment.versions.order_by("-number").first() if environment else None
-    rubric_version = rubric.versions.order_by("-number").first() if rubric else None
+    environment_version = environment.latest_version if environment else None
+    rubric_version = rubric.latest_version if rubric else None
     resolved: dict[str, Any] = {**config, "origin": RunOrigin.EXTERNAL, "algorithm": algorithm}
     if environment_version is not None:
         resolved["environment"] = environment_version.snapshot()

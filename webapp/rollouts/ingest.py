@@ -399,6 +399,10 @@ def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
             summary.update(step=event["step"], groups=_store_trajectories(run, event))
         elif kind == "token_stats":
             summary.update(step=event["step"], turns=_store_token_stats(run, event))
+        elif kind == "experience":
+            from webapp.recipes.services import experience_store
+
+            summary.update(experience_store(run, event))
         elif kind == "checkpoint":
             checkpoint, _ = Checkpoint.objects.update_or_create(
                 run=run,

@@ -11,7 +11,9 @@ from trainers.registry import explanation_label
 from trainers.rubrics.alarms import HackingFlag, trajectory_flag
 from webapp.experiments.models import Run
 
-LONG_TRACE_TURNS = 8  # more turns than this: system prompts and tool output start folded
+# More turns than this (the model's: trainers.types.model_turns, as Trajectory.num_turns counts them; with
+# their tool results about 8 messages): system prompts and tool output start folded.
+LONG_TRACE_TURNS = 3
 
 
 TASK_HEADLINE_CHARS = 120  # the task's first line as lists show it; the whole prompt is on hover
@@ -78,6 +80,9 @@ class Trajectory(models.Model):
     env_reward = models.FloatField(
         null=True, blank=True, help_text="the environment's own reward (null: not reported)"
     )
+    correct = models.BooleanField(
+        null=True, blank=True, help_text="the environment's own verdict on the answer (null: it gave none)"
+    )
     answer = models.TextField(
         blank=True, help_text="the task's expected answer as text (JSON for a non-text answer)"
     )
@@ -122,8 +127,11 @@ class Trajectory(models.Model):
 
     def hacking_flag(self) -> HackingFlag | None:
         """Whether this trajectory looks like reward hacking: a learned or judge criterion scored high
-        while a verifiable one failed or the episode was truncated (trainers.rubrics.alarms)."""
-        return trajectory_flag([c for c in self.components or [] if isinstance(c, dict)], self.status)
+        while a verifiable one failed, the environment's verifier said wrong, or the episode was truncated
+        (trainers.rubrics.alarms)."""
+        return trajectory_flag(
+            [c for c in self.components or [] if isinstance(c, dict)], self.status, self.correct
+        )
 
     def reward_breakdown(self) -> RewardBreakdown:
         """The reward criterion by criterion, raw and weighted, with their sum — and whether that sum is

@@ -9,8 +9,8 @@ from trainers.sdk import wire
 from webapp.api import fields
 from webapp.experiments.models import Run
 from webapp.rollouts.external import MAX_ALGORITHM_CHARS, MAX_CONFIG_BYTES
-from webapp.rollouts.metrics import DEFAULT_MAX_POINTS, MAX_MAX_POINTS, MIN_MAX_POINTS
 from webapp.rollouts.models import Split, Trajectory, TrajectoryStatus, Turn
+from webapp.rollouts.selectors.metrics import DEFAULT_MAX_POINTS, MAX_MAX_POINTS, MIN_MAX_POINTS
 
 # --- trajectories and metrics ------------------------------------------------------------------------
 

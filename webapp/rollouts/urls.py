@@ -1,5 +1,5 @@
-"""Trajectory pages: the explorer (urls_explorer) and the group / trajectory / diff views
-(urls_trajectories), each its own module."""
+"""Trajectory pages: the group / trajectory / diff views (urls_trajectories) and the ATIF import. (The
+explorer is review's: webapp/review/urls_explorer.py.)"""
 
 from django.urls import include, path
 
@@ -7,7 +7,6 @@ from webapp.rollouts import views_import
 
 app_name = "rollouts"
 urlpatterns = [
-    path("", include("webapp.rollouts.urls_explorer")),
     path("", include("webapp.rollouts.urls_trajectories")),
     path("runs/import/atif/", views_import.atif_import, name="atif_import"),
 ]

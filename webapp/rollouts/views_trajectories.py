@@ -2,7 +2,7 @@
 JSON download), the diff of two trajectories and the entry points that pick the pair to diff.
 
 Thin: resolve the project through webapp.projects.access (outsiders get 404), look objects up inside
-it with webapp.rollouts.reading, render. Everything is read-only, so `read` (viewer and up) suffices.
+it with webapp.rollouts.selectors.trajectories, render. Everything is read-only, so `read` (viewer and up) suffices.
 Model output is untrusted: templates autoescape it, word diffs are escaped piece by piece in
 webapp.rollouts.diff, and the JSON download is served as an attachment.
 """
@@ -30,10 +30,11 @@ from webapp.projects.access import (
 )
 from webapp.projects.views import project_context
 from webapp.review import selectors as review_selectors
-from webapp.rollouts import compare_many, reading
+from webapp.rollouts import compare_many
 from webapp.rollouts.diff import compare_turns, components_diff, json_diff
 from webapp.rollouts.diff_render import rows_html
 from webapp.rollouts.models import Split, Trajectory
+from webapp.rollouts.selectors import trajectories as trajectory_selectors
 
 # The first response carries this many turns; the rest arrive in chunks as the reader scrolls.
 FIRST_TURNS = 30
@@ -108,7 +109,7 @@ def group_list(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
         step = _int_param(request, "step", required=False)
     except BadParameter as error:
         return _bad_request(error)
-    page = reading.group_summaries(run=run, split=split, before_step=before, step=step)
+    page = trajectory_selectors.group_summaries(run=run, split=split, before_step=before, step=step)
     return render(
         request,
         "rollouts/group_list.html",
@@ -124,10 +125,10 @@ def group_detail(request: HttpRequest, slug: str, run_id: int, step: int, group:
     access = access_project(request.user, slug, Capability.READ)
     run = _run_or_404(access, run_id)
     split = _split_param(request)
-    found = reading.group_detail(run=run, step=step, group_index=group, split=split)
+    found = trajectory_selectors.group_detail(run=run, step=step, group_index=group, split=split)
     if found is None:
         raise NotFound("No such group.")
-    before, after = reading.group_neighbours(run=run, step=step, group_index=group, split=split)
+    before, after = trajectory_selectors.group_neighbours(run=run, step=step, group_index=group, split=split)
     return render(
         request,
         "rollouts/group.html",
@@ -142,7 +143,7 @@ def diff_best_worst(request: HttpRequest, slug: str, run_id: int, step: int, gro
     access = access_project(request.user, slug, Capability.READ)
     run = _run_or_404(access, run_id)
     split = _split_param(request)
-    found = reading.group_detail(run=run, step=step, group_index=group, split=split)
+    found = trajectory_selectors.group_detail(run=run, step=step, group_index=group, split=split)
     if found is None:
         raise NotFound("No such group.")
     pair = found.best_and_worst()
@@ -163,11 +164,11 @@ def task_list(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     access = access_project(request.user, slug, Capability.READ)
     run = _run_or_404(access, run_id)
     split = _split_param(request, default=Split.EVAL)
-    page = Paginator(reading.task_summaries(run=run, split=split), TASKS_PER_PAGE).get_page(
+    page = Paginator(trajectory_selectors.task_summaries(run=run, split=split), TASKS_PER_PAGE).get_page(
         request.GET.get("page")
     )
     rows = list(page.object_list)
-    reading.rewards_at_ends(run=run, split=split, rows=rows)
+    trajectory_selectors.rewards_at_ends(run=run, split=split, rows=rows)
     other_runs = [
         r for r in access.project.runs.only("id", "name").order_by("-created_at")[:100] if r.pk != run.pk
     ]
@@ -180,7 +181,7 @@ def task_list(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
             split=split,
             page=page,
             rows=rows,
-            steps=reading.split_steps(run=run, split=split),
+            steps=trajectory_selectors.split_steps(run=run, split=split),
             other_runs=other_runs,
             splits=Split.choices,
         ),
@@ -198,10 +199,12 @@ def task_flips(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     try:
         step_a = _int_param(request, "a", required=False)
         step_b = _int_param(request, "b", required=False)
-        pass_mark = _number_param(request, "pass", default=reading.DEFAULT_PASS_MARK)
+        pass_mark = _number_param(request, "pass", default=trajectory_selectors.DEFAULT_PASS_MARK)
     except BadParameter as error:
         return _bad_request(error)
-    flips = reading.task_flips(run=run, step_a=step_a, step_b=step_b, split=split, pass_mark=pass_mark)
+    flips = trajectory_selectors.task_flips(
+        run=run, step_a=step_a, step_b=step_b, split=split, pass_mark=pass_mark
+    )
     return render(
         request,
         "rollouts/task_flips.html",
@@ -221,7 +224,7 @@ def diff_task_steps(request: HttpRequest, slug: str, run_id: int) -> HttpRespons
         step_b = _int_param(request, "b", required=False)
     except BadParameter as error:
         return _bad_request(error)
-    pair = reading.task_at_steps(
+    pair = trajectory_selectors.task_at_steps(
         run=run, task_id=task_id, split=_split_param(request, Split.EVAL), step_a=step_a, step_b=step_b
     )
     if pair is None:
@@ -239,7 +242,7 @@ def diff_task_runs(request: HttpRequest, slug: str) -> HttpResponse:
     except BadParameter as error:
         return _bad_request(error)
     run_x, run_y = _run_or_404(access, x), _run_or_404(access, y)
-    pair = reading.task_in_runs(run_x=run_x, run_y=run_y, task_id=request.GET.get("task", ""))
+    pair = trajectory_selectors.task_in_runs(run_x=run_x, run_y=run_y, task_id=request.GET.get("task", ""))
     if pair is None:
         raise NotFound("One of the runs never saw this task.")
     return _diff_redirect(slug, pair)
@@ -263,9 +266,10 @@ def trajectory_detail(request: HttpRequest, slug: str, trajectory_id: int) -> Ht
         first = _int_param(request, "from", required=False, default=0) or 0
     except BadParameter as error:
         return _bad_request(error)
-    turns, more = reading.turns_window(trajectory=trajectory, start=first, limit=FIRST_TURNS)
+    turns, more = trajectory_selectors.turns_window(trajectory=trajectory, start=first, limit=FIRST_TURNS)
     judged = review_selectors.turn_judgements(trajectory, request.user)
     judged.annotate(turns)
+    review_selectors.annotate_turn_threads(trajectory, turns)
     env_state_json = (
         json.dumps(trajectory.env_state, indent=2, sort_keys=True, ensure_ascii=False)
         if trajectory.env_state is not None
@@ -290,7 +294,7 @@ def trajectory_detail(request: HttpRequest, slug: str, trajectory_id: int) -> Ht
             judged=judged,
             # The token view's controls, when the first turns carry token statistics.
             token_view=any(turn.token_view for turn in turns),
-            gap_flag_threshold=reading.GAP_FLAG_THRESHOLD,
+            gap_flag_threshold=trajectory_selectors.GAP_FLAG_THRESHOLD,
         ),
     )
 
@@ -305,8 +309,9 @@ def trajectory_turns(request: HttpRequest, slug: str, trajectory_id: int) -> Htt
         start = _int_param(request, "start")
     except BadParameter as error:
         return _bad_request(error)
-    turns, more = reading.turns_window(trajectory=trajectory, start=start, limit=TURNS_PER_CHUNK)
+    turns, more = trajectory_selectors.turns_window(trajectory=trajectory, start=start, limit=TURNS_PER_CHUNK)
     review_selectors.turn_judgements(trajectory, request.user).annotate(turns)
+    review_selectors.annotate_turn_threads(trajectory, turns)
     next_start = (turns[-1].index + 1) if more and turns else None
     return render(
         request,
@@ -325,11 +330,12 @@ def trajectory_search(request: HttpRequest, slug: str, trajectory_id: int) -> Js
     access = access_project(request.user, slug, Capability.READ)
     trajectory = _trajectory_or_404(access, trajectory_id)
     query = request.GET.get("q", "").strip()
-    if not query or len(query) > reading.MAX_TURN_SEARCH_CHARS:
+    if not query or len(query) > trajectory_selectors.MAX_TURN_SEARCH_CHARS:
         return JsonResponse(
-            {"errors": {"q": [f"Search for 1 to {reading.MAX_TURN_SEARCH_CHARS} characters."]}}, status=400
+            {"errors": {"q": [f"Search for 1 to {trajectory_selectors.MAX_TURN_SEARCH_CHARS} characters."]}},
+            status=400,
         )
-    matches, more = reading.search_turns(trajectory=trajectory, query=query)
+    matches, more = trajectory_selectors.search_turns(trajectory=trajectory, query=query)
     return JsonResponse({"query": query, "matches": matches, "more": more})
 
 
@@ -339,7 +345,9 @@ def trajectory_json(request: HttpRequest, slug: str, trajectory_id: int) -> Http
     """The whole trajectory with its turns as a JSON file (an attachment, never rendered as a page)."""
     access = access_project(request.user, slug, Capability.READ)
     trajectory = _trajectory_or_404(access, trajectory_id)
-    return _json_download(reading.trajectory_export(trajectory), f"trajectory-{trajectory.pk}.json")
+    return _json_download(
+        trajectory_selectors.trajectory_export(trajectory), f"trajectory-{trajectory.pk}.json"
+    )
 
 
 @login_required
@@ -348,7 +356,9 @@ def trajectory_atif(request: HttpRequest, slug: str, trajectory_id: int) -> Http
     """The trajectory as an ATIF v1.7 document (Harbor's format), as a download."""
     access = access_project(request.user, slug, Capability.READ)
     trajectory = _trajectory_or_404(access, trajectory_id)
-    return _json_download(reading.trajectory_atif(trajectory), f"trajectory-{trajectory.pk}.atif.json")
+    return _json_download(
+        trajectory_selectors.trajectory_atif(trajectory), f"trajectory-{trajectory.pk}.atif.json"
+    )
 
 
 def _json_download(document: dict, filename: str) -> HttpResponse:
@@ -369,7 +379,7 @@ def run_atif(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     if split not in (None, "train", "eval"):
         return HttpResponseBadRequest("split: train or eval")
     response = StreamingHttpResponse(
-        reading.run_atif_lines(run, split=split), content_type="application/x-ndjson"
+        trajectory_selectors.run_atif_lines(run, split=split), content_type="application/x-ndjson"
     )
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.atif.jsonl"'
     response["X-Content-Type-Options"] = "nosniff"
@@ -415,7 +425,7 @@ def compare_trajectories(request: HttpRequest, slug: str) -> HttpResponse:
         trajectories = compare_many.task_across_steps(trajectories=list(of_task.select_related("run")))
         if len(trajectories) < compare_many.MIN_TRAJECTORIES:
             raise NotFound("This run has this task at fewer than two steps.")
-    rows, cut = compare_many.compare_rows([reading.turns_for_diff(t) for t in trajectories])
+    rows, cut = compare_many.compare_rows([trajectory_selectors.turns_for_diff(t) for t in trajectories])
     # Ticked rows of the explorer may be of several tasks: the page names them, so prompts that differ
     # are not read as the policy's doing.
     first_of_task: dict[str, Trajectory] = {}
@@ -449,7 +459,10 @@ def diff(request: HttpRequest, slug: str) -> HttpResponse:
     except BadParameter as error:
         return _bad_request(error)
     left, right = _trajectory_or_404(access, a_id), _trajectory_or_404(access, b_id)
-    left_turns, right_turns = reading.turns_for_diff(left), reading.turns_for_diff(right)
+    left_turns, right_turns = (
+        trajectory_selectors.turns_for_diff(left),
+        trajectory_selectors.turns_for_diff(right),
+    )
     review_selectors.turn_judgements(left).annotate(left_turns)
     review_selectors.turn_judgements(right).annotate(right_turns)
     rows = compare_turns(left_turns, right_turns)

@@ -1,6 +1,7 @@
 // What each socket frame does to the page (docs/live.md lists the frames), the snapshot the page starts
 // from, and the socket itself (static/js/live.js: resume, backoff, gaps).
 import { addCheckpoint } from "./checkpoints.js";
+import { experienceEvent } from "./experience.js";
 import { applyMetrics, loadCurves } from "./curves.js";
 import { feedEvent } from "./feed.js";
 import { scheduleHistogram } from "./histogram.js";
@@ -42,6 +43,7 @@ const HANDLERS = {
   },
   checkpoint: function (event) { addCheckpoint(event); logEvent(event); },
   log: logEvent,
+  experience: experienceEvent,
 };
 
 export function applyEvent(event) {

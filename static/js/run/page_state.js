@@ -2,6 +2,7 @@
 // cancel-requested badges, the action buttons, the error banner, Started / Finished / Last heartbeat, the
 // worker, the peak memory, the stalled badge, the queue panel, the checkpoints — kept true from
 // Run.page_state() (the snapshot and every status event carry it), and the reward-hacking alarm banner.
+import { setAlarmExamples } from "./alarm_examples.js";
 import { setCheckpoints } from "./checkpoints.js";
 import { utc } from "./dom.js";
 import { showConnection } from "./live_bar.js";
@@ -123,4 +124,5 @@ export function setHackingAlarm(alarm) {
   banner.hidden = !alarm;
   const message = banner.querySelector("[data-hacking-alarm-message]");
   if (alarm && message) message.textContent = alarm.message;  // criterion names are user text
+  setAlarmExamples(banner, alarm);
 }

@@ -17,7 +17,8 @@ from tests.trainers.envs import agents
 from tests.trainers.gateway.scripted import ScriptedModel, calculator_rule
 from trainers.envs.agent import AgentEnv
 from trainers.registry import environment_kind
-from trainers.rollout.episodes import ChatFormat, generate_rollouts
+from trainers.rollout.chat import ChatFormat
+from trainers.rollout.episodes import generate_rollouts
 from trainers.rollout.toolformats import STUDIO
 from trainers.types import Task
 
@@ -226,7 +227,7 @@ def test_tasks_come_inline_or_from_a_jsonl_file_with_their_own_fields(tmp_path):
 
 @pytest.mark.slow
 def test_grpo_trains_the_real_model_through_an_unchanged_agent(policy_copy, tmp_path):
-    from trainers.learn.trainer import train
+    from trainers.recipes.grpo import train
     from trainers.sdk.events import MemorySink
 
     model, tokenizer = policy_copy

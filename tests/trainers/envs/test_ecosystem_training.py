@@ -1,11 +1,11 @@
-"""Each ecosystem kind trains unchanged: a 2-step GRPO run through trainers.learn.trainer.train on the bundled model."""
+"""Each ecosystem kind trains unchanged: a 2-step GRPO run through trainers.recipes.grpo.train on the bundled model."""
 
 from __future__ import annotations
 
 import pytest
 
 from trainers.envs.openenv_server import stop_managed_servers
-from trainers.learn.trainer import train
+from trainers.recipes.grpo import train
 from trainers.sdk.events import MemorySink
 
 pytestmark = pytest.mark.slow

@@ -92,7 +92,7 @@ def test_the_tasks_tests_judge_what_the_agent_did_in_its_container(docker_ready)
 
 @pytest.mark.slow
 def test_grpo_trains_the_real_model_on_a_harbor_task(docker_ready, policy_copy):
-    from trainers.learn.trainer import train
+    from trainers.recipes.grpo import train
     from trainers.sdk.events import MemorySink
 
     model, tokenizer = policy_copy

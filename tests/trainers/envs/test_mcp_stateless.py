@@ -64,7 +64,7 @@ def no_sessions_left():
 
 
 def connection_of(env) -> object:
-    return env.mcp._connections["tools"].client
+    return env.toolbox._connections["tools"].client
 
 
 @pytest.mark.parametrize("protocol", ["auto", STATELESS_REVISION])

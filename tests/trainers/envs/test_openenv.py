@@ -21,7 +21,8 @@ from trainers.envs.openenv import (
     extract_json_action,
 )
 from trainers.envs.openenv_client import RemoteEnvironmentError
-from trainers.envs.openenv_server import free_port, managed_server, server_argv, stop_managed_servers
+from trainers.envs.openenv_server import managed_server, server_argv, stop_managed_servers
+from trainers.envs.ports import free_port
 from trainers.registry import environment_kind
 from trainers.rubrics import score_trajectory
 

@@ -69,7 +69,7 @@ def test_an_unknown_taskset_is_its_loaders_error(vf04_python):
 
 @pytest.mark.slow
 def test_grpo_trains_the_real_model_through_the_taskset_its_harness_and_its_rewards(policy_copy):
-    from trainers.learn.trainer import train
+    from trainers.recipes.grpo import train
     from trainers.sdk.events import MemorySink
 
     model, tokenizer = policy_copy
@@ -219,7 +219,7 @@ def test_a_toolsets_tool_is_called_by_the_model_and_its_answer_is_in_the_trace(p
     """tests/fixtures/vf04_echo/vf04_spell: a Task whose Toolset (an MCP server verifiers starts per rollout)
     offers `spell`; verifiers' harness lists it to the model through the gateway, the model's call is
     parsed from its tokens, verifiers runs it on the Toolset, and the task's reward reads the Trace."""
-    from trainers.learn.trainer import train
+    from trainers.recipes.grpo import train
     from trainers.sdk.events import MemorySink
 
     if not VF04_PYTHON.exists():

@@ -8,7 +8,7 @@ import json
 import torch
 
 from trainers.learn.checkpoint import CheckpointRegistry, checkpoint_kind, load_trainer_state
-from trainers.learn.trainer import Trainer
+from trainers.recipes.grpo import Trainer
 from trainers.sdk.events import MemorySink
 
 

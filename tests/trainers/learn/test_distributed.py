@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from trainers.learn.distributed import state_digest
-from trainers.learn.trainer import Trainer
+from trainers.recipes.grpo import Trainer
 from trainers.sdk.events import MemorySink
 
 

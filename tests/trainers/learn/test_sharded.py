@@ -8,7 +8,7 @@ import copy
 import pytest
 import torch
 
-from trainers.learn.trainer import Trainer
+from trainers.recipes.grpo import Trainer
 from trainers.sdk.events import MemorySink
 
 pytestmark = pytest.mark.slow

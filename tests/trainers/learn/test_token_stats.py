@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from trainers.config import token_stats_enabled
-from trainers.learn.trainer import Trainer
+from trainers.recipes.grpo import Trainer
+from trainers.run_config import RunConfig
 from trainers.sdk import wire
 from trainers.sdk.events import MemorySink
 
@@ -92,4 +92,4 @@ def test_off_sends_none(tiny, toy_env):
     ],
 )
 def test_auto_is_on_for_small_models(choice, params, on):
-    assert token_stats_enabled({"token_stats": choice}, params) is on
+    assert RunConfig(token_stats=choice).token_stats_enabled(params) is on

@@ -9,9 +9,10 @@ import torch
 
 from trainers import models
 from trainers.learn.losses import completion_logprobs, policy_loss
-from trainers.learn.trainer import Trainer
 from trainers.models import cpu_runs_fast
-from trainers.rollout.episodes import ChatFormat, Rollout
+from trainers.recipes.grpo import Trainer
+from trainers.rollout.chat import ChatFormat
+from trainers.rollout.episodes import Rollout
 from trainers.sdk import wire
 from trainers.sdk.events import MemorySink
 from trainers.types import Task, Trajectory
@@ -201,6 +202,10 @@ def test_cancel_between_steps(policy_copy, toy_env):
     ).run()
     assert result.status == "CANCELLED" and result.step == 1
     assert sink.of_type("status")[-1]["status"] == "CANCELLED"
+    # The log says where it stopped and what a resume would start from (here: no checkpoint directory).
+    assert sink.of_type("log")[-1]["message"] == (
+        "cancelled: stopped after step 1, with no checkpoint saved; there is nothing to resume from"
+    )
 
 
 def test_cancel_mid_evaluation_stops_inside_the_generation(policy_copy, toy_env):
@@ -229,6 +234,9 @@ def test_cancel_mid_evaluation_stops_inside_the_generation(policy_copy, toy_env)
     assert time.monotonic() - asked_at[0] < 5
     assert not sink.of_type("metrics") and not sink.of_type("trajectories")
     assert sink.of_type("status")[-1]["message"] == "cancelled after step 0"
+    assert sink.of_type("log")[-1]["message"] == (
+        "cancelled: stopped before its first step finished, with no checkpoint saved; there is nothing to resume from"
+    )
 
 
 def test_a_failure_is_reported_with_its_traceback(policy_copy, toy_env):

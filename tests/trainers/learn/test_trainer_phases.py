@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from trainers.learn.trainer import Trainer
+from trainers.recipes.grpo import Trainer
 from trainers.sdk import wire
 from trainers.sdk.events import LogForwarder, MemorySink
 

@@ -148,7 +148,7 @@ class TurnScoringRubric:
 def _step(tiny, toy_env, weight: float):
     import copy
 
-    from trainers.learn.trainer import Trainer
+    from trainers.recipes.grpo import Trainer
     from trainers.sdk.events import MemorySink
 
     model, tokenizer = tiny

@@ -61,7 +61,7 @@ def test_a_crash_is_a_json_500_without_internals(signed_in, run, monkeypatch):
 
 
 def test_a_page_that_crashes_keeps_the_html_error_page(client_for, project, monkeypatch):
-    from webapp.experiments import views
+    from webapp.experiments.views import definitions as views
 
     monkeypatch.setattr(views, "render", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
     client = client_for("alice")

@@ -191,7 +191,7 @@ def test_a_worker_that_dies_silently_is_announced_within_the_reapers_period(line
 
 def test_the_workers_page_lists_queued_runs_per_queue(line, project, client_for):
     serve("cpu@box", ["cpu"], current_run_id=line.theirs.pk)
-    page = client_for("dave").get("/workers/").content.decode()
+    page = client_for("bob").get("/workers/").content.decode()
     cpu = page.split('data-queue="cpu"')[1].split("</tr>")[0]
     assert cpu.index("#1") < cpu.index("bob 1") < cpu.index("#2") < cpu.index("bob 2") < cpu.index("bob 3")
     assert "secret plan" not in page

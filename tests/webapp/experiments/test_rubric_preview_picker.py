@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from tests.webapp.experiments.test_pages_rubrics import cells, preview, url
 from tests.webapp.factories import make_trajectory, turn
-from webapp.rollouts.selectors import PREVIEW_TRAJECTORY_CHOICES
+from webapp.rollouts.selectors.runs import PREVIEW_TRAJECTORY_CHOICES
 
 
 def options(client, project, typed: str) -> list[str]:
@@ -27,6 +27,7 @@ def many(run, count: int):
             step=i,
             task_id=f"9f{i:06x}c0ffee",  # a hash, as environments name tasks
             prompt=f"Question {i}: what is {i} + 2?\nAnswer with a number.",
+            answer=str(i + 2),
             turns=[turn("user", f"What is {i} + 2?"), turn("assistant", f"<answer>{i + 2}</answer>")],
         )
         for i in range(count)
@@ -59,14 +60,19 @@ def test_what_names_no_trajectory_is_a_field_error(client_for, project, run):
     bob = client_for("bob")
     html = preview(bob, project, "", trajectory="not a trajectory").content.decode()
     assert "Pick a trajectory from the list or type its id" in html and "data-preview-total" not in html
-    assert "this project has no trajectory #999999" in preview(bob, project, "", trajectory="999999").content.decode()
+    assert (
+        "this project has no trajectory #999999"
+        in preview(bob, project, "", trajectory="999999").content.decode()
+    )
 
 
 def test_task_text_in_the_picker_stays_text(client_for, project, run):
-    make_trajectory(run, prompt='<img src=x onerror=alert(1)> what is 1 + 1?', turns=[turn("assistant", "2")])
+    make_trajectory(run, prompt="<img src=x onerror=alert(1)> what is 1 + 1?", turns=[turn("assistant", "2")])
     bob = client_for("bob")
     page = bob.get(url("rubric_create", project)).content.decode()
-    found = bob.get(url("rubric_preview_trajectories", project), {"preview-trajectory": "onerror"}).content.decode()
+    found = bob.get(
+        url("rubric_preview_trajectories", project), {"preview-trajectory": "onerror"}
+    ).content.decode()
     for html in (page, found):
         assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt; what is 1 + 1?" in html
 

@@ -521,10 +521,13 @@ def test_progress_only_moves_forward_and_best_reward_is_a_maximum(run):
     services.run_record_progress(run_id=run.pk, step=5, last_reward=0.5, best_reward=0.5)
     services.run_record_progress(run_id=run.pk, step=3, last_reward=0.2, best_reward=0.2)  # a late batch
     run.refresh_from_db()
-    assert (run.current_step, run.last_reward, run.best_reward) == (5, 0.2, 0.5)
+    assert (run.current_step, run.last_reward, run.best_reward, run.best_reward_step) == (5, 0.2, 0.5, 5)
     services.run_record_progress(run_id=run.pk, step=6, last_reward=None, best_reward=0.9)
     run.refresh_from_db()
-    assert (run.current_step, run.best_reward) == (6, 0.9)
+    assert (run.current_step, run.best_reward, run.best_reward_step) == (6, 0.9, 6)
+    services.run_record_progress(run_id=run.pk, step=7, last_reward=0.9, best_reward=0.9)  # a tie
+    run.refresh_from_db()
+    assert (run.best_reward, run.best_reward_step) == (0.9, 6)  # the first step to reach it keeps it
 
 
 def test_heartbeat_stamps_the_run(run):

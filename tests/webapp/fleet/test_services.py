@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from webapp.experiments.models import Run
 from webapp.fleet.services import reap_lost_runs, worker_report
+from webapp.projects.services import project_create
 
 
 def test_a_run_without_heartbeat_turns_lost_and_a_fresh_one_does_not(
@@ -141,7 +142,8 @@ def test_queued_runs_are_never_reaped(run):
     assert reap_lost_runs(timeout_s=45) == []
 
 
-def test_the_workers_page_names_a_run_only_to_its_project_members(client_for, run):
+def test_the_workers_page_names_a_run_only_to_its_project_members(client_for, run, users):
+    project_create(name="Eve's team", owner=users["eve"])  # eve launches runs, in another project
     worker_report(
         hostname="cpu@box",
         queues=["cpu"],
@@ -151,7 +153,7 @@ def test_the_workers_page_names_a_run_only_to_its_project_members(client_for, ru
         pid=123,
         current_run_id=run.pk,
     )
-    page = client_for("dave").get("/workers/").content.decode()
+    page = client_for("bob").get("/workers/").content.decode()
     assert "cpu@box" in page and "H100" in page and run.name in page and "online" in page
 
     page = client_for("eve").get("/workers/").content.decode()
@@ -183,7 +185,7 @@ def test_the_workers_page_shows_how_busy_each_machine_is_and_the_run_it_serves(c
         },
     )
     worker_report(hostname="cpu@quiet", queues=["cpu"], gpus=[], cpus=2, ray_address="local", pid=8)
-    page = client_for("dave").get("/workers/").content.decode()
+    page = client_for("bob").get("/workers/").content.decode()
     busy = page.split('data-worker="gpu@box"')[1].split("</tr>")[0]
     assert "16 cores" in busy and "37 % busy" in busy
     assert "3.1 / 15.5 GB" in busy
@@ -210,7 +212,7 @@ def test_a_worker_that_names_no_run_serves_the_active_run_it_claimed(client_for,
     Run.objects.filter(pk=run.pk).update(status="RUNNING", worker="cpu@box", current_step=2, max_steps=10)
     node = worker_report(hostname="cpu@box", queues=["cpu"], gpus=[], cpus=2, ray_address="local", pid=9)
     assert node.current_run_id == run.pk
-    busy = client_for("dave").get("/workers/").content.decode().split('data-worker="cpu@box"')[1]
+    busy = client_for("bob").get("/workers/").content.decode().split('data-worker="cpu@box"')[1]
     assert f'href="/p/{run.project.slug}/runs/{run.pk}/"' in busy.split("</tr>")[0]
 
     other = worker_report(hostname="cpu@other", queues=["cpu"], gpus=[], cpus=2, ray_address="local", pid=10)
@@ -221,7 +223,7 @@ def test_a_worker_that_names_no_run_serves_the_active_run_it_claimed(client_for,
     assert node.current_run_id is None
 
 
-def test_the_workers_page_shows_the_ray_cluster_each_worker_reported(client_for, users):
+def test_the_workers_page_shows_the_ray_cluster_each_worker_reported(client_for, project):
     worker_report(
         hostname="gpu@box",
         queues=["gpu"],
@@ -234,7 +236,21 @@ def test_the_workers_page_shows_the_ray_cluster_each_worker_reported(client_for,
     worker_report(hostname="cpu@quiet", queues=["cpu"], gpus=[], cpus=2, ray_address="local", pid=8)
     # A report from a run's process, which measured nothing itself, keeps what the worker reported.
     worker_report(hostname="gpu@box", queues=["gpu"], gpus=[], cpus=16, ray_address="ray-head:6379", pid=9)
-    page = client_for("dave").get("/workers/").content.decode()
+    page = client_for("bob").get("/workers/").content.decode()
     row = page.split('data-worker="gpu@box"')[1].split("</tr>")[0]
     assert '<div class="small muted" data-worker-ray>8 CPU · 1 GPU · 2 accelerator_slot</div>' in row
     assert "data-worker-ray" not in page.split('data-worker="cpu@quiet"')[1].split("</tr>")[0]
+
+
+def test_the_workers_page_is_for_the_members_who_launch_runs(client_for, project):
+    """Annotators and viewers judge and read runs: the machines' CPU, memory and queues are not their work,
+    so they get neither the header link nor the page, and the refusal says what it refuses."""
+    for person in ("carol", "dave", "eve"):  # annotator, viewer, a member of no project
+        response = client_for(person).get("/workers/")
+        text = response.content.decode()
+        assert response.status_code == 403 and "may not see the workers page" in text, person
+        home = client_for(person).get("/").content.decode()
+        assert 'href="/workers/"' not in home
+    for person in ("alice", "bob"):
+        assert client_for(person).get("/workers/").status_code == 200
+        assert 'href="/workers/"' in client_for(person).get(f"/p/{project.slug}/").content.decode()

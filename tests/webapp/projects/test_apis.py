@@ -28,7 +28,7 @@ def test_eve_creates_a_project_and_owns_it(signed_in, users):
     body = created.json()
     assert body["slug"] == "eves-lab"
     assert body["role"] == "owner"
-    assert body["capabilities"] == ["annotate", "launch", "manage", "read"]
+    assert body["capabilities"] == ["adjudicate", "annotate", "launch", "manage", "read"]
     assert body["run_count"] == 0
     assert Membership.objects.get(project__slug="eves-lab", user=users["eve"]).role == "owner"
 

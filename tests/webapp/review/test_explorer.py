@@ -276,7 +276,7 @@ def test_the_form_rejects_non_finite_numbers_and_unknown_choices(story, project)
 
 def test_the_page_renders_rows_with_links_to_the_trajectory_and_its_group(story, project, client_for):
     client = client_for("dave")
-    url = reverse("rollouts:explorer", args=[project.slug])
+    url = reverse("review:explorer", args=[project.slug])
     response = client.get(url, {"q": "timeout"})
     assert response.status_code == 200
     html = response.content.decode()
@@ -289,7 +289,7 @@ def test_the_page_renders_rows_with_links_to_the_trajectory_and_its_group(story,
 
 def test_the_filter_form_round_trips_through_the_query_string(story, project, client_for):
     client = client_for("dave")
-    url = reverse("rollouts:explorer", args=[project.slug])
+    url = reverse("review:explorer", args=[project.slug])
     query = {
         "q": "calculator",
         "status": ["ok"],
@@ -314,7 +314,7 @@ def test_the_filter_form_round_trips_through_the_query_string(story, project, cl
 
 def test_htmx_gets_only_the_results_and_a_clean_address(story, project, client_for):
     client = client_for("dave")
-    url = reverse("rollouts:explorer", args=[project.slug])
+    url = reverse("review:explorer", args=[project.slug])
     response = client.get(
         url, {"q": "fox", "split": "", "tag": ""}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="explorer-results"
     )
@@ -325,16 +325,14 @@ def test_htmx_gets_only_the_results_and_a_clean_address(story, project, client_f
 
 
 def test_invalid_filters_show_errors_not_a_500(story, project, client_for):
-    response = client_for("dave").get(
-        reverse("rollouts:explorer", args=[project.slug]), {"reward_min": "abc"}
-    )
+    response = client_for("dave").get(reverse("review:explorer", args=[project.slug]), {"reward_min": "abc"})
     assert response.status_code == 200
     assert "Reward from: Enter a number." in response.content.decode()
 
 
 def test_a_foreign_or_forged_cursor_falls_back_to_the_first_page(story, project, client_for):
     client = client_for("dave")
-    url = reverse("rollouts:explorer", args=[project.slug])
+    url = reverse("review:explorer", args=[project.slug])
     other_sort = Cursor("reward_desc", False, 0.5, 3).encode()
     for cursor in (other_sort, "not-a-cursor", "W10", "eyJ4Ijox"):
         response = client.get(url, {"cursor": cursor})

@@ -13,10 +13,13 @@ from webapp.rollouts.ingest import ingest_batch
 def test_every_group_link_opens_its_group_evaluation_groups_too(client_for, project, run):
     train = item(0, 0, 1.0, "ok", "The answer is 42.")
     evaluation = {**item(0, 0, 0.0, "ok", "The answer is 41."), "split": "eval", "task_id": "held-out-0"}
-    ingest_batch(run=run, payload={"events": [{"seq": 1, "type": "trajectories", "step": 3, "items": [train, evaluation]}]})
+    ingest_batch(
+        run=run,
+        payload={"events": [{"seq": 1, "type": "trajectories", "step": 3, "items": [train, evaluation]}]},
+    )
     client = client_for("dave")
 
-    html = client.get(reverse("rollouts:explorer", args=[project.slug])).content.decode()
+    html = client.get(reverse("review:explorer", args=[project.slug])).content.decode()
 
     links = re.findall(r'<a href="([^"]+)" title="the whole group at this step">', html)
     assert len(links) == 2

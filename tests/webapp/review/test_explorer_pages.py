@@ -32,7 +32,7 @@ def world(project, run, users):
 
 
 def explorer_url(project) -> str:
-    return reverse("rollouts:explorer", args=[project.slug])
+    return reverse("review:explorer", args=[project.slug])
 
 
 # --- the permission matrix -----------------------------------------------------------------------------
@@ -46,13 +46,13 @@ def _requests(world, person):
         "explorer results (htmx)": ("get", explorer_url(project), {"q": "answer"}, 200),
         "save a view": (
             "post",
-            reverse("rollouts:saved_view_save", args=[project.slug]),
+            reverse("review:saved_view_save", args=[project.slug]),
             {"name": "mine", "query": "status=error"},
             302,
         ),
         "delete own view": (
             "post",
-            reverse("rollouts:saved_view_delete", args=[project.slug, own_view.pk]),
+            reverse("review:saved_view_delete", args=[project.slug, own_view.pk]),
             {},
             302,
         ),
@@ -95,7 +95,7 @@ def test_the_api_answers_members_only(world, users, person):
 
 
 def test_the_explorer_routes_are_all_in_this_matrix():
-    from webapp.rollouts import urls_explorer
+    from webapp.review import urls_explorer
 
     assert {p.name for p in urls_explorer.urlpatterns} == {"explorer", "saved_view_save", "saved_view_delete"}
 
@@ -107,7 +107,7 @@ def test_a_saved_view_keeps_only_the_filters_and_only_its_owner_sees_it(client_f
     project = world["project"]
     alice = client_for("alice")
     response = alice.post(
-        reverse("rollouts:saved_view_save", args=[project.slug]),
+        reverse("review:saved_view_save", args=[project.slug]),
         {"name": "Errors", "query": "?status=error&cursor=abc&evil=1&q=timeout&split="},
     )
     view = SavedView.objects.get(name="Errors")
@@ -120,14 +120,14 @@ def test_a_saved_view_keeps_only_the_filters_and_only_its_owner_sees_it(client_f
     dave = client_for("dave")
     page = dave.get(explorer_url(project)).content.decode()
     assert "Errors" not in page and "alice&#x27;s view" not in page and "dave&#x27;s view" in page
-    assert dave.post(reverse("rollouts:saved_view_delete", args=[project.slug, view.pk])).status_code == 404
+    assert dave.post(reverse("review:saved_view_delete", args=[project.slug, view.pk])).status_code == 404
     assert SavedView.objects.filter(pk=view.pk).exists()
 
 
 def test_saving_under_the_same_name_replaces_the_view(client_for, world):
     project = world["project"]
     alice = client_for("alice")
-    url = reverse("rollouts:saved_view_save", args=[project.slug])
+    url = reverse("review:saved_view_save", args=[project.slug])
     alice.post(url, {"name": "Mine", "query": "status=error"})
     alice.post(url, {"name": "Mine", "query": "status=truncated"})
     assert list(SavedView.objects.filter(name="Mine").values_list("query", flat=True)) == ["status=truncated"]
@@ -136,7 +136,7 @@ def test_saving_under_the_same_name_replaces_the_view(client_for, world):
 def test_a_view_needs_a_name(client_for, world):
     alice = client_for("alice")
     response = alice.post(
-        reverse("rollouts:saved_view_save", args=[world["project"].slug]),
+        reverse("review:saved_view_save", args=[world["project"].slug]),
         {"name": "  ", "query": "status=error"},
         follow=True,
     )
@@ -147,7 +147,7 @@ def test_a_view_needs_a_name(client_for, world):
 def test_deleting_a_view(client_for, world):
     project, view = world["project"], world["views"]["carol"]
     carol = client_for("carol")
-    carol.post(reverse("rollouts:saved_view_delete", args=[project.slug, view.pk]))
+    carol.post(reverse("review:saved_view_delete", args=[project.slug, view.pk]))
     assert not SavedView.objects.filter(pk=view.pk).exists()
 
 

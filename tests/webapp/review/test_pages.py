@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from django.urls import reverse
+from django.urls import URLPattern, reverse
 
 from tests.webapp.html_forms import flat, form_data
 from tests.webapp.review_factories import make_group, make_trajectory
@@ -20,6 +21,7 @@ from webapp.projects.models import ROLE_CAPABILITIES
 from webapp.review import exports, services
 from webapp.review.models import (
     Activity,
+    Adjudication,
     Comment,
     Flag,
     Judgement,
@@ -93,6 +95,17 @@ PAGES = [
     ),
     Page("delete comment", "post", "annotate", "review:comment_delete", ("comment",), ok=302),
     Page(
+        "reply to a comment",
+        "post",
+        "annotate",
+        "review:comment_create",
+        ("trajectory",),
+        data=lambda w: {"body": "agreed", "reply_to": w["comment"].pk},
+        ok=302,
+    ),
+    Page("resolve a thread", "post", "annotate", "review:thread_resolve", ("comment",), ok=302),
+    Page("thread beside a turn", "get", "read", "review:turn_discussion", ("trajectory", "turn")),
+    Page(
         "add tag",
         "post",
         "annotate",
@@ -158,17 +171,28 @@ PAGES = [
         ok=302,
     ),
     Page("cancel a judge", "post", "launch", "review:queue_judge_cancel", ("queue", "judge"), ok=302),
-    Page("annotate", "get", "annotate", "review:annotate", ("queue",)),
+    # Only the queue's assigned annotators (carol) judge: the owner and the researcher are refused too.
+    Page("annotate", "get", "assigned", "review:annotate", ("queue",)),
     Page(
-        "pair", "get", "annotate", "review:pair", ("queue", "pair"), ok=302
+        "pair", "get", "assigned", "review:pair", ("queue", "pair"), ok=302
     ),  # nobody here holds it: sent to annotate
     Page(
         "judge",
         "post",
-        "annotate",
+        "assigned",
         "review:judge",
         ("queue", "pair"),
         data=lambda w: {"choice": "left"},
+        ok=302,
+    ),
+    Page("disagreements", "get", "adjudicate", "review:disagreements", ("queue",)),
+    Page(
+        "settle a disagreement",
+        "post",
+        "adjudicate",
+        "review:adjudicate",
+        ("queue", "pair"),
+        data=lambda w: {"choice": "a"},
         ok=302,
     ),
     Page("create snapshot", "post", "launch", "review:snapshot_create", ("queue",), ok=302),
@@ -188,6 +212,8 @@ def expected_status(page: Page, person: str | None) -> int | str:
         return page.ok if person == "bob" else 404
     if person not in ROLE_OF:
         return 404
+    if page.needs == "assigned":
+        return page.ok if person == "carol" else 403
     return page.ok if page.needs in ROLE_CAPABILITIES[ROLE_OF[person]] else 403
 
 
@@ -203,6 +229,7 @@ def everything_stored() -> dict[str, Any]:
         "activity": Activity.objects.count(),
         "turn_judgements": TurnJudgement.objects.count(),
         "judges": sorted(QueueJudge.objects.values_list("pk", "status", "in_snapshots")),
+        "adjudications": sorted(Adjudication.objects.values_list("pair_id", "choice")),
     }
 
 
@@ -229,6 +256,7 @@ def world(project, run, users):
         "run": run,
         "trajectory": trajectory,
         "comment": comment,
+        "turn": SimpleNamespace(pk=2),  # the url names a turn by its index
         "tag": link.tag,
         "flag": flag,
         "queue": queue,
@@ -258,8 +286,12 @@ def test_each_person_sees_and_does_only_what_their_role_allows(client, users, wo
 def test_the_table_covers_every_review_page():
     from webapp.review import urls, urls_notifications
 
+    # The explorer's pages (included from urls_explorer) have their own role tests: test_explorer_pages.py.
     routes = {
-        f"{module.app_name}:{p.name}" for module in (urls, urls_notifications) for p in module.urlpatterns
+        f"{module.app_name}:{p.name}"
+        for module in (urls, urls_notifications)
+        for p in module.urlpatterns
+        if isinstance(p, URLPattern)
     }
     assert {page.route for page in PAGES} == routes
 
@@ -435,7 +467,9 @@ def test_researchers_reassign_a_queue(client_for, users, run, project):
 def test_the_queue_page_compares_humans_with_the_llm_judge(client_for, users, run, project):
     def judged(group, sample, score):
         component = {"name": "helpful", "kind": "llm_judge", "raw": score, "weight": 1.0, "weighted": score}
-        return make_trajectory(run, group=group, sample=sample, reward=score, components=[component])
+        return make_trajectory(
+            run, group=group, sample=sample, reward=score, components=[component], answer=f"{group}.{sample}"
+        )
 
     for group, (left, right) in enumerate([(0.9, 0.1), (0.2, 0.8), (0.3, 0.6)]):
         judged(group, 0, left)
@@ -521,7 +555,8 @@ EVIL = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "[x](javasc
 def test_model_output_and_comments_render_inert(client_for, users, run, project):
     evil = " ".join(EVIL)
     trajectories = [
-        make_trajectory(run, group=0, sample=i, reward=float(i), answer=evil, prompt=evil) for i in range(2)
+        make_trajectory(run, group=0, sample=i, reward=float(i), answer=f"{evil} {i}", prompt=evil)
+        for i in range(2)
     ]
     services.comment_create(trajectory=trajectories[0], author=users["carol"], body=f"@bob {evil}")
     services.tag_add(trajectory=trajectories[0], user=users["carol"], name="<img src=x onerror=alert(1)>")
@@ -561,3 +596,12 @@ def form_action(html: str) -> str:
 def section_text(html: str, side: str) -> str:
     start = html.index(f'data-side="{side}"')
     return html[start : html.index("</section>", start)]
+
+
+def test_the_queue_form_skips_equal_rewards_unless_unticked(client_for, project):
+    html = client_for("bob").get(reverse("review:queue_create", args=[project.slug])).content.decode()
+    box = (
+        html.split('name="distinct_rewards"')[0].rsplit("<input", 1)[1]
+        + html.split('name="distinct_rewards"')[1].split(">")[0]
+    )
+    assert "checked" in box and "identical are never offered" in html

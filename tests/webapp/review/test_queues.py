@@ -57,9 +57,10 @@ def test_distinct_rewards_skips_equal_rewards_and_steps_filter(project, users, r
 
 def test_checkpoint_pairs_follow_one_eval_task_across_steps(project, users, run):
     for step, reward in [(0, 0.0), (10, 0.5), (20, 1.0)]:
-        make_trajectory(run, step=step, split="eval", task_id="sum-1", seed=1, reward=reward)
+        answer = f"{step // 10 + 2}"  # the policy's answer changes from step to step
+        make_trajectory(run, step=step, split="eval", task_id="sum-1", seed=1, reward=reward, answer=answer)
         make_trajectory(
-            run, step=step, split="eval", task_id="sum-1", seed=1, sample=1, reward=reward
+            run, step=step, split="eval", task_id="sum-1", seed=1, sample=1, reward=reward, answer=answer
         )  # 2nd sample ignored
     make_trajectory(run, step=0, group=1, split="eval", task_id="lonely", reward=0.0)
     make_group(run, step=0, group=5)  # train split: not in a checkpoint queue
@@ -257,3 +258,55 @@ def test_concurrent_annotators_never_get_the_same_pair(project, users, run):
     pairs = [pair for pair in got.values() if pair is not None]
     assert len(pairs) == 6 and len(set(pairs)) == 6  # six pairs, six annotators served, two left waiting
     assert PairSlot.objects.filter(holder__isnull=False).count() == 6
+
+
+# --- one lock per pair; pairs worth asking about ---------------------------------------------------------
+
+
+def test_each_pair_gets_its_own_lock_counted_from_when_it_is_handed_out(project, users, run):
+    for group in range(3):
+        make_group(run, group=group, rewards=[1.0, 0.0])
+    queue = queue_of(project, users, run)
+    carol, start = users["carol"], timezone.now()
+    locks = []
+    for minute in range(3):
+        now = start + timedelta(minutes=minute)
+        assignment = services.next_pair(queue=queue, annotator=carol, now=now)
+        locks.append(assignment.locked_until)
+        assert assignment.locked_until == now + timedelta(seconds=queue.lock_seconds)
+        services.judgement_submit(pair=assignment.pair, annotator=carol, choice="a")
+        assert not PairSlot.objects.filter(holder=carol, judged=False).exists()  # no lock left behind
+    assert len(set(locks)) == 3
+
+
+def test_reopening_a_held_pair_renews_its_lock_and_one_lock_is_held_at_a_time(project, users, run):
+    for group in range(2):
+        make_group(run, group=group, rewards=[1.0, 0.0])
+    queue = queue_of(project, users, run)
+    carol, start = users["carol"], timezone.now()
+    held = services.next_pair(queue=queue, annotator=carol, now=start)
+    later = start + timedelta(minutes=7)
+    again = services.assignment_for(pair=held.pair, annotator=carol, renew=True, now=later)
+    assert again.locked_until == later + timedelta(seconds=queue.lock_seconds)
+    # a second tab's claim: the other pair's slot taken by hand; the next hand-out keeps only one
+    other = PairSlot.objects.exclude(pair=held.pair).get()
+    PairSlot.objects.filter(pk=other.pk).update(holder=carol, locked_until=later)
+    services.next_pair(queue=queue, annotator=carol, now=later)
+    assert PairSlot.objects.filter(holder=carol, judged=False).count() == 1
+
+
+def test_a_pair_of_word_for_word_identical_responses_is_never_offered(project, users, run):
+    make_trajectory(run, group=0, sample=0, reward=1.0, answer="4")
+    make_trajectory(run, group=0, sample=1, reward=0.0, answer="4")  # same words, another reward
+    make_trajectory(run, group=0, sample=2, reward=0.5, answer="5")
+    queue = queue_of(project, users, run)
+    assert pair_keys(queue) == [(0, 2, 0), (1, 2, 0)]
+    assert queue.build_params["identical_skipped"] == 1
+    with pytest.raises(ValidationError, match="only identical responses"):
+        queue_of(project, users, run, name="same", steps=[1], pairing="best_worst", distinct_rewards=False)
+
+
+def test_equal_rewards_are_skipped_unless_asked_for(project, users, run):
+    make_group(run, group=0, rewards=[1.0, 1.0, 0.0])  # different answers, two equal rewards
+    assert pair_keys(queue_of(project, users, run)) == [(0, 2, 0), (1, 2, 0)]
+    assert len(pair_keys(queue_of(project, users, run, name="all", distinct_rewards=False))) == 3

@@ -9,8 +9,8 @@ import pytest
 
 from tests.webapp.factories import turn
 from webapp.experiments.models import Run, RunStatus
-from webapp.rollouts import reading
 from webapp.rollouts.models import RunEvent
+from webapp.rollouts.selectors import trajectories as trajectory_selectors
 
 REWARDS = [0.2, 1.0, 0.2, 0.0]
 
@@ -51,7 +51,7 @@ def test_the_feed_the_group_page_and_the_api_agree_on_every_group(ingested, sign
     }
     assert set(feed) == set(api) == {("train", 0), ("train", 1), ("eval", 0), ("eval", 1)}
     for (split, group), live in feed.items():
-        page = reading.group_detail(run=run, step=3, group_index=group, split=split)
+        page = trajectory_selectors.group_detail(run=run, step=3, group_index=group, split=split)
         listed = api[(split, group)]
         assert live["size"] == len(page.members) == listed["size"]
         assert live["mean"] == pytest.approx(page.mean) == pytest.approx(listed["mean"])

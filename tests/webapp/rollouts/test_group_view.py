@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from tests.webapp.factories import HOSTILE_TEXTS, make_trajectory, turn
 from trainers.learn.algorithms import grpo_advantages
-from webapp.rollouts import reading
+from webapp.rollouts.selectors import trajectories as trajectory_selectors
 
 
 def group_url(project, run, step, group, split="train") -> str:
@@ -93,13 +93,13 @@ def test_an_evaluation_group_is_not_flagged_because_it_trains_nothing(client_for
 
 def test_group_selector_ranks_and_picks_best_and_worst(run):
     make_group(run, [0.5, 0.9, 0.1, 0.9, 0.1])
-    group = reading.group_detail(run=run, step=4, group_index=2)
+    group = trajectory_selectors.group_detail(run=run, step=4, group_index=2)
 
     assert [m.rank for m in group.members] == [3, 1, 4, 1, 4]
     best, worst = group.best_and_worst()
     assert (best.sample_index, worst.sample_index) == (1, 2)  # first by sample index on ties
     assert not group.zero_variance
-    assert reading.group_detail(run=run, step=4, group_index=9) is None
+    assert trajectory_selectors.group_detail(run=run, step=4, group_index=9) is None
 
 
 def test_best_vs_worst_redirects_to_the_diff_of_that_pair(client_for, project, run):
@@ -163,11 +163,11 @@ def test_the_group_list_shows_each_group_newest_first_with_its_spread_and_flag(c
 def test_the_group_list_pages_by_step(run):
     for step in range(25):
         make_trajectory(run, step=step, reward=step)
-    first = reading.group_summaries(run=run, steps_per_page=10)
+    first = trajectory_selectors.group_summaries(run=run, steps_per_page=10)
     assert [row["step"] for row in first.rows] == list(range(24, 14, -1))
-    second = reading.group_summaries(run=run, steps_per_page=10, before_step=first.next_before)
+    second = trajectory_selectors.group_summaries(run=run, steps_per_page=10, before_step=first.next_before)
     assert [row["step"] for row in second.rows] == list(range(14, 4, -1))
-    last = reading.group_summaries(run=run, steps_per_page=10, before_step=second.next_before)
+    last = trajectory_selectors.group_summaries(run=run, steps_per_page=10, before_step=second.next_before)
     assert [row["step"] for row in last.rows] == list(range(4, -1, -1)) and last.next_before is None
 
 
@@ -215,7 +215,7 @@ def test_a_task_is_named_by_its_prompt_with_its_answer_wherever_it_appears(clien
         "group": group_url(project, run, 3, 0),
         "tasks": reverse("rollouts:task_list", args=[project.slug, run.pk]),
         "trajectory": reverse("rollouts:trajectory_detail", args=[project.slug, stored.pk]),
-        "explorer": reverse("rollouts:explorer", args=[project.slug]) + f"?run={run.pk}",
+        "explorer": reverse("review:explorer", args=[project.slug]) + f"?run={run.pk}",
     }
     for name, page in pages.items():
         html = dave.get(page, HTTP_HX_REQUEST="true" if name == "explorer" else "").content.decode()

@@ -9,7 +9,7 @@ from tests.webapp.factories import make_trajectory, turn
 from webapp.experiments.models import Run
 from webapp.rollouts.ingest import group_summaries, insert_metrics
 from webapp.rollouts.models import MetricChunk
-from webapp.rollouts.selectors import run_hacking_alarm
+from webapp.rollouts.selectors.runs import run_hacking_alarm
 
 CRITERIA = [
     {"name": "correct", "kind": "exact_match", "weight": 1.0, "params": {}},

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from webapp.rollouts.ingest import insert_metrics
-from webapp.rollouts.metrics import _Curve, _downsample, _min_max_window, expand_keys, metric_series
+from webapp.rollouts.selectors.metrics import _Curve, _downsample, _min_max_window, expand_keys, metric_series
 
 
 def store_curve(run, key, n, value_of, *, time0=1_700_000_000.0):

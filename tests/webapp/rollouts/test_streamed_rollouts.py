@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from trainers.learn.trainer import Trainer
+from trainers.recipes.grpo import Trainer
 from trainers.rubrics import build_rubric
 from trainers.sdk.reporting import HttpSink
 from webapp.experiments.models import Run

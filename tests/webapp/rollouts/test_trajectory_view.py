@@ -389,14 +389,14 @@ def test_search_inside_a_trajectory_and_open_it_at_a_turn(client_for, project, r
 
 
 def test_a_window_of_big_turns_stops_at_its_character_budget(project, run):
-    from webapp.rollouts import reading
+    from webapp.rollouts.selectors import trajectories as trajectory_selectors
 
     trajectory = make_trajectory(
         run, turns=[turn("tool", "x" * 50_000, tool_result="y" * 50_000) for _ in range(10)]
     )
-    window, more = reading.turns_window(trajectory=trajectory, start=0, limit=30)
+    window, more = trajectory_selectors.turns_window(trajectory=trajectory, start=0, limit=30)
     assert len(window) == 2 and more  # 200,000 characters > the 120,000 budget after the second turn
-    window, more = reading.turns_window(trajectory=trajectory, start=9, limit=30)
+    window, more = trajectory_selectors.turns_window(trajectory=trajectory, start=9, limit=30)
     assert len(window) == 1 and not more
 
 

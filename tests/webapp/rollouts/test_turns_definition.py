@@ -9,8 +9,8 @@ import re
 from django.urls import reverse
 
 from trainers.learn.metrics import groups_of_items, step_metrics
-from trainers.types import Trajectory as Episode
 from trainers.types import Task, Turn, model_turns
+from trainers.types import Trajectory as Episode
 from webapp.rollouts.ingest import ingest_batch
 from webapp.rollouts.models import Trajectory
 
@@ -28,26 +28,41 @@ MESSAGES = [
 
 def wire_item() -> dict:
     return {
-        "group": 0, "sample": 0, "task_id": "add-0", "split": "train", "prompt": "What is 40 + 2?",
-        "reward": 1.0, "status": "ok", "components": [], "turns": MESSAGES,
+        "group": 0,
+        "sample": 0,
+        "task_id": "add-0",
+        "split": "train",
+        "prompt": "What is 40 + 2?",
+        "reward": 1.0,
+        "status": "ok",
+        "components": [],
+        "turns": MESSAGES,
     }
 
 
 def test_a_turn_is_a_model_response_for_the_trainer_the_wire_and_the_rollout_alike():
-    episode = Episode(task=Task(id="add-0", prompt="What is 40 + 2?"), turns=[Turn.from_dict(m) for m in MESSAGES])
+    episode = Episode(
+        task=Task(id="add-0", prompt="What is 40 + 2?"), turns=[Turn.from_dict(m) for m in MESSAGES]
+    )
     assert model_turns(MESSAGES) == episode.model_turns == 3
     assert step_metrics(groups_of_items([wire_item()]))["turns"] == 3
 
 
-def test_the_explorer_and_the_trajectory_page_count_what_the_turns_metric_and_max_turns_count(client_for, project, run):
-    ingest_batch(run=run, payload={"events": [{"seq": 1, "type": "trajectories", "step": 1, "items": [wire_item()]}]})
+def test_the_explorer_and_the_trajectory_page_count_what_the_turns_metric_and_max_turns_count(
+    client_for, project, run
+):
+    ingest_batch(
+        run=run, payload={"events": [{"seq": 1, "type": "trajectories", "step": 1, "items": [wire_item()]}]}
+    )
     trajectory = Trajectory.objects.get()
     client = client_for("dave")
 
-    explorer = client.get(reverse("rollouts:explorer", args=[project.slug])).content.decode()
-    page = client.get(reverse("rollouts:trajectory_detail", args=[project.slug, trajectory.pk])).content.decode()
+    explorer = client.get(reverse("review:explorer", args=[project.slug])).content.decode()
+    page = client.get(
+        reverse("rollouts:trajectory_detail", args=[project.slug, trajectory.pk])
+    ).content.decode()
 
     row = explorer[explorer.index(f'data-trajectory="{trajectory.pk}"') :]
-    assert re.findall(r'<td class="num">(\d+)</td>', row)[:2] == ["3", "2"]  # turns, tool calls
+    assert re.findall(r'<td class="num">(\d+)</td>', row)[:3] == ["1", "3", "2"]  # step, turns, tool calls
     assert re.search(r"<dt[^>]*>Turns</dt><dd>3 <span class=\"muted\">model turns with 2 tool calls", page)
     assert trajectory.num_turns == 3

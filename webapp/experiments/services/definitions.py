@@ -89,7 +89,7 @@ def definition_update(
     if description is not None:
         locked.description = description
     locked.save()
-    latest = locked.versions.order_by("-number").first()
+    latest = locked.latest_version
     if all(getattr(latest, field) == value for field, value in content.items()):
         return latest
     version = locked.versions.create(number=latest.number + 1, note=note, created_by=user, **content)

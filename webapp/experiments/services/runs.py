@@ -103,8 +103,8 @@ def run_create(
         raise ValidationError(capacity)
     name = name.strip()
 
-    environment_version = environment_version or environment.versions.order_by("-number").first()
-    rubric_version = rubric_version or rubric.versions.order_by("-number").first()
+    environment_version = environment_version or environment.latest_version
+    rubric_version = rubric_version or rubric.latest_version
     # Every environment and rubric is created with its version 1, so both exist.
     assert environment_version is not None and rubric_version is not None
     if environment_version.environment_id != environment.pk or rubric_version.rubric_id != rubric.pk:

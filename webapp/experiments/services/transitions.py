@@ -84,7 +84,11 @@ def run_record_progress(
     """Keep the list pages' denormalised progress in step with ingested metrics (Run.progress_after,
     under the run's row lock)."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().only("pk", "current_step", "best_reward", "best_reward_step").get(pk=run_id)
+        run = (
+            Run.objects.select_for_update()
+            .only("pk", "current_step", "best_reward", "best_reward_step")
+            .get(pk=run_id)
+        )
         Run.objects.filter(pk=run_id).update(
             **run.progress_after(step=step, last_reward=last_reward, best_reward=best_reward)
         )

@@ -1,12 +1,13 @@
 """Writes for review, by domain: comments, tags, flags, mentions, the activity log, preference queues, judgements,
-turn judgements, LLM judges annotating a queue and dataset snapshots. Views call these after
+turn judgements, LLM judges annotating a queue, settling disagreements and dataset snapshots. Views call these after
 `webapp.projects.access` has checked the caller's role; the
 rules that depend on who owns what (only the author edits a comment, only assigned annotators judge)
 are checked here. Every write is atomic and records who did it in the project's Activity log.
 """
 
 from webapp.review.models import side_of_choice  # the rule lives on the model; views read it here
-from webapp.review.services.activity import log_activity
+from webapp.review.services.activity import activity_visit, log_activity
+from webapp.review.services.adjudication import pair_adjudicate
 from webapp.review.services.collaboration import (
     MAX_COMMENT,
     MAX_TAG,
@@ -14,6 +15,7 @@ from webapp.review.services.collaboration import (
     comment_create,
     comment_delete,
     comment_edit,
+    comment_thread_resolve,
     flag_raise,
     flag_resolve,
     mentioned_usernames,
@@ -48,6 +50,7 @@ from webapp.review.services.queues import (
 )
 from webapp.review.services.snapshots import (
     MAJORITY_RULE,
+    RULE,
     majority,
     snapshot_create,
     snapshot_pairs,
@@ -58,17 +61,20 @@ __all__ = [
     "Assignment",
     "DEFAULT_LOCK_SECONDS",
     "MAJORITY_RULE",
+    "RULE",
     "MAX_COMMENT",
     "MAX_OVERLAP",
     "MAX_QUEUE_PAIRS",
     "MAX_TAG",
     "MENTION",
     "VALID_PAIRINGS",
+    "activity_visit",
     "assignment_for",
     "choice_from_side",
     "comment_create",
     "comment_delete",
     "comment_edit",
+    "comment_thread_resolve",
     "flag_raise",
     "flag_resolve",
     "judgement_submit",
@@ -78,6 +84,7 @@ __all__ = [
     "mentioned_usernames",
     "next_pair",
     "notifications_mark_read",
+    "pair_adjudicate",
     "queue_assign",
     "queue_judge_cancel",
     "queue_judge_claim",

@@ -1,4 +1,6 @@
-"""Writes for reviewing together: comments and @mentions, tags, flags, notifications."""
+"""Writes for reviewing together: comments, replies and @mentions, threads resolved, tags, flags,
+notifications. Each change that a teammate's open page shows is sent live after the commit
+(webapp/review/live.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,14 @@ from django.utils import timezone
 
 from webapp.projects.access import Capability, can
 from webapp.projects.models import Membership
+from webapp.review import live
 from webapp.review.models import (
     ActivityVerb,
     Comment,
     Flag,
     FlagReason,
     Notification,
+    NotificationReason,
     Tag,
     TrajectoryTag,
     normalized_tag_name,
@@ -39,22 +43,31 @@ def mentioned_usernames(body: str) -> list[str]:
     return list(dict.fromkeys(name for name in names if name))
 
 
-def _notify_mentions(comment: Comment, actor) -> list[Notification]:
-    names = mentioned_usernames(comment.body)
-    if not names:
-        return []
-    lowered = {name.lower() for name in names}
+def _notify(comment: Comment, actor, *, replied_to: Comment | None = None) -> list[Notification]:
+    """Notify the members `comment` mentions, and the author of the comment it replies to (once each: a
+    mention in a reply is the mention). Never the actor themselves; never twice for one comment."""
+    names = {name.lower() for name in mentioned_usernames(comment.body)}
     members = Membership.objects.filter(project=comment.project).exclude(user=actor).select_related("user")
-    recipients = [m.user for m in members if m.user.username.lower() in lowered]
+    reasons = {m.user: NotificationReason.MENTION for m in members if m.user.username.lower() in names}
+    reply_to_author = replied_to.author if replied_to is not None and not replied_to.is_deleted else None
+    if reply_to_author is not None and reply_to_author != actor and reply_to_author not in reasons:
+        if any(m.user_id == reply_to_author.pk for m in members):
+            reasons[reply_to_author] = NotificationReason.REPLY
     created = []
-    for recipient in recipients:
+    for recipient, reason in reasons.items():
         notification, made = Notification.objects.get_or_create(
             recipient=recipient,
             comment=comment,
-            defaults={"project": comment.project, "actor": actor, "trajectory": comment.trajectory},
+            defaults={
+                "project": comment.project,
+                "actor": actor,
+                "trajectory": comment.trajectory,
+                "reason": reason,
+            },
         )
         if made:
             created.append(notification)
+    live.send_notifications(created)
     return created
 
 
@@ -68,24 +81,73 @@ def _clean_body(body: str) -> str:
 
 
 @transaction.atomic
-def comment_create(*, trajectory: Trajectory, author, body: str, turn_index: int | None = None) -> Comment:
+def comment_create(
+    *,
+    trajectory: Trajectory,
+    author,
+    body: str,
+    turn_index: int | None = None,
+    reply_to: Comment | None = None,
+) -> Comment:
+    """A new thread on the trajectory (or on its turn `turn_index`), or, with `reply_to`, a reply in that
+    comment's thread: it joins the thread's turn, reopens nothing, and notifies the author replied to."""
     body = _clean_body(body)
-    if turn_index is not None and not trajectory.turns.filter(index=turn_index).exists():
+    parent = None
+    if reply_to is not None:
+        if reply_to.trajectory_id != trajectory.pk:
+            raise ValidationError({"reply_to": ["That comment is on another trajectory."]})
+        parent = reply_to.thread_root
+        turn_index = parent.turn_index
+    elif turn_index is not None and not trajectory.turns.filter(index=turn_index).exists():
         raise ValidationError({"turn_index": [f"This trajectory has no turn {turn_index}."]})
     project = trajectory.run.project
     comment = Comment.objects.create(
-        project=project, trajectory=trajectory, turn_index=turn_index, author=author, body=body
+        project=project,
+        trajectory=trajectory,
+        turn_index=turn_index,
+        parent=parent,
+        author=author,
+        body=body,
     )
-    _notify_mentions(comment, author)
+    _notify(comment, author, replied_to=reply_to)
     log_activity(
         project,
         author,
-        ActivityVerb.COMMENT_ADDED,
+        ActivityVerb.COMMENT_REPLIED if parent else ActivityVerb.COMMENT_ADDED,
         trajectory=trajectory,
         comment=comment.pk,
         turn_index=turn_index,
     )
+    live.send_discussion_changed(comment, "replied" if parent else "added")
     return comment
+
+
+@transaction.atomic
+def comment_thread_resolve(*, comment: Comment, user, resolved: bool = True) -> Comment:
+    """Mark `comment`'s thread resolved (or open again). Who may: Comment.may_be_resolved_by. A
+    conditional update, so resolving twice records it once."""
+    root = comment.thread_root
+    if not root.may_be_resolved_by(user, can_launch=can(user, root.project, Capability.LAUNCH)):
+        raise ValidationError("Only whoever started the thread, a researcher or an owner can resolve it.")
+    threads = Comment.objects.filter(pk=root.pk)
+    if resolved:
+        changed = threads.filter(resolved_at__isnull=True).update(
+            resolved_at=timezone.now(), resolved_by=user
+        )
+    else:
+        changed = threads.filter(resolved_at__isnull=False).update(resolved_at=None, resolved_by=None)
+    if changed:
+        log_activity(
+            root.project,
+            user,
+            ActivityVerb.THREAD_RESOLVED if resolved else ActivityVerb.THREAD_REOPENED,
+            trajectory=root.trajectory,
+            comment=root.pk,
+            turn_index=root.turn_index,
+        )
+        live.send_discussion_changed(root, "resolved" if resolved else "reopened")
+    root.refresh_from_db()
+    return root
 
 
 @transaction.atomic
@@ -101,7 +163,7 @@ def comment_edit(*, comment: Comment, user, body: str) -> Comment:
     previous = comment.body
     comment.body, comment.edited_at = body, timezone.now()
     comment.save(update_fields=["body", "edited_at"])
-    _notify_mentions(comment, user)
+    _notify(comment, user)
     log_activity(
         comment.project,
         user,
@@ -110,6 +172,7 @@ def comment_edit(*, comment: Comment, user, body: str) -> Comment:
         comment=comment.pk,
         previous=previous,
     )
+    live.send_discussion_changed(comment, "edited")
     return comment
 
 
@@ -123,10 +186,13 @@ def comment_delete(*, comment: Comment, user) -> Comment:
         return comment
     comment.body, comment.deleted_at = "", timezone.now()
     comment.save(update_fields=["body", "deleted_at"])
+    notified = list(Notification.objects.filter(comment=comment).values_list("recipient_id", flat=True))
     Notification.objects.filter(comment=comment).delete()
     log_activity(
         comment.project, user, ActivityVerb.COMMENT_DELETED, trajectory=comment.trajectory, comment=comment.pk
     )
+    live.send_unread(notified)
+    live.send_discussion_changed(comment, "deleted")
     return comment
 
 
@@ -205,7 +271,11 @@ def flag_resolve(*, flag: Flag, user) -> Flag:
 
 
 def notifications_mark_read(*, user, ids: Iterable[int] | None = None) -> int:
+    """Mark the user's notifications read (all, or `ids`); their other open pages' badges follow."""
     unread = Notification.objects.filter(recipient=user, read_at__isnull=True)
     if ids is not None:
         unread = unread.filter(pk__in=list(ids))
-    return unread.update(read_at=timezone.now())
+    marked = unread.update(read_at=timezone.now())
+    if marked:
+        live.send_unread([user.pk])
+    return marked

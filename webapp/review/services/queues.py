@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import F, Prefetch, Q
 from django.utils import timezone
 
+from trainers.texts import trajectory_text
 from webapp.experiments.models import Run
 from webapp.projects.access import Capability
 from webapp.projects.models import Membership, Project
@@ -116,6 +117,20 @@ def _checkpoint_pairs(
     return pairs
 
 
+def _without_identical_responses(candidates: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The candidate pairs whose two responses differ as the annotation page shows them (the messages
+    after the prompt): a pair of word-for-word identical responses asks the annotator nothing."""
+    ids = {a for a, _ in candidates} | {b for _, b in candidates}
+    in_order = Turn.objects.order_by("index")
+    responses = {
+        trajectory.pk: trajectory_text(trajectory.prompt, trajectory.turns.all()).response_messages
+        for trajectory in Trajectory.objects.filter(pk__in=ids)
+        .prefetch_related(Prefetch("turns", queryset=in_order))
+        .iterator(chunk_size=500)
+    }
+    return [(a, b) for a, b in candidates if responses.get(a) != responses.get(b)]
+
+
 VALID_PAIRINGS: dict[str, tuple[str, ...]] = {
     PairSource.GROUP: (Pairing.ALL, Pairing.BEST_WORST),
     PairSource.CHECKPOINTS: (Pairing.ALL, Pairing.FIRST_LAST),
@@ -137,6 +152,35 @@ def _validate_annotators(project: Project, annotators: Sequence) -> list:
     return annotators
 
 
+def _candidate_pairs(
+    runs: Sequence[Run],
+    *,
+    source: str,
+    pairing: str,
+    distinct_rewards: bool,
+    steps: Sequence[int] | None,
+    split: str,
+) -> tuple[list[tuple[int, int]], int]:
+    """The pairs a queue may hold, and how many more were dropped for identical responses."""
+    if source == PairSource.GROUP:
+        candidates = _group_pairs(
+            runs, pairing=pairing, distinct_rewards=distinct_rewards, steps=steps, split=split
+        )
+    else:
+        candidates = _checkpoint_pairs(runs, pairing=pairing, distinct_rewards=distinct_rewards, steps=steps)
+    distinct = _without_identical_responses(candidates)
+    if not distinct:
+        raise ValidationError(
+            {
+                "runs": [
+                    "These runs give no pairs with these settings (no group of two or more, "
+                    "no evaluation task seen at two steps, or only identical responses)."
+                ]
+            }
+        )
+    return distinct, len(candidates) - len(distinct)
+
+
 @transaction.atomic
 def queue_create(
     *,
@@ -150,7 +194,7 @@ def queue_create(
     overlap: int = 1,
     instructions: str = "",
     rationale_required: bool = False,
-    distinct_rewards: bool = False,
+    distinct_rewards: bool = True,
     steps: Sequence[int] | None = None,
     split: str = Split.TRAIN,
     max_pairs: int = 1000,
@@ -202,21 +246,9 @@ def queue_create(
         raise ValidationError(errors)
 
     steps = sorted(set(steps)) if steps else None
-    if source == PairSource.GROUP:
-        candidates = _group_pairs(
-            runs, pairing=pairing, distinct_rewards=distinct_rewards, steps=steps, split=split
-        )
-    else:
-        candidates = _checkpoint_pairs(runs, pairing=pairing, distinct_rewards=distinct_rewards, steps=steps)
-    if not candidates:
-        raise ValidationError(
-            {
-                "runs": [
-                    "These runs give no pairs with these settings (no group of two or more, "
-                    "or no evaluation task seen at two steps)."
-                ]
-            }
-        )
+    candidates, identical = _candidate_pairs(
+        runs, source=source, pairing=pairing, distinct_rewards=distinct_rewards, steps=steps, split=split
+    )
     seed = secrets.randbits(31) if seed is None else seed
     rng = random.Random(seed)
     found = len(candidates)
@@ -242,6 +274,7 @@ def queue_create(
             "split": split if source == PairSource.GROUP else Split.EVAL,
             "max_pairs": max_pairs,
             "candidate_pairs": found,
+            "identical_skipped": identical,
         },
     )
     queue.runs.set(runs)
@@ -307,7 +340,8 @@ def _renew(slot_id: int, annotator, until: datetime) -> bool:
 
 
 def next_pair(*, queue: PreferenceQueue, annotator, now: datetime | None = None) -> Assignment | None:
-    """The pair this annotator should judge now, locked for them until `now + queue.lock_seconds`.
+    """The pair this annotator should judge now, locked for them until `now + queue.lock_seconds`: one
+    lock per pair, counted from the moment the pair is handed out, and never more than one held at once.
 
     Resume first: a slot they still hold (even if its lock ran out, as long as nobody took it) is
     renewed and returned. Otherwise the first free slot — unheld, or its holder's lock expired — of a
@@ -321,10 +355,15 @@ def next_pair(*, queue: PreferenceQueue, annotator, now: datetime | None = None)
     PairSlot.objects.filter(pair__queue=queue, holder=annotator, judged=False, pair_id__in=judged).update(
         holder=None, locked_until=None
     )
-    for slot in PairSlot.objects.filter(pair__queue=queue, holder=annotator, judged=False).order_by(
-        "pair__position"
-    ):
+    held = list(
+        PairSlot.objects.filter(pair__queue=queue, holder=annotator, judged=False).order_by("pair__position")
+    )
+    for slot in held:
         if _renew(slot.pk, annotator, until):
+            # One lock at a time: any other slot they hold (a second tab's claim) goes back to the pool.
+            PairSlot.objects.filter(pk__in=[s.pk for s in held if s.pk != slot.pk], holder=annotator).update(
+                holder=None, locked_until=None
+            )
             slot.locked_until = until
             return Assignment(_pair_with_trajectories(slot.pair_id), slot, slot.left_is_a, until)
 
@@ -354,16 +393,23 @@ def next_pair(*, queue: PreferenceQueue, annotator, now: datetime | None = None)
     return None
 
 
-def assignment_for(*, pair: PreferencePair, annotator) -> Assignment | None:
-    """The pair as this annotator sees it: their judgement (to revisit and change) or their held slot."""
+def assignment_for(
+    *, pair: PreferencePair, annotator, renew: bool = False, now: datetime | None = None
+) -> Assignment | None:
+    """The pair as this annotator sees it: their judgement (to revisit and change) or their held slot —
+    its lock renewed from `now` when `renew` (the page showing the pair again), as next_pair does."""
     judgement = Judgement.objects.filter(pair=pair, annotator=annotator).first()
     full = _pair_with_trajectories(pair.pk)
     if judgement is not None:
         return Assignment(full, None, judgement.left_is_a, None, judgement)
     slot = PairSlot.objects.filter(pair=pair, holder=annotator, judged=False).first()
-    if slot is not None:
-        return Assignment(full, slot, slot.left_is_a, slot.locked_until)
-    return None
+    if slot is None:
+        return None
+    if renew:
+        until = (now or timezone.now()) + timedelta(seconds=pair.queue.lock_seconds)
+        if _renew(slot.pk, annotator, until):
+            slot.locked_until = until
+    return Assignment(full, slot, slot.left_is_a, slot.locked_until)
 
 
 def choice_from_side(side: str, *, left_is_a: bool) -> str:

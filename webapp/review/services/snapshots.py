@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
@@ -15,44 +14,23 @@ from trainers.texts import trajectory_text
 from webapp.experiments.models import Run
 from webapp.review.models import (
     ActivityVerb,
+    Adjudication,
     Choice,
-    Judgement,
     PreferencePair,
     PreferenceQueue,
     PreferenceSnapshot,
-    QueueJudge,
     SnapshotPair,
     TurnJudgement,
     TurnVerdict,
 )
-from webapp.review.selectors import judge_answers, judge_verdicts
+from webapp.review.selectors import QueueVotes, queue_votes
 from webapp.review.services.activity import log_activity
+from webapp.review.tally import MAJORITY_RULE, RULE, majority
+
+__all__ = ["MAJORITY_RULE", "RULE", "majority", "snapshot_create", "snapshot_pairs"]
 from webapp.rollouts.models import Trajectory, Turn
 
 # --- dataset snapshots ---------------------------------------------------------------------------------
-
-MAJORITY_RULE = (
-    "majority: a pair enters the dataset when more than half of its judgements pick the same "
-    "side; pairs whose judgements end in tie, both bad or a split vote are left out"
-)
-
-
-def majority(choices: Sequence[str]) -> str | None:
-    """The canonical side ("a" / "b") more than half of `choices` picked, else None."""
-    votes = Counter(choices)
-    for side in (Choice.A, Choice.B):
-        if votes[side] * 2 > len(choices):
-            return side
-    return None
-
-
-def _exclusion_reason(choices: Sequence[str]) -> str:
-    votes = Counter(choices)
-    if votes[Choice.TIE] * 2 > len(choices):
-        return "tie"
-    if votes[Choice.BOTH_BAD] * 2 > len(choices):
-        return "both_bad"
-    return "no_majority"
 
 
 def snapshot_create(
@@ -60,145 +38,182 @@ def snapshot_create(
 ) -> PreferenceSnapshot:
     """Freeze the queue's current judgements into the next version of its preference dataset.
 
-    Each judged pair with a majority (see MAJORITY_RULE) becomes one row: the prompt, the chosen and the
-    rejected response (text and chat messages), their rewards and the row's provenance. With
-    `complete_only`, pairs that have fewer than `overlap` judgements wait for the next snapshot. With
-    `include_turns`, the turn judgements on the queue's trajectories add step-level rows after them
-    (`turn_rows`): the data of a step-level reward model.
+    Each judged pair the tally decides for a side (webapp.review.tally.RULE: the adjudication where
+    someone settled the pair, else the majority) becomes one row: the prompt, the chosen and the rejected
+    response (text and chat messages), their rewards and the row's provenance. With `complete_only`,
+    pairs that have fewer than `overlap` judgements wait for the next snapshot (a settled pair does not
+    wait). With `include_turns`, the turn judgements on the queue's trajectories add step-level rows
+    after them (`turn_rows`): the data of a step-level reward model.
     """
     with transaction.atomic():
         queue = PreferenceQueue.objects.select_for_update().get(pk=queue.pk)
         version = (queue.snapshots.aggregate(top=Max("version"))["top"] or 0) + 1
-        votes: dict[int, list[tuple[str, str]]] = defaultdict(list)
-        for pair_id, choice, username in (
-            Judgement.objects.filter(pair__queue=queue)
-            .order_by("pair_id", "created_at", "id")
-            .values_list("pair_id", "choice", "annotator__username")
-        ):
-            votes[pair_id].append((choice, username))
-        human_votes = {pair_id: len(v) for pair_id, v in votes.items()}
-        # LLM judges vote only when the queue's manager said so (QueueJudge.in_snapshots, off by default):
-        # one vote per pair, its verdict over both orders.
-        judges = list(QueueJudge.objects.filter(queue=queue, in_snapshots=True).order_by("created_at", "id"))
-        judge_labels = sorted(judge.label for judge in judges)
-        for label, verdicts in judge_verdicts(judges, judge_answers(queue)).items():
-            for pair_id, choice in verdicts.items():
-                votes[pair_id].append((choice, label))
-        pairs = list(PreferencePair.objects.filter(queue=queue, pk__in=list(votes)).order_by("position"))
-        counts = Counter(
-            pairs_in_queue=queue.pairs.count(),
-            judged_pairs=len(pairs),
-            judgements=sum(human_votes.values()),
-        )
-        if judges:
-            counts["judge_votes"] = sum(len(v) for v in votes.values()) - counts["judgements"]
-        winners: list[tuple[PreferencePair, str]] = []
-        for pair in pairs:
-            choices = [choice for choice, _ in votes[pair.pk]]
-            # "complete" counts people: a judge never takes one of the pair's `overlap` places
-            if complete_only and human_votes.get(pair.pk, 0) < queue.overlap:
-                counts["excluded_incomplete"] += 1
-                continue
-            side = majority(choices)
-            if side is None:
-                counts[f"excluded_{_exclusion_reason(choices)}"] += 1
-                continue
-            winners.append((pair, side))
-        counts["included"] = len(winners)
-
-        trajectory_ids = {pair.a_id for pair, _ in winners} | {pair.b_id for pair, _ in winners}
-        trajectories = (
-            Trajectory.objects.filter(pk__in=trajectory_ids)
-            .select_related("run")
-            .prefetch_related(Prefetch("turns", queryset=Turn.objects.order_by("index")))
-            .in_bulk()
-        )
-        rows = []
-        for index, (pair, side) in enumerate(winners):
-            chosen = trajectories[pair.a_id if side == Choice.A else pair.b_id]
-            rejected = trajectories[pair.b_id if side == Choice.A else pair.a_id]
-            chosen_text = trajectory_text(chosen.prompt, chosen.turns.all())
-            rejected_text = trajectory_text(rejected.prompt, rejected.turns.all())
-            choices = [choice for choice, _ in votes[pair.pk]]
-            rows.append(
-                SnapshotPair(
-                    index=index,
-                    prompt=pair.prompt or chosen_text.prompt,
-                    chosen=chosen_text.response,
-                    rejected=rejected_text.response,
-                    prompt_messages=chosen_text.prompt_messages,
-                    chosen_messages=chosen_text.response_messages,
-                    rejected_messages=rejected_text.response_messages,
-                    chosen_reward=chosen.reward,
-                    rejected_reward=rejected.reward,
-                    provenance={
-                        "pair_id": pair.pk,
-                        "task_id": chosen.task_id,
-                        "seed": chosen.seed,
-                        "chosen_trajectory": chosen.pk,
-                        "rejected_trajectory": rejected.pk,
-                        "chosen_run": chosen.run_id,
-                        "rejected_run": rejected.run_id,
-                        "chosen_step": chosen.step,
-                        "rejected_step": rejected.step,
-                        "votes": {
-                            "chosen": choices.count(side),
-                            "rejected": choices.count(Choice.B if side == Choice.A else Choice.A),
-                            "tie": choices.count(Choice.TIE),
-                            "both_bad": choices.count(Choice.BOTH_BAD),
-                        },
-                        "annotators": sorted(
-                            {name for _, name in votes[pair.pk] if name not in judge_labels}
-                        ),
-                        **(
-                            {"judges": [name for _, name in votes[pair.pk] if name in judge_labels]}
-                            if judges
-                            else {}
-                        ),
-                    },
-                )
-            )
+        votes = queue_votes(queue)
+        winners, counts = _tally(queue, votes, complete_only=complete_only)
+        trajectories = _trajectories({pair.a_id for pair, _ in winners} | {pair.b_id for pair, _ in winners})
+        rows = [
+            _pair_row(index, pair, side, votes, trajectories) for index, (pair, side) in enumerate(winners)
+        ]
         if include_turns:
             turn_rows = _turn_rows(queue, start=len(rows))
             counts["turn_rows"] = len(turn_rows)
             rows += turn_rows
-        run_ids = sorted({t.run_id for t in trajectories.values()})
-        runs = dict(Run.objects.filter(pk__in=run_ids).values_list("id", "name"))
-        snapshot = PreferenceSnapshot.objects.create(
-            project=queue.project,
-            queue=queue,
+        snapshot = _snapshot_write(
+            queue,
+            user,
             version=version,
-            created_by=user,
-            provenance={
-                "queue": {
-                    "id": queue.pk,
-                    "name": queue.name,
-                    "source": queue.source,
-                    "pairing": queue.pairing,
-                    "overlap": queue.overlap,
-                    "build": queue.build_params,
-                },
-                "version": version,
-                "annotators": sorted(
-                    {name for v in votes.values() for _, name in v if name not in judge_labels}
-                ),
-                "judges": judge_labels,
-                "runs": [{"id": run_id, "name": runs.get(run_id, "")} for run_id in run_ids],
-                "steps": sorted({t.step for t in trajectories.values()}),
-                "rule": MAJORITY_RULE,
-                "complete_only": complete_only,
-                "include_turns": include_turns,
-                "counts": dict(counts),
-                "created_by": getattr(user, "username", None),
-                "created_at": timezone.now().isoformat(),
+            rows=rows,
+            votes=votes,
+            trajectories=list(trajectories.values()),
+            counts=counts,
+            options={"complete_only": complete_only, "include_turns": include_turns},
+        )
+    return snapshot
+
+
+def _tally(
+    queue: PreferenceQueue, votes: QueueVotes, *, complete_only: bool
+) -> tuple[list[tuple[PreferencePair, str]], Counter]:
+    """The judged pairs that enter the dataset, with their chosen side, and the counts of what was left out
+    and why."""
+    pairs = list(PreferencePair.objects.filter(queue=queue, pk__in=list(votes.votes)).order_by("position"))
+    people = sum(votes.people(pair.pk) for pair in pairs)
+    counts: Counter = Counter(pairs_in_queue=queue.pairs.count(), judged_pairs=len(pairs), judgements=people)
+    if votes.judge_labels:
+        counts["judge_votes"] = sum(len(v) for v in votes.votes.values()) - people
+    winners: list[tuple[PreferencePair, str]] = []
+    for pair in pairs:
+        decision = votes.decision(pair.pk)
+        # "complete" counts people: a judge never takes one of the pair's `overlap` places
+        if complete_only and not decision.adjudicated and votes.people(pair.pk) < queue.overlap:
+            counts["excluded_incomplete"] += 1
+            continue
+        if decision.adjudicated:
+            counts["adjudicated"] += 1
+        if decision.side is None:
+            counts[f"excluded_{decision.outcome}"] += 1
+            continue
+        winners.append((pair, decision.side))
+    counts["included"] = len(winners)
+    return winners, counts
+
+
+def _trajectories(ids: set[int]) -> dict[int, Trajectory]:
+    return (
+        Trajectory.objects.filter(pk__in=ids)
+        .select_related("run")
+        .prefetch_related(Prefetch("turns", queryset=Turn.objects.order_by("index")))
+        .in_bulk()
+    )
+
+
+def _adjudication_provenance(adjudication: Adjudication) -> dict[str, Any]:
+    return {
+        "choice": adjudication.choice,
+        "rationale": adjudication.rationale,
+        "by": adjudication.adjudicated_by.username if adjudication.adjudicated_by else None,
+        "at": adjudication.adjudicated_at.isoformat(),
+        "overridden": adjudication.overridden,
+    }
+
+
+def _pair_row(
+    index: int, pair: PreferencePair, side: str, votes: QueueVotes, trajectories: dict[int, Trajectory]
+) -> SnapshotPair:
+    chosen = trajectories[pair.a_id if side == Choice.A else pair.b_id]
+    rejected = trajectories[pair.b_id if side == Choice.A else pair.a_id]
+    chosen_text = trajectory_text(chosen.prompt, chosen.turns.all())
+    rejected_text = trajectory_text(rejected.prompt, rejected.turns.all())
+    choices = votes.choices(pair.pk)
+    voters = votes.votes.get(pair.pk, [])
+    provenance: dict[str, Any] = {
+        "pair_id": pair.pk,
+        "task_id": chosen.task_id,
+        "seed": chosen.seed,
+        "chosen_trajectory": chosen.pk,
+        "rejected_trajectory": rejected.pk,
+        "chosen_run": chosen.run_id,
+        "rejected_run": rejected.run_id,
+        "chosen_step": chosen.step,
+        "rejected_step": rejected.step,
+        "votes": {
+            "chosen": choices.count(side),
+            "rejected": choices.count(Choice.B if side == Choice.A else Choice.A),
+            "tie": choices.count(Choice.TIE),
+            "both_bad": choices.count(Choice.BOTH_BAD),
+        },
+        "annotators": sorted({vote.voter for vote in voters if not vote.is_judge}),
+    }
+    if votes.judge_labels:
+        provenance["judges"] = [vote.voter for vote in voters if vote.is_judge]
+    if pair.pk in votes.adjudications:
+        provenance["adjudication"] = _adjudication_provenance(votes.adjudications[pair.pk])
+    return SnapshotPair(
+        index=index,
+        prompt=pair.prompt or chosen_text.prompt,
+        chosen=chosen_text.response,
+        rejected=rejected_text.response,
+        prompt_messages=chosen_text.prompt_messages,
+        chosen_messages=chosen_text.response_messages,
+        rejected_messages=rejected_text.response_messages,
+        chosen_reward=chosen.reward,
+        rejected_reward=rejected.reward,
+        provenance=provenance,
+    )
+
+
+def _snapshot_write(
+    queue: PreferenceQueue,
+    user,
+    *,
+    version: int,
+    rows: list[SnapshotPair],
+    votes: QueueVotes,
+    trajectories: list[Trajectory],
+    counts: Counter,
+    options: dict[str, bool],
+) -> PreferenceSnapshot:
+    run_ids = sorted({t.run_id for t in trajectories})
+    runs = dict(Run.objects.filter(pk__in=run_ids).values_list("id", "name"))
+    snapshot = PreferenceSnapshot.objects.create(
+        project=queue.project,
+        queue=queue,
+        version=version,
+        created_by=user,
+        provenance={
+            "queue": {
+                "id": queue.pk,
+                "name": queue.name,
+                "source": queue.source,
+                "pairing": queue.pairing,
+                "overlap": queue.overlap,
+                "build": queue.build_params,
             },
-        )
-        for row in rows:
-            row.snapshot = snapshot
-        SnapshotPair.objects.bulk_create(rows, batch_size=500)
-        log_activity(
-            queue.project, user, ActivityVerb.SNAPSHOT_CREATED, queue=queue, version=version, pairs=len(rows)
-        )
+            "version": version,
+            "annotators": sorted(
+                {
+                    vote.voter
+                    for pair_votes in votes.votes.values()
+                    for vote in pair_votes
+                    if not vote.is_judge
+                }
+            ),
+            "judges": votes.judge_labels,
+            "runs": [{"id": run_id, "name": runs.get(run_id, "")} for run_id in run_ids],
+            "steps": sorted({t.step for t in trajectories}),
+            "rule": RULE,
+            **options,
+            "counts": dict(counts),
+            "created_by": getattr(user, "username", None),
+            "created_at": timezone.now().isoformat(),
+        },
+    )
+    for row in rows:
+        row.snapshot = snapshot
+    SnapshotPair.objects.bulk_create(rows, batch_size=500)
+    log_activity(
+        queue.project, user, ActivityVerb.SNAPSHOT_CREATED, queue=queue, version=version, pairs=len(rows)
+    )
     return snapshot
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django import template
 
 from webapp.review import selectors
+from webapp.review.activity_feed import activity_lines
 
 register = template.Library()
 
@@ -22,9 +23,10 @@ def unread_badge(context) -> dict:
 
 @register.inclusion_tag("review/_activity_list.html")
 def recent_activity(project, limit: int = 10) -> dict:
+    """The project home's latest lines (runs of judgements as one line, as on the activity page)."""
     return {
         "project": project,
-        "activities": selectors.recent_activity(project=project, limit=limit),
+        "lines": activity_lines(selectors.recent_activity(project=project, limit=limit * 4))[:limit],
         "compact": True,
     }
 
@@ -36,14 +38,17 @@ def collaboration_panel(context) -> dict:
     from webapp.review.forms import CommentForm, FlagForm, TagForm
 
     trajectory = context["trajectory"]
+    can = context.get("can", {})
+    request = context.get("request")
+    reader = getattr(request, "user", None) or context.get("user")
     turn_indexes = list(trajectory.turns.order_by("index").values_list("index", flat=True))
     return {
         "project": context["project"],
-        "can": context.get("can", {}),
+        "can": can,
         "user": context.get("user"),
         "csrf_token": context.get("csrf_token"),
         "trajectory": trajectory,
-        "panel": selectors.collaboration_panel(trajectory),
+        "panel": selectors.collaboration_panel(trajectory, reader, can_launch=bool(can.get("launch"))),
         "comment_form": CommentForm(turn_indexes=turn_indexes, auto_id="id_comment_%s"),
         "tag_form": TagForm(auto_id="id_tag_%s"),
         "flag_form": FlagForm(auto_id="id_flag_%s"),

@@ -22,7 +22,10 @@ from webapp.review.models import PreferencePair, PreferenceQueue
 
 def _may_annotate_or_403(access: ProjectAccess, queue: PreferenceQueue) -> None:
     if not queue.annotatable_by(access.membership):
-        raise Forbidden("You are not an annotator of this queue.")
+        raise Forbidden(
+            "You are not an annotator of this queue, so it offers you no pair to judge. "
+            "An owner or researcher can add you under “Change annotators” on the queue page."
+        )
 
 
 def _neighbours(
@@ -112,8 +115,8 @@ def pair(request: HttpRequest, slug: str, queue_id: int, pair_id: int) -> HttpRe
     access = access_project(request.user, slug, Capability.ANNOTATE)
     queue = access_queue(access, queue_id)
     _may_annotate_or_403(access, queue)
-    the_pair = get_object_or_404(PreferencePair, queue=queue, pk=pair_id)
-    assignment = services.assignment_for(pair=the_pair, annotator=request.user)
+    the_pair = get_object_or_404(PreferencePair.objects.select_related("queue"), queue=queue, pk=pair_id)
+    assignment = services.assignment_for(pair=the_pair, annotator=request.user, renew=True)
     if assignment is None:
         return redirect("review:annotate", slug, queue.pk)
     return _annotation_page(request, access, queue, assignment)

@@ -38,7 +38,7 @@ def _back_to_judges(slug: str, queue: PreferenceQueue) -> HttpResponse:
 @require_GET
 def queue_judges(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse:
     """The judges panel alone, polled by htmx while a judge is queued or judging."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="see a queue's LLM judges")
     queue = access_queue(access, queue_id)
     context = judges_context(access, queue)
     response = render(request, "review/_judges.html", project_context(access, queue=queue, **context))
@@ -51,7 +51,9 @@ def queue_judges(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse
 @require_POST
 def queue_judge_start(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse:
     """Ask an LLM-judge criterion to annotate the queue (both orders, on a worker)."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(
+        request.user, slug, Capability.LAUNCH, action="ask an LLM judge to annotate a queue"
+    )
     queue = access_queue(access, queue_id)
     form = JudgeForm(request.POST, project=access.project)
     if form.is_valid():
@@ -78,7 +80,7 @@ def queue_judge_start(request: HttpRequest, slug: str, queue_id: int) -> HttpRes
 @require_POST
 def queue_judge_snapshots(request: HttpRequest, slug: str, queue_id: int, judge_id: int) -> HttpResponse:
     """Whether this judge's verdicts vote in the queue's next dataset snapshots."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="let an LLM judge vote in datasets")
     queue = access_queue(access, queue_id)
     judge = get_object_or_404(QueueJudge, queue=queue, pk=judge_id)
     services.queue_judge_set_in_snapshots(judge=judge, in_snapshots=request.POST.get("in_snapshots") == "on")
@@ -89,7 +91,7 @@ def queue_judge_snapshots(request: HttpRequest, slug: str, queue_id: int, judge_
 @require_POST
 def queue_judge_cancel(request: HttpRequest, slug: str, queue_id: int, judge_id: int) -> HttpResponse:
     """Stop an LLM judge (its answers so far stay; asking it again resumes from them)."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="stop an LLM judge")
     queue = access_queue(access, queue_id)
     judge = get_object_or_404(QueueJudge, queue=queue, pk=judge_id)
     flash_job_cancel(request, judge, lambda: services.queue_judge_cancel(judge=judge))

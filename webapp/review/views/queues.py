@@ -30,7 +30,7 @@ def queue_list(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def queue_create(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="create a preference queue")
     form = QueueForm(request.POST if request.method == "POST" else None, project=access.project)
     if request.method == "POST" and form.is_valid():
         try:
@@ -84,6 +84,8 @@ def queue_detail(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse
             ),
             **judges_context(access, queue),
         )
+    if access.can(Capability.ADJUDICATE):
+        context["disagreements"] = selectors.disagreement_counts(queue)
     return render(request, "review/queue_detail.html", project_context(access, **context))
 
 
@@ -91,7 +93,7 @@ def queue_detail(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse
 @require_POST
 def queue_annotators(request: HttpRequest, slug: str, queue_id: int) -> HttpResponse:
     """Replace the queue's annotators (judgements already made stay)."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="change a queue's annotators")
     queue = access_queue(access, queue_id)
     form = AnnotatorsForm(request.POST, project=access.project)
     if not form.is_valid():

@@ -1,0 +1,1 @@
+"""Entry points: each module is one algorithm read top to bottom (its parts live in trainers.learn)."""

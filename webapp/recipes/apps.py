@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class RecipesConfig(AppConfig):
+    name = "webapp.recipes"
+    label = "recipes"
+    verbose_name = "Recipes' own state (experience library)"
