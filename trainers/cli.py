@@ -3,6 +3,7 @@
     python -m trainers train CONFIG.yaml [--out DIR] [--resume CKPT] [--set key=value ...]
                                          [--report-to URL --token T --run-id N]
     python -m trainers eval CONFIG.yaml [--checkpoint CKPT] [--out DIR]
+    python -m trainers dpo PAIRS.jsonl [--out DIR] [--resume CKPT] [--set key=value ...]
     python -m trainers presets           # the presets table
     python -m trainers schema            # RUN_CONFIG_SCHEMA as JSON
 
@@ -99,10 +100,25 @@ class ProgressSink:
             values = event.get("values", {})
             if event.get("split") == "eval":
                 self._line(
-                    f"eval @ step {event['step']}: " + _summary(values, ("eval/reward/mean", "eval/accuracy"))
+                    f"eval @ step {event['step']}: "
+                    + _summary(
+                        values, ("eval/reward/mean", "eval/accuracy", "eval/dpo/accuracy", "eval/dpo/margin")
+                    )
                 )
                 return
-            summary = _summary(values, ("reward/mean", "accuracy", "loss", "kl", "entropy", "step_time"))
+            summary = _summary(
+                values,
+                (
+                    "reward/mean",
+                    "accuracy",
+                    "loss",
+                    "dpo/margin",
+                    "dpo/accuracy",
+                    "kl",
+                    "entropy",
+                    "step_time",
+                ),
+            )
             if self.bar is not None:
                 self.bar.n = event["step"]
                 self.bar.set_postfix_str(summary, refresh=True)
@@ -199,7 +215,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from trainers.recipes.evaluation import evaluate
 
-    config = load_config(args.config, args.set)
+    # A checkpoint is a model (trainers/learn/checkpoint.py), LoRA or not: the policy evaluated is it.
+    config = load_config(args.config, [*args.set, *([f"model={args.checkpoint}"] if args.checkpoint else [])])
     if not config["eval_tasks"]:
         raise CliError("eval_tasks is 0: nothing to evaluate")
     sinks: list[Any] = [ProgressSink(0)]
@@ -208,10 +225,47 @@ def cmd_eval(args: argparse.Namespace) -> int:
         sinks.append(JsonlSink(Path(args.out) / "events.jsonl"))
     sink = MultiSink(*sinks)
     try:
-        metrics = evaluate(config, sink=sink, checkpoint=args.checkpoint)
+        metrics = evaluate(config, sink=sink)  # the checkpoint is the config's model (above)
     finally:
         sink.close()
     print(json.dumps(metrics, indent=2, sort_keys=True))
+    return 0
+
+
+def cmd_dpo(args: argparse.Namespace) -> int:
+    """DPO on a JSONL of preference pairs (prompt / chosen / rejected, text or chat messages: a snapshot's
+    "DPO JSON lines" download); `--set model=<checkpoint directory>` starts from any run's checkpoint."""
+    from trainers.recipes.dpo import DPOConfigError, dpo_config, train_dpo
+
+    try:
+        records = [json.loads(line) for line in Path(args.pairs).read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot read pairs {args.pairs}: {exc}") from exc
+    knobs: dict[str, Any] = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CliError(f"--set wants key=value, not {item!r}")
+        knobs[key] = read_yaml(value)
+    try:
+        max_steps = dpo_config(knobs)["max_steps"]
+    except DPOConfigError as exc:
+        raise CliError(str(exc)) from exc
+    out = Path(args.out) if args.out else _default_out(args.pairs)
+    out.mkdir(parents=True, exist_ok=True)
+    sink = MultiSink(JsonlSink(out / "events.jsonl"), ProgressSink(max_steps))
+    try:
+        result = train_dpo(records, knobs, out_dir=out, sink=sink, resume_from=args.resume)
+    except KeyboardInterrupt:
+        return 130
+    except DPOConfigError as exc:
+        raise CliError(str(exc)) from exc
+    except Exception:  # noqa: BLE001 — already reported as a FAILED status event (with traceback)
+        return 1
+    finally:
+        sink.close()
+    last = result.checkpoints[-1] if result.checkpoints else None
+    print(json.dumps({"status": result.status, "step": result.steps, "checkpoint": last, "out": str(out)}))
     return 0
 
 
@@ -262,6 +316,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--out", help="write events.jsonl here")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a knob")
     evaluate.set_defaults(func=cmd_eval)
+    dpo = sub.add_parser("dpo", help="DPO on a JSONL of preference pairs (any checkpoint as the model)")
+    dpo.add_argument("pairs", help="JSON lines of {prompt, chosen, rejected}")
+    dpo.add_argument("--out", help="run directory (events.jsonl, checkpoints/); default runs/<name>-<time>")
+    dpo.add_argument("--resume", help="checkpoint directory of a DPO run to continue")
+    dpo.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a DPO knob")
+    dpo.set_defaults(func=cmd_dpo)
     preview = sub.add_parser(
         "preview", help="show what the model would see with an environment config (or why not)"
     )

@@ -1,6 +1,6 @@
 """The direct route from preferences to the policy, in real headless Chromium on a real daphne server and
 a real Celery worker: an annotator judges a queue's pairs with the keyboard, the researcher freezes a
-snapshot and trains the policy on it with DPO in one click (TRL's DPOTrainer on the judged run's model, one
+snapshot and trains the policy on it with DPO in one click (our DPO on the judged run's model, one
 step), watches the run succeed and its checkpoint appear without a reload, starts a GRPO run from that
 checkpoint through the run form, and finds snapshot → DPO run → checkpoint → GRPO run on the lineage
 page. The GRPO run is only queued: the lineage needs it to exist, not to finish."""

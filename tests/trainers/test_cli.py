@@ -89,6 +89,45 @@ def test_train_then_eval_from_the_checkpoint(tmp_path, tiny_model_path):
     assert "eval/reward/mean" in metrics and "eval/accuracy" in metrics
 
 
+def test_dpo_and_eval_start_from_a_lora_runs_checkpoint(tmp_path, tiny_model_path):
+    """The demo trains LoRA: its checkpoint is a model the `dpo` and `eval` commands start from."""
+    config = tmp_path / "lora.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "model": tiny_model_path,
+                "environment": {"kind": "arithmetic_calculator", "config": {"max_turns": 1}},
+                "lora": {"enabled": True, "r": 4},
+                "group_size": 2,
+                "prompts_per_step": 1,
+                "max_steps": 1,
+                "max_new_tokens": 8,
+                "max_turns": 1,
+                "eval_tasks": 2,
+                "checkpoint_every": 0,
+                "torch_threads": 1,
+            }
+        )
+    )
+    trained = run_cli("train", str(config), "--out", str(tmp_path / "grpo"))
+    assert trained.returncode == 0, trained.stderr
+    checkpoint = json.loads(trained.stdout.strip().splitlines()[-1])["checkpoint"]
+    pairs = tmp_path / "pairs.jsonl"
+    rows = [{"prompt": f"What is {a} + {a}?", "chosen": f"{2 * a}", "rejected": f"{a}"} for a in range(6)]
+    pairs.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    dpo = run_cli(
+        "dpo", str(pairs), "--out", str(tmp_path / "dpo"), "--set", f"model={checkpoint}",
+        "--set", "max_steps=1", "--set", "batch_size=2", "--set", "max_length=32", "--set", "device=cpu",
+    )  # fmt: skip
+    assert dpo.returncode == 0, dpo.stderr
+    summary = json.loads(dpo.stdout.strip().splitlines()[-1])
+    assert summary["status"] == "SUCCEEDED" and summary["step"] == 1
+    assert "step 1/1" in dpo.stderr and "dpo/accuracy" in dpo.stderr
+    evaluated = run_cli("eval", str(config), "--checkpoint", checkpoint)
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert "eval/accuracy" in json.loads(evaluated.stdout)
+
+
 def test_preview_prints_what_the_model_would_see_or_why_not(capsys):
     from trainers.cli import main
 
