@@ -107,6 +107,7 @@ def world(users, project, environment, rubric, run) -> World:
             f"{p}/rubrics/": {"slug": slug},
             f"{p}/rubrics/{{id}}/": {"slug": slug, "id": rubric.pk},
             f"{p}/rubrics/{{id}}/versions/": {"slug": slug, "id": rubric.pk},
+            f"{p}/rubrics/{{id}}/judge-check/": {"slug": slug, "id": rubric.pk},
             f"{p}/runs/": {"slug": slug},
             f"{p}/trajectories/": {"slug": slug},
             f"{p}/external-runs/": {"slug": slug},
