@@ -580,8 +580,8 @@ def check_update(trainer: Any, config: dict[str, Any], work: Path) -> tuple[Path
         stop=trainer.stop,
         policy_version=trainer.policy_version,
     )
-    tasks = trainer.sampler.train_tasks[:2]
-    seeds = trainer.sampler.seeds(2, config["group_size"])
+    tasks = trainer.sampler.train_tasks[:2]  # a tiny run may have only one
+    seeds = trainer.sampler.seeds(len(tasks), config["group_size"])
     t0 = time.perf_counter()
     groups = trainer.rollouts.generate(
         tasks, seeds, max_turns=1, generation_seed=seeds[0][0], policy_version=trainer.policy_version

@@ -97,7 +97,8 @@ def main() -> None:
     from trainers.envs.arithmetic import ArithmeticCalculatorEnv
     from trainers.models import load_model_and_tokenizer
     from trainers.rollout.backends import make_backend
-    from trainers.rollout.episodes import ChatFormat, generate_rollouts
+    from trainers.rollout.chat import ChatFormat
+    from trainers.rollout.episodes import generate_rollouts
     from trainers.rollout.toolformats import resolve_tool_format
 
     model, tokenizer = load_model_and_tokenizer("smollm2-135m", device="cpu", dtype="float32")

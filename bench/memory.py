@@ -4,7 +4,7 @@ built from its config: no download).
 
     python bench/memory.py [--steps 2] [--models bundled,0.5b,dpo] [--eval-tasks 4] [--set key=value ...]
 
-`dpo`: a DPO run on the bundled model beside them (`trainers.learn.dpo` with its defaults, 8 demo-like
+`dpo`: a DPO run on the bundled model beside them (`trainers.recipes.dpo` with its defaults, 8 demo-like
 pairs a step, bench/dpo_vs_trl.py's), its phases in the same rows (scoring: the reference's log-probs).
 
 Each model runs in a fresh process (resident memory only grows within one). Prints, per phase (loading,
@@ -80,8 +80,8 @@ def measure_dpo(steps: int) -> dict:
     from _measure import PhaseRecorder
     from dpo_vs_trl import demo_pairs
 
-    from trainers.learn.dpo import train_dpo
     from trainers.learn.memory import release_memory, resident_bytes
+    from trainers.recipes.dpo import train_dpo
 
     recorder = PhaseRecorder()
     with tempfile.TemporaryDirectory(prefix="memory-bench-dpo-") as out:

@@ -5,7 +5,7 @@
 1. Rollouts of the base model on the arithmetic-with-a-calculator environment (the example config);
    a scripted annotator judges pairs within each group: it prefers the correct answer, and among two
    equally correct ones the shorter (concise) — the `trainers.texts` rendering a preference snapshot uses.
-2. Route (a), DPO: TRL's DPOTrainer (`trainers.learn.dpo.train_dpo`) on those pairs in TRL's conversational
+2. Route (a), DPO: TRL's DPOTrainer (`trainers.recipes.dpo.train_dpo`) on those pairs in TRL's conversational
    format, starting from the base model; then held-out accuracy of the DPO checkpoint.
 3. Route (b), learned reward: a Bradley–Terry reward model on the same pairs
    (`trainers.learn.reward_training`), gated by `assess_reliability` (Wilson interval, threshold) and used
@@ -52,8 +52,8 @@ def main() -> None:
     import transformers
 
     from trainers.cli import load_config
-    from trainers.learn.dpo import train_dpo
     from trainers.learn.reward_training import train_reward_model
+    from trainers.recipes.dpo import train_dpo
     from trainers.recipes.grpo import Trainer
     from trainers.rubrics.alarms import run_alarm, trajectory_flag
     from trainers.rubrics.reward_model import assess_reliability

@@ -72,7 +72,7 @@ SIZES = {
 }
 # Stored bytes (tables and indexes) per metric point and per turn, measured by this bench at quick size on
 # 2026-12-02 (docs/scale.md); the estimate printed before writing.
-BYTES_PER_POINT, BYTES_PER_TURN = 12, 700
+BYTES_PER_POINT, BYTES_PER_TURN = 34, 315
 GOAL_MS, EXPLORER_GOAL_MS = 300.0, 100.0
 STEPS_PER_BATCH, GROUP_SIZE = 500, 8
 PASSWORD = "year-bench-password"

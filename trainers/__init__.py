@@ -33,6 +33,7 @@ MOVED = {
     "trainers.atif": "trainers.sdk.atif",
     "trainers.trainer": "trainers.recipes.grpo",
     "trainers.learn.trainer": "trainers.recipes.grpo",
+    "trainers.learn.dpo": "trainers.recipes.dpo",
 }
 
 

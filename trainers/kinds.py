@@ -97,6 +97,11 @@ class KindSpec:
     # "learned" (a model's opinion: LLM judge, learned reward); the reward-hacking alarm
     # (trainers.rubrics.alarms) compares the two. "" for neither.
     signal: str = ""
+    # The package extra (pyproject's optional-dependencies) that brings what the kind imports when it is
+    # built or scores, beyond the trainer's own install (`all`); "" for nothing more. The image installs
+    # every extra a kind declares (tests/deploy/test_image_extras.py), so a kind added with a new package
+    # says so here once.
+    extra: str = ""
 
     def validate(self, config: Any) -> Errors:
         """Every problem with `config` as {dotted field path: [messages]}; {} when it is valid. The form,
@@ -273,7 +278,7 @@ def config_with_defaults(schema: dict[str, Any], config: dict[str, Any]) -> dict
 
 # ---- run kinds whose loop is a recipe of its own -------------------------------------------------------
 # A preset here runs its recipe's `train(config, **the Trainer's keyword arguments)` instead of the
-# GRPO-family loop (trainers.learn.trainer.train dispatches); every other preset is that loop.
+# GRPO-family loop (trainers.recipes.grpo.train dispatches); every other preset is that loop.
 RECIPE_PRESETS: dict[str, str] = {
     "training_free_grpo": "trainers.recipes.training_free_grpo:train",
 }

@@ -166,6 +166,9 @@ CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 RAY_ADDRESS = env_str("RAY_ADDRESS", "")
+# The judge check (webapp/review/judge_check.py): tasks (or preference pairs) a rubric's LLM judge is checked
+# on, two samples each — with the bundled model, seconds on a CPU.
+JUDGE_CHECK_TASKS = env_int("JUDGE_CHECK_TASKS", 8)
 # Where the trainer posts its events; workers on other hosts need the dashboard's public URL.
 DASHBOARD_URL = env_str("DASHBOARD_URL", "http://127.0.0.1:8000")
 RUN_ARTIFACTS_DIR = Path(env_str("RUN_ARTIFACTS_DIR", str(VAR_DIR / "runs")))

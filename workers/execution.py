@@ -1,9 +1,11 @@
 """What a worker does with a run: claim it, hand the resolved config to the trainer, report.
 
 The trainer never touches the database: it reports through `trainers.sdk.reporting.HttpSink` to the
-dashboard's ingestion API, exactly as an external trainer would. This module only claims the run
-(QUEUED → STARTING, a conditional update so a redelivered task cannot run it twice), gives the
-trainer a fresh ingestion token, and turns an exception the trainer could not report into FAILED.
+dashboard's ingestion API, exactly as an external trainer would. This module only says how a run is
+claimed (QUEUED → STARTING, a conditional update so a redelivered task cannot run it twice), cancelled
+and failed (`run_job_of`), gives the trainer its ingestion token and keeps the run's heartbeat; the
+claim, the cancel watcher, turning an exception the trainer could not report into FAILED and giving the
+memory back are the one job wrapper's (`workers.jobs.run_job`), as for every background job.
 """
 
 from __future__ import annotations
@@ -162,9 +164,9 @@ def _train(run: Run, token: str, cancel: Callable[[], bool]) -> str:
 
 
 def _train_dpo(run: Run, token: str, cancel: Callable[[], bool]) -> str:
-    """A DPO run: `trainers.learn.dpo.train_dpo` on the run's preference snapshot, reporting through the
+    """A DPO run: `trainers.recipes.dpo.train_dpo` on the run's preference snapshot, reporting through the
     same ingestion API as a GRPO run (phases, metrics, checkpoints, status)."""
-    from trainers.learn.dpo import train_dpo
+    from trainers.recipes.dpo import train_dpo
     from trainers.sdk.events import JsonlSink, MultiSink, make_event
     from trainers.sdk.reporting import HttpSink
     from webapp.review.exports import dpo_records

@@ -95,4 +95,5 @@
 
   showChoice();
   window.annotateReady = true;
+  form.dataset.ready = ""; // for tests under the Content-Security-Policy, which wait on the DOM
 })();

@@ -156,6 +156,9 @@ def test_the_alarm_rises_on_the_open_run_page_and_the_run_can_be_paused_from_it(
     expect(banner).to_be_visible()
     expect(banner).to_contain_text("over steps 1–6 the learned reward (style_v1) rose by")
     expect(banner).to_contain_text("verifiable criteria (correct, format)")
+    # …and links the trajectory that shows it: the malformed call the reward model scored high.
+    expect(banner.locator("[data-alarm-example]")).to_have_count(1)
+    expect(banner.locator("[data-alarm-examples]")).to_contain_text("step 6")
     assert page.evaluate("window.liveSnapshotsReceived") == 1  # live, not a reconnect or a reload
 
     # The group view flags the malformed call, and only it.

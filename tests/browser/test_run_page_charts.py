@@ -234,6 +234,9 @@ def test_the_run_page_charts_read_like_a_researchers_notebook(reported_runs, ser
     # Rewards per step: a click on the cell of step 3's reward-1.0 bin lists those trajectories in the feed.
     page.wait_for_function("(document.getElementById('chart-histogram').data || []).length === 1")
     assert chart(page, "#chart-histogram", "div.data[0].x") == [1, 2, 3]
+    # The top and bottom rows are whole cells: the axis spans every bin, edge to edge.
+    low, high = chart(page, "#chart-histogram", "div._fullLayout.yaxis.range")
+    assert low < 0.0 and high > 1.0  # the rewards' bins run from 0 to 1
     where = page.evaluate("""() => {
       const div = document.getElementById('chart-histogram'), xa = div._fullLayout.xaxis, ya = div._fullLayout.yaxis;
       const ys = div.data[0].y, box = div.getBoundingClientRect();

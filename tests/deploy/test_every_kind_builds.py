@@ -30,7 +30,7 @@ from tests.kind_examples import buildable_config
 from trainers.registry import criterion_kinds, environment_kinds
 
 # What each run kind (webapp.experiments.models.RunKind) runs: the function workers/execution.py calls.
-RUN_KINDS = {"rl": "trainers.recipes.grpo:train", "dpo": "trainers.learn.dpo:train_dpo"}
+RUN_KINDS = {"rl": "trainers.recipes.grpo:train", "dpo": "trainers.recipes.dpo:train_dpo"}
 # What a run kind imports lazily, only once a run starts (a missing extra shows up only there).
 RUN_KIND_IMPORTS = {"rl": ["ray", "torch", "transformers"], "dpo": ["trl", "datasets"]}
 

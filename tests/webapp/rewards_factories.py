@@ -74,7 +74,13 @@ def annotated_snapshot(
         preferred.add(answered(run, group=group, sample=0, prompt=prompt, answer=good).pk)
         answered(run, group=group, sample=1, prompt=prompt, answer=bad)
     queue = review_services.queue_create(
-        project=project, user=researcher, name=queue_name, runs=[run], annotators=[annotator], seed=1
+        project=project,
+        user=researcher,
+        name=queue_name,
+        runs=[run],
+        annotators=[annotator],
+        seed=1,
+        distinct_rewards=False,  # the answers carry no reward: the annotator's judgement is the signal
     )
     while (assignment := review_services.next_pair(queue=queue, annotator=annotator)) is not None:
         pair = assignment.pair

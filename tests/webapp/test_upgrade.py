@@ -95,87 +95,118 @@ def test_the_previous_releases_leaves_are_migrations_of_this_one():
 # --- the previous release's world, written through its own models -------------------------------------
 
 
-def write_previous_release_world(apps, artifacts: Path) -> dict[str, Any]:
-    """A project as the previous release stored it: the rows its services wrote, through the historical
-    models. Returns the raw secrets (tokens) and the ids the checks need."""
-    from trainers.config import resolve_run_config
-    from webapp.accounts.models import hash_token
-    from webapp.rollouts.search import index_new_trajectories
+class OldWorld:
+    """The previous release's rows as its services wrote them, through the historical models: each
+    `write_*` builder below adds one area and reads what the earlier ones made."""
 
-    get = apps.get_model
-    User = get("auth", "User")
-    now = timezone.now()
-    users = {
+    def __init__(self, apps, artifacts: Path) -> None:
+        self.model = apps.get_model
+        self.artifacts = artifacts
+        self.now = timezone.now()
+        self.users: dict[str, Any] = {}
+        self.tokens: dict[str, tuple[Any, str]] = {}
+        self.trajectories: list[Any] = []  # every trajectory written, with its turns as ingestion had them
+        self.items: list[dict[str, Any]] = []
+
+    @property
+    def alice(self):
+        return self.users["alice"]
+
+    @property
+    def bob(self):
+        return self.users["bob"]
+
+    @property
+    def carol(self):
+        return self.users["carol"]
+
+
+RUBRIC_SPEC = {
+    "aggregation": "weighted_sum",
+    "criteria": [
+        {"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}},
+        {"name": "format", "kind": "regex", "weight": 0.2, "params": {"pattern": "<answer>.*</answer>"}},
+    ],
+}
+JUDGE_CRITERION = {"name": "tone", "kind": "llm_judge", "weight": 1.0, "params": {"model": "policy"}}
+
+
+def write_people(w: OldWorld) -> None:
+    """Users with an API token each, a login failure; the project, its members and an invitation."""
+    from webapp.accounts.models import hash_token
+
+    User = w.model("auth", "User")
+    w.users = {
         name: User.objects.create(
             username=name, email=f"{name}@example.com", password=make_password(PASSWORD, hasher="md5")
         )
         for name in [*ROLES, "eve"]
     }
-    alice, bob, carol = users["alice"], users["bob"], users["carol"]
-    tokens = {}
-    for name, user in users.items():
+    for name, user in w.users.items():
         raw = f"rsu_previous-release-token-of-{name}"
-        tokens[name] = (
-            get("accounts", "ApiToken").objects.create(
+        w.tokens[name] = (
+            w.model("accounts", "ApiToken").objects.create(
                 user=user, name=f"{name}'s script", prefix=raw[:10], token_hash=hash_token(raw)
             ),
             raw,
         )
-    get("accounts", "LoginFailure").objects.create(username="mallory", ip="10.0.0.9")
+    w.model("accounts", "LoginFailure").objects.create(username="mallory", ip="10.0.0.9")
 
-    project = get("projects", "Project").objects.create(name="Agents", slug="agents", created_by=alice)
-    memberships = {
-        name: get("projects", "Membership").objects.create(project=project, user=users[name], role=role)
+    w.project = w.model("projects", "Project").objects.create(
+        name="Agents", slug="agents", created_by=w.alice
+    )
+    w.memberships = {
+        name: w.model("projects", "Membership").objects.create(
+            project=w.project, user=w.users[name], role=role
+        )
         for name, role in ROLES.items()
     }
-    invitation_token = "rsi_previous-release-invitation"
-    invitation = get("projects", "Invitation").objects.create(
-        project=project,
+    w.invitation_token = "rsi_previous-release-invitation"
+    w.invitation = w.model("projects", "Invitation").objects.create(
+        project=w.project,
         role="viewer",
         note="Dana",
-        token_hash=hash_token(invitation_token),
-        created_by=alice,
-        expires_at=now + timezone.timedelta(days=7),
+        token_hash=hash_token(w.invitation_token),
+        created_by=w.alice,
+        expires_at=w.now + timezone.timedelta(days=7),
     )
 
-    environment = get("experiments", "Environment").objects.create(
-        project=project, name="arith", created_by=alice
-    )
-    environment_v1 = environment.versions.create(
-        number=1, kind="arithmetic_calculator", config={}, created_by=alice
-    )
-    environment_v2 = environment.versions.create(
-        number=2, kind="arithmetic_calculator", config={"max_turns": 6}, note="longer", created_by=alice
-    )
-    rubric = get("experiments", "Rubric").objects.create(
-        project=project, name="correctness", created_by=alice
-    )
-    spec = {
-        "aggregation": "weighted_sum",
-        "criteria": [
-            {"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}},
-            {"name": "format", "kind": "regex", "weight": 0.2, "params": {"pattern": "<answer>.*</answer>"}},
-        ],
-    }
-    rubric_v1 = rubric.versions.create(number=1, spec=spec, created_by=alice)
 
-    def ingest_token(run) -> str:
-        from webapp.experiments.models import Run as TodaysRun
+def write_definitions(w: OldWorld) -> None:
+    """An environment in two versions and a rubric in one (its second comes with the reward model)."""
+    w.environment = w.model("experiments", "Environment").objects.create(
+        project=w.project, name="arith", created_by=w.alice
+    )
+    w.environment_v1 = w.environment.versions.create(
+        number=1, kind="arithmetic_calculator", config={}, created_by=w.alice
+    )
+    w.environment_v2 = w.environment.versions.create(
+        number=2, kind="arithmetic_calculator", config={"max_turns": 6}, note="longer", created_by=w.alice
+    )
+    w.rubric = w.model("experiments", "Rubric").objects.create(
+        project=w.project, name="correctness", created_by=w.alice
+    )
+    w.rubric_v1 = w.rubric.versions.create(number=1, spec=RUBRIC_SPEC, created_by=w.alice)
 
-        return TodaysRun(pk=run.pk, ingest_token_nonce=run.ingest_token_nonce).ingest_token()
+
+def write_runs(w: OldWorld) -> None:
+    """GRPO runs in each state (running, finished, failed, a queued fork) and an external run."""
+    from trainers.config import resolve_run_config
+    from webapp.accounts.models import hash_token
+    from webapp.experiments.models import Run as TodaysRun
 
     knobs = {
         k: v for k, v in resolve_run_config("grpo", {}).items() if k not in KNOBS_ADDED_SINCE_PREVIOUS_RELEASE
     }
-    Run = get("experiments", "Run")
+    Run = w.model("experiments", "Run")
 
     def rl_run(name: str, status: str, **fields: Any):
         run = Run.objects.create(
-            project=project,
+            project=w.project,
             name=name,
-            created_by=bob,
-            environment_version=environment_v2,
-            rubric_version=rubric_v1,
+            created_by=w.bob,
+            environment_version=w.environment_v2,
+            rubric_version=w.rubric_v1,
             preset="grpo",
             resolved_config={
                 **knobs,
@@ -185,7 +216,7 @@ def write_previous_release_world(apps, artifacts: Path) -> dict[str, Any]:
                     "kind": "arithmetic_calculator",
                     "config": {"max_turns": 6},
                 },
-                "rubric": {"name": "correctness", "version": 1, **spec},
+                "rubric": {"name": "correctness", "version": 1, **RUBRIC_SPEC},
             },
             status=status,
             max_steps=knobs["max_steps"],
@@ -193,14 +224,15 @@ def write_previous_release_world(apps, artifacts: Path) -> dict[str, Any]:
             **{"overrides": {}, **fields},
         )
         # Its ingestion token as the previous release issued it: only the hash is stored.
-        Run.objects.filter(pk=run.pk).update(ingest_token_hash=hash_token(ingest_token(run)))
+        token = TodaysRun(pk=run.pk, ingest_token_nonce=run.ingest_token_nonce).ingest_token()
+        Run.objects.filter(pk=run.pk).update(ingest_token_hash=hash_token(token))
         return run
 
-    run = rl_run(
+    w.run = rl_run(
         "first run",
         "RUNNING",
-        started_at=now,
-        heartbeat_at=now,
+        started_at=w.now,
+        heartbeat_at=w.now,
         current_step=5,
         last_reward=0.5,
         best_reward=0.5,
@@ -209,34 +241,41 @@ def write_previous_release_world(apps, artifacts: Path) -> dict[str, Any]:
         note="the first try",
         worker="gpu-box:1",
     )
-    finished = rl_run("finished", "SUCCEEDED", started_at=now, finished_at=now, current_step=3)
+    w.finished = rl_run("finished", "SUCCEEDED", started_at=w.now, finished_at=w.now, current_step=3)
     rl_run("failed", "FAILED", error_message="CUDA out of memory", error_traceback="Traceback\n  boom")
-    fork = rl_run("lower lr", "QUEUED", parent=finished, lineage="fork", overrides={"learning_rate": 1e-7})
-    external = Run.objects.create(
-        project=project,
+    w.fork = rl_run(
+        "lower lr", "QUEUED", parent=w.finished, lineage="fork", overrides={"learning_rate": 1e-7}
+    )
+    w.external = Run.objects.create(
+        project=w.project,
         name="trl script",
-        created_by=bob,
+        created_by=w.bob,
         origin="external",
         preset="external",
         status="RUNNING",
     )
 
+
+def write_run_outputs(w: OldWorld) -> None:
+    """The runs' checkpoints (one on disk, one deleted), metric curves and events."""
     # The first run's checkpoint directory, as trainers/learn/checkpoint.py writes one.
-    (artifacts / "step-000001").mkdir(parents=True)
-    (artifacts / "step-000001" / "model.safetensors").write_bytes(b"weights")
-    Checkpoint = get("experiments", "Checkpoint")
+    (w.artifacts / "step-000001").mkdir(parents=True)
+    (w.artifacts / "step-000001" / "model.safetensors").write_bytes(b"weights")
+    Checkpoint = w.model("experiments", "Checkpoint")
     Checkpoint.objects.create(
-        run=run, step=1, path=str(artifacts / "step-000001"), metrics={"reward/mean": 0.1}
+        run=w.run, step=1, path=str(w.artifacts / "step-000001"), metrics={"reward/mean": 0.1}
     )
-    kept = Checkpoint.objects.create(run=finished, step=3, path="/tmp/ckpt-3", metrics={"eval/accuracy": 0.5})
-    Checkpoint.objects.create(run=finished, step=1, path="/tmp/ckpt-1", deleted=True)
-    Run.objects.filter(pk=fork.pk).update(parent_checkpoint=kept)
+    w.kept = Checkpoint.objects.create(
+        run=w.finished, step=3, path="/tmp/ckpt-3", metrics={"eval/accuracy": 0.5}
+    )
+    Checkpoint.objects.create(run=w.finished, step=1, path="/tmp/ckpt-1", deleted=True)
+    w.model("experiments", "Run").objects.filter(pk=w.fork.pk).update(parent_checkpoint=w.kept)
 
     # Curves: what ingestion stored at that release, MetricChunk rows (read through the MetricPoint view).
-    MetricChunk = get("rollouts", "MetricChunk")
+    MetricChunk = w.model("rollouts", "MetricChunk")
     steps = [step for step, _ in CURVE]
     MetricChunk.objects.create(
-        run=run,
+        run=w.run,
         key="reward/mean",
         size=len(CURVE),
         min_step=1,
@@ -246,194 +285,211 @@ def write_previous_release_world(apps, artifacts: Path) -> dict[str, Any]:
         wall_times=[1.7e9 + step for step in steps],
         tokens=[1000 * step for step in steps],
     )
-    MetricChunk.objects.create(
-        run=run,
-        key="loss",
-        size=2,
-        min_step=1,
-        max_step=2,
-        steps=[1, 2],
-        values=[1.5, 1.25],
-        wall_times=[None, None],
-        tokens=[None, None],
-    )
-    MetricChunk.objects.create(
-        run=finished,
-        key="reward/mean",
-        size=1,
-        min_step=3,
-        max_step=3,
-        steps=[3],
-        values=[0.75],
-        wall_times=[None],
-        tokens=[None],
-    )
-    RunEvent = get("rollouts", "RunEvent")
-    RunEvent.objects.create(run=run, seq=1, type="status", summary={"status": "RUNNING"})
-    RunEvent.objects.create(run=run, seq=40, type="log", summary={"level": "info", "message": "step 5 done"})
-
-    # Trajectories with turns: a GRPO group of two on each run, an evaluation sample, a tool call.
-    Trajectory, Turn = get("rollouts", "Trajectory"), get("rollouts", "Turn")
-    made, items = [], []
-
-    def trajectory(
-        on, *, step: int, group: int, sample: int, reward: float, answer: str, split: str = "train"
+    for run, key, steps, values in (
+        (w.run, "loss", [1, 2], [1.5, 1.25]),
+        (w.finished, "reward/mean", [3], [0.75]),
     ):
-        components = [
-            {
-                "name": "correct",
-                "kind": "numeric_match",
-                "raw": reward,
-                "weight": 1.0,
-                "weighted": reward,
-                "explanation": "compared",
-            },
-            {
-                "name": "format",
-                "kind": "regex",
-                "raw": 1.0,
-                "weight": 0.2,
-                "weighted": 0.2,
-                "explanation": "matched",
-            },
-        ]
-        turns = [
-            {"role": "system", "text": "Answer in <answer></answer>."},
-            {"role": "user", "text": f"What is {group} + {sample + 2}?"},
-            {
-                "role": "assistant",
-                "text": "",
-                "tool_name": "calc",
-                "tool_args": {"expression": f"{group}+{sample + 2}"},
-            },
-            {"role": "tool", "tool_name": "calc", "tool_result": str(group + sample + 2)},
-            {
-                "role": "assistant",
-                "text": f"<answer>{answer}</answer>",
-                "token_ids": [1, 2, 3],
-                "loss_mask": [1, 1, 1],
-            },
-        ]
-        row = Trajectory.objects.create(
-            run=on,
-            step=step,
-            split=split,
-            group_index=group,
-            sample_index=sample,
-            task_id=f"task-{group}",
-            seed=1000 + group,
-            prompt=f"What is {group} + {sample + 2}?",
-            reward=reward + 0.2,
-            components=components,
-            advantage=0.5 if reward else -0.5,
-            num_turns=len(turns),
-            num_tool_calls=1,
-            prompt_tokens=20,
-            completion_tokens=12,
-            policy_version=step,
-            env_state={"answer": answer},
-            rubric_version=1,
+        MetricChunk.objects.create(
+            run=run,
+            key=key,
+            size=len(values),
+            min_step=steps[0],
+            max_step=steps[-1],
+            steps=steps,
+            values=values,
+            wall_times=[None] * len(values),
+            tokens=[None] * len(values),
         )
-        Turn.objects.bulk_create(
-            Turn(
-                trajectory=row,
-                index=index,
-                role=t["role"],
-                text=t.get("text", ""),
-                tool_name=t.get("tool_name", ""),
-                tool_args=t.get("tool_args"),
-                tool_result=t.get("tool_result", ""),
-                token_ids=t.get("token_ids"),
-                loss_mask=t.get("loss_mask"),
-            )
-            for index, t in enumerate(turns)
+    RunEvent = w.model("rollouts", "RunEvent")
+    RunEvent.objects.create(run=w.run, seq=1, type="status", summary={"status": "RUNNING"})
+    RunEvent.objects.create(
+        run=w.run, seq=40, type="log", summary={"level": "info", "message": "step 5 done"}
+    )
+
+
+def trajectory_turns(group: int, sample: int, answer: str) -> list[dict[str, Any]]:
+    """A tool-using answer to "What is group + (sample + 2)?"."""
+    return [
+        {"role": "system", "text": "Answer in <answer></answer>."},
+        {"role": "user", "text": f"What is {group} + {sample + 2}?"},
+        {
+            "role": "assistant",
+            "text": "",
+            "tool_name": "calc",
+            "tool_args": {"expression": f"{group}+{sample + 2}"},
+        },
+        {"role": "tool", "tool_name": "calc", "tool_result": str(group + sample + 2)},
+        {
+            "role": "assistant",
+            "text": f"<answer>{answer}</answer>",
+            "token_ids": [1, 2, 3],
+            "loss_mask": [1, 1, 1],
+        },
+    ]
+
+
+def write_trajectory(
+    w: OldWorld, on, *, step: int, group: int, sample: int, reward: float, answer: str, split: str = "train"
+):
+    """One scored trajectory with its turns, as ingestion stored it."""
+    Trajectory, Turn = w.model("rollouts", "Trajectory"), w.model("rollouts", "Turn")
+    components = [
+        {
+            "name": "correct",
+            "kind": "numeric_match",
+            "raw": reward,
+            "weight": 1.0,
+            "weighted": reward,
+            "explanation": "compared",
+        },
+        {
+            "name": "format",
+            "kind": "regex",
+            "raw": 1.0,
+            "weight": 0.2,
+            "weighted": 0.2,
+            "explanation": "matched",
+        },
+    ]
+    turns = trajectory_turns(group, sample, answer)
+    row = Trajectory.objects.create(
+        run=on,
+        step=step,
+        split=split,
+        group_index=group,
+        sample_index=sample,
+        task_id=f"task-{group}",
+        seed=1000 + group,
+        prompt=f"What is {group} + {sample + 2}?",
+        reward=reward + 0.2,
+        components=components,
+        advantage=0.5 if reward else -0.5,
+        num_turns=len(turns),
+        num_tool_calls=1,
+        prompt_tokens=20,
+        completion_tokens=12,
+        policy_version=step,
+        env_state={"answer": answer},
+        rubric_version=1,
+    )
+    Turn.objects.bulk_create(
+        Turn(
+            trajectory=row,
+            index=index,
+            role=t["role"],
+            text=t.get("text", ""),
+            tool_name=t.get("tool_name", ""),
+            tool_args=t.get("tool_args"),
+            tool_result=t.get("tool_result", ""),
+            token_ids=t.get("token_ids"),
+            loss_mask=t.get("loss_mask"),
         )
-        made.append(row)
-        items.append({"turns": turns})
-        return row
+        for index, t in enumerate(turns)
+    )
+    w.trajectories.append(row)
+    w.items.append({"turns": turns})
+    return row
 
-    first = trajectory(run, step=1, group=0, sample=0, reward=1.0, answer="2")
-    trajectory(run, step=1, group=0, sample=1, reward=0.0, answer="7")
-    trajectory(run, step=2, group=0, sample=0, reward=1.0, answer="2", split="eval")
-    pair_a = trajectory(finished, step=1, group=1, sample=0, reward=1.0, answer="3")
-    pair_b = trajectory(finished, step=1, group=1, sample=1, reward=0.0, answer="9")
-    index_new_trajectories(made, items)  # the search documents and criterion scores ingestion wrote
 
-    # Review: a tag, a comment that mentions bob (and his notification), a flag, a turn annotation.
-    tag = get("review", "Tag").objects.create(project=project, name="reviewed")
-    get("review", "TrajectoryTag").objects.create(trajectory=first, tag=tag, added_by=carol)
-    comment = get("review", "Comment").objects.create(
-        project=project,
+def write_trajectories(w: OldWorld) -> None:
+    """A GRPO group of two on each run, an evaluation sample, each with a tool call; their search rows."""
+    from webapp.rollouts.search import index_new_trajectories
+
+    w.first = write_trajectory(w, w.run, step=1, group=0, sample=0, reward=1.0, answer="2")
+    write_trajectory(w, w.run, step=1, group=0, sample=1, reward=0.0, answer="7")
+    write_trajectory(w, w.run, step=2, group=0, sample=0, reward=1.0, answer="2", split="eval")
+    w.pair_a = write_trajectory(w, w.finished, step=1, group=1, sample=0, reward=1.0, answer="3")
+    w.pair_b = write_trajectory(w, w.finished, step=1, group=1, sample=1, reward=0.0, answer="9")
+    index_new_trajectories(
+        w.trajectories, w.items
+    )  # the search documents and criterion scores ingestion wrote
+
+
+def write_review(w: OldWorld) -> None:
+    """A tag, a comment that mentions bob (and his notification), a flag, a turn annotation, activity."""
+    first, carol = w.first, w.carol
+    tag = w.model("review", "Tag").objects.create(project=w.project, name="reviewed")
+    w.model("review", "TrajectoryTag").objects.create(trajectory=first, tag=tag, added_by=carol)
+    comment = w.model("review", "Comment").objects.create(
+        project=w.project,
         trajectory=first,
         turn_index=4,
         author=carol,
         body="@bob is <answer>2</answer> right?",
     )
-    notification = get("review", "Notification").objects.create(
-        recipient=bob, project=project, actor=carol, comment=comment, trajectory=first
+    w.notification = w.model("review", "Notification").objects.create(
+        recipient=w.bob, project=w.project, actor=carol, comment=comment, trajectory=first
     )
-    get("review", "Flag").objects.create(
-        project=project, trajectory=first, reason="reward_wrong", raised_by=carol
+    w.model("review", "Flag").objects.create(
+        project=w.project, trajectory=first, reason="reward_wrong", raised_by=carol
     )
-    get("review", "TurnJudgement").objects.create(
-        project=project, trajectory=first, turn_index=2, verdict="wrong", annotator=carol
+    w.model("review", "TurnJudgement").objects.create(
+        project=w.project, trajectory=first, turn_index=2, verdict="wrong", annotator=carol
     )
-    Activity = get("review", "Activity")
+    Activity = w.model("review", "Activity")
     Activity.objects.create(
-        project=project, actor=bob, verb="run.launched", data={"run_id": run.pk, "name": run.name}
+        project=w.project, actor=w.bob, verb="run.launched", data={"run_id": w.run.pk, "name": w.run.name}
     )
     Activity.objects.create(
-        project=project, actor=carol, verb="tag.added", trajectory=first, data={"tag": "reviewed"}
+        project=w.project, actor=carol, verb="tag.added", trajectory=first, data={"tag": "reviewed"}
     )
 
-    # A preference queue over the finished run's group: one pair, judged by carol, frozen in a snapshot.
-    queue = get("review", "PreferenceQueue").objects.create(
-        project=project,
+
+def write_preferences(w: OldWorld) -> None:
+    """A preference queue over the finished run's group: one pair, judged by carol; an LLM judge asked."""
+    w.queue = w.model("review", "PreferenceQueue").objects.create(
+        project=w.project,
         name="which is better",
         source="group",
         pairing="all",
         build_params={"split": "train"},
         seed=7,
-        created_by=bob,
+        created_by=w.bob,
     )
-    queue.runs.add(finished)
-    queue.annotators.add(carol, bob)
-    pair = get("review", "PreferencePair").objects.create(
-        queue=queue, position=0, a=pair_a, b=pair_b, prompt=pair_a.prompt, judgement_count=1
+    w.queue.runs.add(w.finished)
+    w.queue.annotators.add(w.carol, w.bob)
+    w.pair = w.model("review", "PreferencePair").objects.create(
+        queue=w.queue, position=0, a=w.pair_a, b=w.pair_b, prompt=w.pair_a.prompt, judgement_count=1
     )
-    get("review", "PairSlot").objects.create(pair=pair, index=0, holder=carol, left_is_a=True, judged=True)
-    get("review", "Judgement").objects.create(
-        pair=pair, annotator=carol, choice="a", rationale="right answer", left_is_a=True
+    w.model("review", "PairSlot").objects.create(
+        pair=w.pair, index=0, holder=w.carol, left_is_a=True, judged=True
     )
-    Activity.objects.create(
-        project=project, actor=bob, verb="queue.created", queue=queue, data={"name": queue.name, "pairs": 1}
+    w.model("review", "Judgement").objects.create(
+        pair=w.pair, annotator=w.carol, choice="a", rationale="right answer", left_is_a=True
     )
-    judged_rubric = get("experiments", "Rubric").objects.create(
-        project=project, name="judged", created_by=alice
+    w.model("review", "Activity").objects.create(
+        project=w.project,
+        actor=w.bob,
+        verb="queue.created",
+        queue=w.queue,
+        data={"name": w.queue.name, "pairs": 1},
+    )
+    judged_rubric = w.model("experiments", "Rubric").objects.create(
+        project=w.project, name="judged", created_by=w.alice
     )
     judged_v1 = judged_rubric.versions.create(
-        number=1,
-        spec={
-            "aggregation": "weighted_sum",
-            "criteria": [{"name": "tone", "kind": "llm_judge", "weight": 1.0, "params": {"model": "policy"}}],
-        },
-        created_by=alice,
+        number=1, spec={"aggregation": "weighted_sum", "criteria": [JUDGE_CRITERION]}, created_by=w.alice
     )
-    judge = get("review", "QueueJudge").objects.create(
-        queue=queue,
+    w.judge = w.model("review", "QueueJudge").objects.create(
+        queue=w.queue,
         rubric_version=judged_v1,
         criterion_name="tone",
-        criterion={"name": "tone", "kind": "llm_judge", "weight": 1.0, "params": {"model": "policy"}},
+        criterion=JUDGE_CRITERION,
         rubric_label="judged v1",
         status="queued",
         pairs_total=1,
-        created_by=bob,
+        created_by=w.bob,
     )
-    snapshot = get("review", "PreferenceSnapshot").objects.create(
-        project=project,
+
+
+def write_snapshot(w: OldWorld) -> None:
+    """The queue's judgements frozen in a dataset snapshot of one pair."""
+    queue, pair_a, pair_b = w.queue, w.pair_a, w.pair_b
+    w.snapshot = w.model("review", "PreferenceSnapshot").objects.create(
+        project=w.project,
         queue=queue,
         version=1,
-        created_by=bob,
+        created_by=w.bob,
         provenance={
             "queue": {
                 "id": queue.pk,
@@ -446,18 +502,18 @@ def write_previous_release_world(apps, artifacts: Path) -> dict[str, Any]:
             "version": 1,
             "annotators": ["carol"],
             "judges": [],
-            "runs": [{"id": finished.pk, "name": finished.name}],
+            "runs": [{"id": w.finished.pk, "name": w.finished.name}],
             "steps": [1],
             "rule": "majority",
             "complete_only": False,
             "include_turns": False,
             "counts": {"pairs": 1, "included": 1},
             "created_by": "bob",
-            "created_at": now.isoformat(),
+            "created_at": w.now.isoformat(),
         },
     )
-    get("review", "SnapshotPair").objects.create(
-        snapshot=snapshot,
+    w.model("review", "SnapshotPair").objects.create(
+        snapshot=w.snapshot,
         index=0,
         prompt=pair_a.prompt,
         chosen="<answer>3</answer>",
@@ -468,7 +524,7 @@ def write_previous_release_world(apps, artifacts: Path) -> dict[str, Any]:
         chosen_reward=1.2,
         rejected_reward=0.2,
         provenance={
-            "pair_id": pair.pk,
+            "pair_id": w.pair.pk,
             "task_id": "task-1",
             "chosen_trajectory": pair_a.pk,
             "rejected_trajectory": pair_b.pk,
@@ -476,37 +532,39 @@ def write_previous_release_world(apps, artifacts: Path) -> dict[str, Any]:
             "annotators": ["carol"],
         },
     )
-    Activity.objects.create(
-        project=project, actor=bob, verb="snapshot.created", queue=queue, data={"version": 1, "pairs": 1}
+    w.model("review", "Activity").objects.create(
+        project=w.project, actor=w.bob, verb="snapshot.created", queue=queue, data={"version": 1, "pairs": 1}
     )
 
-    # A DPO run on the snapshot (the kind and its snapshot came with the previous release's schema).
-    dpo_run = Run.objects.create(
-        project=project,
+
+def write_dpo_and_reward_models(w: OldWorld) -> None:
+    """A DPO run on the snapshot (the kind and its snapshot came with the previous release's schema) and
+    reward models: one ready and reliable (added to the rubric as its version 2), one queued."""
+    w.dpo_run = w.model("experiments", "Run").objects.create(
+        project=w.project,
         name="dpo",
-        created_by=bob,
+        created_by=w.bob,
         kind="dpo",
-        preference_snapshot=snapshot,
+        preference_snapshot=w.snapshot,
         preset="dpo",
         resolved_config={
             "kind": "dpo",
             "beta": 0.1,
             "max_steps": 3,
-            "snapshot": {"id": snapshot.pk, "version": 1, "queue": queue.pk, "pairs": 1},
+            "snapshot": {"id": w.snapshot.pk, "version": 1, "queue": w.queue.pk, "pairs": 1},
         },
         status="SUCCEEDED",
         max_steps=3,
         current_step=3,
     )
-    Checkpoint.objects.create(run=dpo_run, step=3, path="/tmp/dpo-3")
+    w.model("experiments", "Checkpoint").objects.create(run=w.dpo_run, step=3, path="/tmp/dpo-3")
 
-    # Reward models: one ready and reliable (added to the rubric as its version 2), one queued.
-    RewardModel = get("rewards", "RewardModel")
-    reward_model = RewardModel.objects.create(
-        project=project,
+    RewardModel = w.model("rewards", "RewardModel")
+    w.reward_model = RewardModel.objects.create(
+        project=w.project,
         name="prefs",
         version=1,
-        snapshot=snapshot,
+        snapshot=w.snapshot,
         status="ready",
         path="/tmp/reward-model",
         params={"head": "linear", "epochs": 50},
@@ -516,33 +574,30 @@ def write_previous_release_world(apps, artifacts: Path) -> dict[str, Any]:
         ],
         progress=1.0,
         phase="save",
-        created_by=bob,
-        started_at=now,
-        finished_at=now,
+        created_by=w.bob,
+        started_at=w.now,
+        finished_at=w.now,
     )
-    queued_model = RewardModel.objects.create(
-        project=project, name="prefs", version=2, snapshot=snapshot, created_by=bob
+    w.queued_model = RewardModel.objects.create(
+        project=w.project, name="prefs", version=2, snapshot=w.snapshot, created_by=w.bob
     )
-    rubric.versions.create(
+    learned = {
+        "name": "prefs",
+        "kind": "learned_reward",
+        "weight": 0.5,
+        "params": {"path": w.reward_model.path, "bounded": True, "only_when_checks_pass": True},
+    }
+    w.rubric.versions.create(
         number=2,
-        spec={
-            **spec,
-            "criteria": [
-                *spec["criteria"],
-                {
-                    "name": "prefs",
-                    "kind": "learned_reward",
-                    "weight": 0.5,
-                    "params": {"path": reward_model.path, "bounded": True, "only_when_checks_pass": True},
-                },
-            ],
-        },
+        spec={**RUBRIC_SPEC, "criteria": [*RUBRIC_SPEC["criteria"], learned]},
         note="adds prefs v1",
-        created_by=bob,
+        created_by=w.bob,
     )
 
-    # A worker that reported itself, running the first run.
-    get("fleet", "WorkerNode").objects.create(
+
+def write_worker(w: OldWorld) -> None:
+    """A worker that reported itself, running the first run."""
+    w.model("fleet", "WorkerNode").objects.create(
         hostname="gpu-box:1",
         queues=["gpu"],
         gpus=[{"index": 0, "name": "H100", "memory_mb": 81559}],
@@ -550,34 +605,53 @@ def write_previous_release_world(apps, artifacts: Path) -> dict[str, Any]:
         usage={"cpu_percent": 12.0, "memory_used_mb": 1000, "memory_total_mb": 64000, "gpus": []},
         ray_address="local",
         pid=42,
-        started_at=now,
-        last_seen=now,
-        current_run=run,
+        started_at=w.now,
+        last_seen=w.now,
+        current_run=w.run,
     )
+
+
+def write_previous_release_world(apps, artifacts: Path) -> dict[str, Any]:
+    """A project as the previous release stored it, written area by area through the historical models.
+    Returns the raw secrets (tokens) and the ids the checks need."""
+    w = OldWorld(apps, artifacts)
+    for write in (
+        write_people,
+        write_definitions,
+        write_runs,
+        write_run_outputs,
+        write_trajectories,
+        write_review,
+        write_preferences,
+        write_snapshot,
+        write_dpo_and_reward_models,
+        write_worker,
+    ):
+        write(w)
     return {
-        "tokens": {name: (token.pk, raw) for name, (token, raw) in tokens.items()},
-        "invitation_token": invitation_token,
+        "tokens": {name: (token.pk, raw) for name, (token, raw) in w.tokens.items()},
+        "invitation_token": w.invitation_token,
         "ids": {
-            "project": project.pk,
-            "environment": environment.pk,
-            "environment_v1": environment_v1.pk,
-            "rubric": rubric.pk,
-            "run": run.pk,
-            "finished_run": finished.pk,
-            "fork": fork.pk,
-            "external": external.pk,
-            "dpo_run": dpo_run.pk,
-            "trajectory": first.pk,
-            "queue": queue.pk,
-            "pair": pair.pk,
-            "snapshot": snapshot.pk,
-            "reward_model": reward_model.pk,
-            "queued_model": queued_model.pk,
-            "judge": judge.pk,
-            "checkpoint": kept.pk,
-            "invitation": invitation.pk,
-            "notification": notification.pk,
-            "memberships": {name: m.pk for name, m in memberships.items()},
+            "project": w.project.pk,
+            "environment": w.environment.pk,
+            "environment_v1": w.environment_v1.pk,
+            "rubric": w.rubric.pk,
+            "run": w.run.pk,
+            "finished_run": w.finished.pk,
+            "fork": w.fork.pk,
+            "external": w.external.pk,
+            "dpo_run": w.dpo_run.pk,
+            "trajectory": w.first.pk,
+            "queue": w.queue.pk,
+            "pair": w.pair.pk,
+            "snapshot": w.snapshot.pk,
+            "reward_model": w.reward_model.pk,
+            "queued_model": w.queued_model.pk,
+            "judge": w.judge.pk,
+            "checkpoint": w.kept.pk,
+            "invitation": w.invitation.pk,
+            "notification": w.notification.pk,
+            "memberships": {name: m.pk for name, m in w.memberships.items()},
         },
     }
 

@@ -78,7 +78,7 @@ def test_judges_on_the_bundled_model_and_on_an_endpoint_reward_runs_that_succeed
 ):
     from trainers.gateway.server import Gateway
     from trainers.rollout.backends import make_backend
-    from trainers.rollout.episodes import ChatFormat
+    from trainers.rollout.chat import ChatFormat
     from trainers.rollout.toolformats import resolve_tool_format
 
     backend = make_backend("transformers", model_name="smollm2-135m", device="cpu")

@@ -12,8 +12,8 @@ import random
 from fractions import Fraction
 from typing import Any
 
-from trainers.envs import ARITHMETIC_OPERATIONS
 from trainers.envs.base import Split, ToolEnvironment, answer_text, draw_tasks, task_id
+from trainers.envs.kinds import ARITHMETIC_OPERATIONS
 from trainers.envs.mcp import mcp_toolbox
 from trainers.envs.safe_math import ExpressionError, evaluate
 from trainers.envs.tools import calculator_spec, run_calculator

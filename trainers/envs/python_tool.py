@@ -13,8 +13,8 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-from trainers.envs import PYTHON_TASK_TYPES
 from trainers.envs.base import Split, ToolEnvironment, answer_text, draw_tasks, task_id
+from trainers.envs.kinds import PYTHON_TASK_TYPES
 from trainers.envs.mcp import mcp_toolbox
 from trainers.envs.tools import python_spec, run_python_tool
 from trainers.rollout.toolcalls import ToolExample, extract_answer

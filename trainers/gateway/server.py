@@ -44,7 +44,7 @@ from trainers.gateway.protocol import (
     parse_chat_request,
 )
 from trainers.gateway.sessions import OUTCOMES, Session, session_finished, session_not_found
-from trainers.rollout.episodes import ChatFormat
+from trainers.rollout.chat import ChatFormat
 from trainers.types import Task
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainers.gateway.protocol import ApiError, ChatRequest, Message, Reply
-from trainers.rollout.episodes import ChatFormat, Rollout, tool_fields
+from trainers.rollout.chat import ChatFormat
+from trainers.rollout.episodes import Rollout, tool_fields
 from trainers.rollout.toolcalls import TOOL_CALL_OPEN
 from trainers.rollout.toolformats import ToolFormat
 from trainers.types import Task, ToolCall, ToolSpec, Trajectory, Turn, model_turns

@@ -38,7 +38,7 @@ class RolloutWorker:
         from trainers.models import load_model, load_tokenizer
         from trainers.registry import environment_kind
         from trainers.rollout.backends import make_backend
-        from trainers.rollout.episodes import ChatFormat
+        from trainers.rollout.chat import ChatFormat
         from trainers.rollout.toolformats import resolve_tool_format
 
         self.config = config = RunConfig.build(config)  # (a test's plain dict too)

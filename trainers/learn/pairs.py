@@ -1,5 +1,5 @@
 """Preference pairs as the policy reads them, and the DPO loss on them: the parts of a DPO run
-(`trainers.learn.dpo`) that hold the arithmetic, tested against TRL's DPOTrainer on the same batch.
+(`trainers.recipes.dpo`) that hold the arithmetic, tested against TRL's DPOTrainer on the same batch.
 
 A pair is its prompt's tokens, shared by both responses, and each response's (`tokenize_pair`, TRL's
 tokenization rule). `pair_logprobs` sums each response's log-probs with the GRPO learner's part

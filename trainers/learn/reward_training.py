@@ -213,11 +213,18 @@ def load_encoder(model: str = DEFAULT_MODEL, device: str = "auto") -> tuple[Any,
 
 
 def embed_texts(
-    encoder: Any, tokenizer: Any, texts: Sequence[str], *, max_length: int = 1024, batch_size: int = 16
+    encoder: Any,
+    tokenizer: Any,
+    texts: Sequence[str],
+    *,
+    max_length: int = 1024,
+    batch_size: int = 16,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Any:
     """[len(texts), hidden] float32 CPU tensor of mean-pooled last hidden states.
 
-    Texts are batched by length (less padding), and results returned in the input order."""
+    Texts are batched by length (less padding), and results returned in the input order. `progress(done,
+    total)` after each batch: embedding is most of a training's time, and the page must not sit still."""
     import torch
 
     from trainers.rollout.backends.transformers_backend import checking_cancel
@@ -232,6 +239,8 @@ def embed_texts(
             check_cancel()  # between batches
             chunk = order[start : start + batch_size]
             out[chunk] = mean_pooled_embeddings(encoder, tokenizer, [texts[i] for i in chunk], max_length)
+            if progress is not None:
+                progress(start + len(chunk), len(texts))
     return out
 
 
@@ -450,7 +459,14 @@ def train_reward_model(
     chosen_ids = [text_id(p.prompt, p.chosen) for p in data]
     rejected_ids = [text_id(p.prompt, p.rejected) for p in data]
     report("embed", 0.0)
-    embeddings = embed_texts(base, tokenizer, texts, max_length=max_length, batch_size=embed_batch_size)
+    embeddings = embed_texts(
+        base,
+        tokenizer,
+        texts,
+        max_length=max_length,
+        batch_size=embed_batch_size,
+        progress=lambda done, total: report("embed", done / total),
+    )
     embedded = time.perf_counter()
     log.info("embedded %d distinct texts in %.1fs", len(texts), embedded - loaded)
 

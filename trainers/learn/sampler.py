@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainers.learn import algorithms
-from trainers.rollout.episodes import LocalRollouts, Rollout
+from trainers.rollout.episodes import Rollout
+from trainers.rollout.local import LocalRollouts
 from trainers.rubrics.judge_models import prefetch_judges
 from trainers.run_config import RunConfig
 from trainers.sdk.cancel import Cancelled, check_cancel

@@ -19,7 +19,8 @@ from trainers.learn.learner import Learner
 from trainers.learn.memory import return_large_frees_to_the_os
 from trainers.learn.run_events import RunEvents
 from trainers.learn.sampler import make_rollouts
-from trainers.rollout.episodes import ChatFormat, LocalRollouts
+from trainers.rollout.chat import ChatFormat
+from trainers.rollout.local import LocalRollouts
 from trainers.rollout.toolformats import explain_tool_format
 from trainers.run_config import RunConfig
 from trainers.sdk.events import without_local_paths

@@ -171,6 +171,10 @@ class Trainer:
             log=self.log,
             on_scored=self.reporter.scored,
         )
+        if cfg["curriculum"] == "from_failures":  # WebRL's task source (trainers.learn.curriculum)
+            from trainers.learn.curriculum import attach_curriculum
+
+            attach_curriculum(self)
         self._setup_done = True
 
     def policy_state_dict(self) -> dict[str, torch.Tensor]:

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from trainers.learn.experience import ExperienceLibrary, contrast_prompt, has_contrast, parse_edits, step_diff
 from trainers.learn.metrics import StepSample, step_metrics
-from trainers.learn.trainer import RunResult, Trainer
+from trainers.recipes.grpo import RunResult, Trainer
 from trainers.rollout.episodes import Rollout
+from trainers.run_config import RunConfig, knob
 
 
 class WithExperiences:
@@ -49,9 +52,24 @@ def attempt_text(rollout: Rollout) -> str:
     return "\n".join(f"[{t.role}] {t.text}" for t in turns)
 
 
+@dataclass(frozen=True)
+class TrainingFreeConfig(RunConfig):
+    """The run config with Training-Free GRPO's own knobs (declared in `trainers.learn.experience`)."""
+
+    experience_model: str = knob("experience_model")
+    experience_base_url: str = knob("experience_base_url")
+    experience_api_key_secret: str = knob("experience_api_key_secret")
+    experience_max_items: int = knob("experience_max_items")
+    experience_max_edits: int = knob("experience_max_edits")
+    experience_max_new_tokens: int = knob("experience_max_new_tokens")
+    experience_task_set: int = knob("experience_task_set")
+
+
 class TrainingFreeGRPO(Trainer):
     """`Trainer` with the update replaced by library edits (see the module docstring)."""
 
+    config_class = TrainingFreeConfig
+    config: TrainingFreeConfig
     library: ExperienceLibrary
     tokens_used: dict[str, int]
 
@@ -60,15 +78,15 @@ class TrainingFreeGRPO(Trainer):
             return
         super().setup()
         cfg = self.config
-        self.library = ExperienceLibrary(max_items=cfg["experience_max_items"])
+        self.library = ExperienceLibrary(max_items=cfg.experience_max_items)
         self.tokens_used = {"prompt_tokens": 0, "completion_tokens": 0}
-        if cfg["experience_task_set"]:
-            self.sampler.train_tasks = self.sampler.train_tasks[: cfg["experience_task_set"]]
+        if cfg.experience_task_set:
+            self.sampler.train_tasks = self.sampler.train_tasks[: cfg.experience_task_set]
         rollouts = self.sampler.rollouts
         make_env = rollouts.make_env
         rollouts.make_env = lambda: WithExperiences(make_env(), self.library)
         self.ask = self._experience_model()
-        epochs = cfg["max_steps"] * cfg["prompts_per_step"] / len(self.sampler.train_tasks)
+        epochs = cfg.max_steps * cfg.prompts_per_step / len(self.sampler.train_tasks)
         self.log(
             f"Training-Free GRPO: no weight updates; {len(self.sampler.train_tasks)} training tasks, "
             f"{epochs:.1f} epochs; experiences from {self._model_words()}"
@@ -77,28 +95,26 @@ class TrainingFreeGRPO(Trainer):
 
     def _model_words(self) -> str:
         cfg = self.config
-        if cfg["experience_base_url"]:
-            return f"{cfg['experience_model']} at {cfg['experience_base_url']}"
-        return "the policy" if cfg["experience_model"] == "policy" else cfg["experience_model"]
+        if cfg.experience_base_url:
+            return f"{cfg.experience_model} at {cfg.experience_base_url}"
+        return "the policy" if cfg.experience_model == "policy" else cfg.experience_model
 
     def _experience_model(self) -> Any:
         """prompts → answers, with `last_usage` (tokens of the last call): LocalJudge or EndpointJudge."""
         from trainers.rubrics.judge_models import EndpointJudge, JudgePool, LocalJudge
 
         cfg = self.config
-        tokens = cfg["experience_max_new_tokens"]
+        tokens = cfg.experience_max_new_tokens
         if self.judges is None:
             # The run closes its judge pool at the end; a model loaded for the experiences goes with it.
-            self.judges = JudgePool(
-                policy_model=cfg["model"], device=self.learner.device, secrets=self._secrets
-            )
-        if cfg["experience_base_url"]:
-            key = self.judges.secret(cfg["experience_api_key_secret"])
-            return EndpointJudge(cfg["experience_base_url"], cfg["experience_model"], key, max_tokens=tokens)
-        if cfg["experience_model"] == "policy":
+            self.judges = JudgePool(policy_model=cfg.model, device=self.learner.device, secrets=self._secrets)
+        if cfg.experience_base_url:
+            key = self.judges.secret(cfg.experience_api_key_secret)
+            return EndpointJudge(cfg.experience_base_url, cfg.experience_model, key, max_tokens=tokens)
+        if cfg.experience_model == "policy":
             # The weights never change: the policy's own sampling backend answers, at temperature 0.
             return LocalJudge(self.sampler.rollouts.backend, max_new_tokens=tokens)
-        return LocalJudge(self.judges.backend(cfg["experience_model"]), max_new_tokens=tokens)
+        return LocalJudge(self.judges.backend(cfg.experience_model), max_new_tokens=tokens)
 
     def train_step(self) -> dict[str, float]:
         cfg = self.config
@@ -122,7 +138,7 @@ class TrainingFreeGRPO(Trainer):
             "experience/prompt_tokens": float(usage.get("prompt_tokens", 0)),
             "experience/completion_tokens": float(usage.get("completion_tokens", 0)),
             "experience/tokens_total": float(sum(self.tokens_used.values())),
-            "epoch": self.step * cfg["prompts_per_step"] / len(self.sampler.train_tasks),
+            "epoch": self.step * cfg.prompts_per_step / len(self.sampler.train_tasks),
             "step_time": time.perf_counter() - started,
             "tokens_per_s": sum(r.model_tokens for r in flat) / max(timings["generate"], 1e-9),
             **{f"time/{k}": v for k, v in timings.items()},
@@ -146,7 +162,7 @@ class TrainingFreeGRPO(Trainer):
                 g[0].task.prompt,
                 [(r.reward, attempt_text(r)) for r in g],
                 self.library,
-                max_edits=cfg["experience_max_edits"],
+                max_edits=cfg.experience_max_edits,
             )
             for g in contrasted
         ]
@@ -156,7 +172,7 @@ class TrainingFreeGRPO(Trainer):
             self.tokens_used[key] += int(usage.get(key, 0))
         records = []
         for group, answer in zip(contrasted, answers, strict=True):
-            for record in self.library.apply(parse_edits(answer, cfg["experience_max_edits"])):
+            for record in self.library.apply(parse_edits(answer, cfg.experience_max_edits)):
                 records.append({**record, "group": group[0].group})
         return records, len(contrasted), usage
 
@@ -185,6 +201,6 @@ class TrainingFreeGRPO(Trainer):
         return str(path)
 
 
-def train(config: dict[str, Any], **kwargs: Any) -> RunResult:
+def train(config: Mapping[str, Any] | RunConfig, **kwargs: Any) -> RunResult:
     """Run Training-Free GRPO (the Trainer's keyword arguments)."""
     return TrainingFreeGRPO(config, **kwargs).run()

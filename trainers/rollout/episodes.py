@@ -17,9 +17,10 @@ import logging
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from trainers.rollout.backends.base import GenerationBackend
+from trainers.rollout.chat import ChatFormat
 from trainers.rollout.toolformats import STUDIO, ToolFormat
 from trainers.sdk.cancel import check_cancel
 from trainers.types import Task, ToolCall, ToolSpec, Trajectory, Turn, applied_max_turns
@@ -29,190 +30,6 @@ log = logging.getLogger(__name__)
 DEFAULT_STOP = STUDIO.stop
 # Called after each generation turn with (turn, groups done, groups in all).
 GenerationProgress = Callable[[int, int, int], None]
-
-
-class ChatFormat:
-    """Token ids of chat pieces under the tokenizer's chat template, appended turn by turn.
-
-    The template is rendered around placeholder messages and the rendered texts are diffed, so this
-    works for any template that renders a conversation as the concatenation of its messages (ChatML,
-    Llama 3, Qwen, Mistral…) without knowing its markup. `tool_format` (trainers.rollout.toolformats) says how
-    tools reach the template: a native format passes them as `tools=` and sends tool results as the
-    template's own tool messages (with call ids); the studio format writes them into the system prompt.
-    """
-
-    # Placeholder conversations tried in order: some templates (Mistral) only show the system prompt
-    # in the last user message, so the diff needs a conversation without one.
-    _BASES = (
-        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
-        [{"role": "user", "content": "U"}],
-    )
-    _PLAIN_ASSISTANT = {"role": "assistant", "content": "Z"}
-
-    def __init__(self, tokenizer: Any, tool_format: ToolFormat | None = None) -> None:
-        self.tokenizer = tokenizer
-        self.tool_format = tool_format or STUDIO
-        self.eos_text = tokenizer.eos_token or ""
-        self._base = self._BASES[0]
-        self.close_text = self.eos_text + "\n"  # a template that rewrites assistant content: end with eos
-        for base in self._BASES:
-            try:
-                prompt = self.render(base, generation_prompt=True)
-                after = self.render([*base, self._PLAIN_ASSISTANT], generation_prompt=False)
-            except Exception:  # noqa: BLE001 — templates raise anything (TemplateError, ValueError) on what they refuse
-                continue
-            if after.startswith(prompt + "Z"):
-                self._base, self.close_text = base, after[len(prompt) + 1 :]
-                break
-        self._role_ok: dict[str, bool] = {}
-
-    def render(
-        self,
-        messages: list[dict[str, Any]],
-        generation_prompt: bool,
-        tools: list[dict[str, Any]] | None = None,
-    ) -> str:
-        extra = {"tools": tools} if tools else {}
-        return self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=generation_prompt, **extra
-        )
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def _template_tools(
-        self, tools: Sequence[ToolSpec] | None, tool_format: ToolFormat | None
-    ) -> list[dict[str, Any]] | None:
-        return (tool_format or self.tool_format).template_tools(list(tools or []))
-
-    def _message(self, message: dict[str, Any]) -> dict[str, Any]:
-        """`message` as the template takes it: a role it rejects ("tool" in some) is sent as "user".
-        A message a native format built for the template (tool calls, call ids) goes as it is."""
-        if set(message) - {"role", "content"} or self._supports_role(message["role"]):
-            return dict(message)
-        return {"role": "user", "content": message["content"]}
-
-    def prompt(
-        self,
-        system: str,
-        user: str,
-        examples: Sequence[dict[str, Any]] = (),
-        *,
-        tools: Sequence[ToolSpec] | None = None,
-        tool_format: ToolFormat | None = None,
-    ) -> tuple[list[int], list[int]]:
-        """(system message + example ids, user message + assistant header ids): the initial prompt.
-
-        `examples` are the environment's few-shot messages, placed between the system prompt and the
-        task; a role the template rejects ("tool" in some) is sent as "user", as in `run_episode`.
-        `tools` reach a native template as its `tools=` argument.
-        """
-        template_tools = self._template_tools(tools, tool_format)
-        prefix = [{"role": "system", "content": system}, *(self._message(m) for m in examples)]
-        full = self.render([*prefix, {"role": "user", "content": user}], True, template_tools)
-        try:
-            prefix_text = self.render(prefix, False, template_tools)
-        except Exception:  # noqa: BLE001 — e.g. Llama 3 puts tools in the first user message and refuses a prefix without one
-            return [], self.encode(full)
-        if full.startswith(prefix_text):
-            return self.encode(prefix_text), self.encode(full[len(prefix_text) :])
-        return [], self.encode(full)
-
-    def continuation(
-        self,
-        role: str,
-        content: str,
-        ended_with_eos: bool,
-        *,
-        tools: Sequence[ToolSpec] | None = None,
-        assistant: dict[str, Any] | None = None,
-        message: dict[str, Any] | None = None,
-        tool_format: ToolFormat | None = None,
-    ) -> list[int]:
-        """Ids that close the assistant message just sampled, add a `role` message and open the next
-        assistant message. `ended_with_eos`: the sample already ends with the end-of-message token.
-
-        `assistant` / `message`: the sampled message and the new one as the template should see them
-        (a native format's `tool_calls` and tool message with its call id); by default plain text.
-        """
-        [ids] = self.continuation_messages(
-            [message or {"role": role, "content": content}],
-            ended_with_eos,
-            tools=tools,
-            assistant=assistant,
-            tool_format=tool_format,
-            plain=[content],
-        )
-        return ids
-
-    def continuation_messages(
-        self,
-        messages: Sequence[dict[str, Any]],
-        ended_with_eos: bool,
-        *,
-        tools: Sequence[ToolSpec] | None = None,
-        assistant: dict[str, Any] | None = None,
-        tool_format: ToolFormat | None = None,
-        plain: Sequence[str] | None = None,
-    ) -> list[list[int]]:
-        """`continuation` for several new messages (an agent's tool results, a user reply): the ids of
-        each, the first including the close of the sampled message, the last the next assistant header.
-
-        Templates that merge consecutive messages (Qwen puts successive tool results in one block) do
-        not render message by message; then all ids go to the last message (the others get none).
-        `plain`: each message's text for templates that refuse the conversation (default: its content).
-        """
-        template_tools = self._template_tools(tools, tool_format)
-        messages = [self._message(m) for m in messages]
-        close = self.close_text
-        if ended_with_eos and self.eos_text and close.startswith(self.eos_text):
-            close = close[len(self.eos_text) :]
-        if getattr(tool_format or self.tool_format, "closes_itself", False):
-            close = ""  # harmony: a sampled message ends with its own <|call|> / <|end|>
-        # The sampled message as the template sees it first (some templates only accept a tool
-        # result after a tool call); plain text when the template refuses that. Qwen3's template
-        # shows an empty <think> block only on the last message: the glue is read with a non-empty one.
-        thinking = (
-            {**assistant, "reasoning_content": "R"}
-            if assistant and "reasoning_content" in assistant
-            else None
-        )
-        for previous in (assistant, thinking, self._PLAIN_ASSISTANT):
-            if previous is None:
-                continue
-            try:
-                texts = [self.render([*self._base, previous], False, template_tools)]
-                for i in range(1, len(messages) + 1):
-                    texts.append(
-                        self.render(
-                            [*self._base, previous, *messages[:i]], i == len(messages), template_tools
-                        )
-                    )
-            except Exception:  # noqa: BLE001 — templates raise anything on conversations they refuse
-                continue
-            if all(after.startswith(before) for before, after in zip(texts, texts[1:], strict=False)):
-                pieces = [after[len(before) :] for before, after in zip(texts, texts[1:], strict=False)]
-            elif texts[-1].startswith(texts[0]):
-                pieces = [""] * (len(messages) - 1) + [texts[-1][len(texts[0]) :]]
-            else:
-                continue
-            pieces[0] = close + pieces[0]
-            return [self.encode(piece) if piece else [] for piece in pieces]
-        texts = list(plain) if plain is not None else [str(m.get("content") or "") for m in messages]
-        pieces = [text + self.eos_text for text in texts]
-        pieces[0] = close + pieces[0]
-        return [self.encode(piece) for piece in pieces]
-
-    def _supports_role(self, role: str) -> bool:
-        if role in ("system", "user", "assistant"):
-            return True  # every chat template has these (a probe could trip over role-alternation rules)
-        if role not in self._role_ok:
-            try:
-                self.render([*self._base, self._PLAIN_ASSISTANT, {"role": role, "content": "x"}], True)
-                self._role_ok[role] = True
-            except Exception:  # noqa: BLE001 — templates raise anything (TemplateError, ValueError) for roles they reject
-                self._role_ok[role] = False
-        return self._role_ok[role]
 
 
 @dataclass
@@ -430,47 +247,8 @@ def generate_rollouts(
         group = []
         for s, seed in enumerate(group_seeds):
             env, first_env = (first_env, None) if first_env is not None else (make_env(), None)
-            tool_format = adopt_tool_format(env, chat.tool_format)
-            try:
-                user_text = env.reset(task, seed)
-                system_text = env.system_prompt()
-                examples = env.example_messages() if hasattr(env, "example_messages") else []
-            except Exception as exc:  # noqa: BLE001 — a dead remote env fails its episodes, not the run
-                group.append(_failed_start(env, exc, task, seed, first_group + g, s, policy_version, split))
-                continue
-            # The few-shot example's tokens ride with the system turn (all masked): the model sees
-            # them, but they are not turns of this trajectory, so no rubric counts the example's call.
-            system_ids, user_ids = chat.prompt(
-                system_text, user_text, examples, tools=getattr(env, "tools", None), tool_format=tool_format
-            )
-            trajectory = Trajectory(
-                task=task,
-                turns=[
-                    Turn(
-                        role="system", text=system_text, token_ids=system_ids, loss_mask=[0] * len(system_ids)
-                    ),
-                    Turn(role="user", text=user_text, token_ids=user_ids, loss_mask=[0] * len(user_ids)),
-                ],
-            )
-            if examples:
-                trajectory.info["prompt_examples"] = list(examples)
-            turns = episode_turns(max_turns, env)
             group.append(
-                _Episode(
-                    env,
-                    Rollout(
-                        group=first_group + g,
-                        sample=s,
-                        task=task,
-                        seed=int(seed),
-                        trajectory=trajectory,
-                        prompt_ids=system_ids + user_ids,
-                        policy_version=policy_version,
-                        split=split,
-                    ),
-                    turns,
-                    tool_format,
-                )
+                _start_episode(env, chat, task, seed, first_group + g, s, max_turns, policy_version, split)
             )
         episodes.append(group)
     flat = [e for group in episodes for e in group]
@@ -488,16 +266,67 @@ def generate_rollouts(
             progress=progress,
         )
     for e in flat:
-        try:
-            e.rollout.env_state = e.env.state() if hasattr(e.env, "state") else None
-        except Exception as exc:  # noqa: BLE001 — a broken env's state() must not lose the rollout
-            e.rollout.env_state = {"error": repr(exc)}
-        if hasattr(e.env, "close"):
-            e.env.close()  # release what the episode held (MCP sessions)
-        e.rollout.trajectory.info.setdefault(
-            "turns", sum(1 for t in e.rollout.trajectory.turns if t.role == "assistant")
-        )
+        _finish_episode(e)
     return [[e.rollout for e in group] for group in episodes]
+
+
+def _start_episode(
+    env: Any,
+    chat: ChatFormat,
+    task: Task,
+    seed: int,
+    group: int,
+    sample: int,
+    max_turns: int,
+    policy_version: int,
+    split: str,
+) -> _Episode:
+    """Reset `env` on `task` and encode the prompt: the episode ready for its first turn (or failed)."""
+    tool_format = adopt_tool_format(env, chat.tool_format)
+    try:
+        user_text = env.reset(task, seed)
+        system_text = env.system_prompt()
+        examples = env.example_messages() if hasattr(env, "example_messages") else []
+    except Exception as exc:  # noqa: BLE001 — a dead remote env fails its episodes, not the run
+        return _failed_start(env, exc, task, seed, group, sample, policy_version, split)
+    # The few-shot example's tokens ride with the system turn (all masked): the model sees
+    # them, but they are not turns of this trajectory, so no rubric counts the example's call.
+    system_ids, user_ids = chat.prompt(
+        system_text, user_text, examples, tools=getattr(env, "tools", None), tool_format=tool_format
+    )
+    trajectory = Trajectory(
+        task=task,
+        turns=[
+            Turn(role="system", text=system_text, token_ids=system_ids, loss_mask=[0] * len(system_ids)),
+            Turn(role="user", text=user_text, token_ids=user_ids, loss_mask=[0] * len(user_ids)),
+        ],
+    )
+    if examples:
+        trajectory.info["prompt_examples"] = list(examples)
+    rollout = Rollout(
+        group=group,
+        sample=sample,
+        task=task,
+        seed=int(seed),
+        trajectory=trajectory,
+        prompt_ids=system_ids + user_ids,
+        policy_version=policy_version,
+        split=split,
+    )
+    return _Episode(env, rollout, episode_turns(max_turns, env), tool_format)
+
+
+def _finish_episode(e: _Episode) -> None:
+    """Record the environment's final state and release it."""
+    try:
+        e.rollout.env_state = e.env.state() if hasattr(e.env, "state") else None
+    except Exception as exc:  # noqa: BLE001 — a broken env's state() must not lose the rollout
+        e.rollout.env_state = {"error": repr(exc)}
+    if hasattr(e.env, "close"):
+        e.env.close()  # release what the episode held (MCP sessions)
+    e.rollout.trajectory.info.setdefault(
+        "turns", sum(1 for t in e.rollout.trajectory.turns if t.role == "assistant")
+    )
 
 
 def _take_turns(
@@ -644,92 +473,3 @@ def _advance(e: _Episode, completion: Any, chat: ChatFormat, turn: int, max_cont
             loss_mask=[0] * len(ids),
         )
     )
-
-
-class SamplingKnobs(Protocol):
-    """What the rollouts read of the run's config (`trainers.run_config.RunConfig` has these, and more)."""
-
-    @property
-    def max_new_tokens(self) -> int: ...
-    @property
-    def max_context_tokens(self) -> int: ...
-    @property
-    def temperature(self) -> float: ...
-    @property
-    def top_p(self) -> float: ...
-
-
-class LocalRollouts:
-    """Rollouts generated in the learner's process (the transformers backend shares the model).
-
-    `progress`, when set, hears after every generation turn how many groups are done (the run page's
-    "generating" progress)."""
-
-    progress: GenerationProgress | None = None
-
-    def __init__(
-        self,
-        backend: Any,
-        chat: ChatFormat,
-        make_env: Callable[[], Any],
-        config: SamplingKnobs,
-        stop: tuple[str, ...],
-        push_weights: bool,
-    ) -> None:
-        self.backend = backend
-        self.chat = chat
-        self.make_env = make_env
-        self.config = config
-        self.stop = stop
-        self.push_weights = push_weights
-
-    def generate(
-        self,
-        tasks: list[Any],
-        seeds: list[list[int]],
-        *,
-        max_turns: int,
-        generation_seed: int,
-        policy_version: int,
-        temperature: float | None = None,
-        split: str = "train",
-        first_group: int = 0,
-    ) -> list[list[Rollout]]:
-        cfg = self.config
-        return generate_rollouts(
-            self.backend,
-            self.chat,
-            self.make_env,
-            tasks,
-            seeds,
-            max_turns=max_turns,
-            max_new_tokens=cfg.max_new_tokens,
-            max_context_tokens=cfg.max_context_tokens,
-            temperature=cfg.temperature if temperature is None else temperature,
-            top_p=cfg.top_p,
-            generation_seed=generation_seed,
-            stop=self.stop,
-            policy_version=policy_version,
-            split=split,
-            first_group=first_group,
-            progress=self.progress,
-        )
-
-    def submit(self, tasks: list[Any], seeds: list[list[int]], **kwargs: Any) -> list[list[Rollout]]:
-        """In process there is nothing to overlap with: generate now, `collect` hands it back."""
-        return self.generate(tasks, seeds, **kwargs)
-
-    def collect(self, pending: list[list[Rollout]]) -> list[list[Rollout]]:
-        return pending
-
-    def update_weights(self, state_dict_fn: Callable[[], dict[str, Any]], version: int) -> None:
-        if self.push_weights:
-            self.backend.update_weights(state_dict_fn())
-
-    def release_weights(self) -> bool:
-        """Give back a sampling copy's weights until the next `update_weights` (the trainer's, after each
-        update); True if any memory went. Never the policy itself (`push_weights` False)."""
-        return self.push_weights and self.backend.release_weights()
-
-    def close(self) -> None:
-        self.backend.close()

@@ -497,6 +497,7 @@ CUSTOM_PYTHON = KindSpec(
 
 MATH_VERIFY = KindSpec(
     name="math_verify",
+    extra="envs",
     title="Math answer equivalence (math-verify)",
     description=(
         "1 when the answer is mathematically equivalent to the expected one, checked symbolically by "
@@ -534,6 +535,7 @@ MATH_VERIFY = KindSpec(
 
 VERIFIERS_RUBRIC = KindSpec(
     name="verifiers_rubric",
+    extra="envs",
     title="verifiers rubric function",
     description=(
         "A reward function of a verifiers environment's rubric, as the `verifiers` environment computed it "

@@ -358,6 +358,13 @@ def atif_to_wire(doc: Any) -> dict[str, Any]:
             ):
                 turns[-1]["token_ids"] = list(prompt[len(previous_ids) :])
                 turns[-1]["loss_mask"] = [0] * (len(prompt) - len(previous_ids))
+    return _item(doc, ours, root_extra, turns)
+
+
+def _item(
+    doc: dict[str, Any], ours: dict[str, Any], root_extra: dict[str, Any], turns: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The wire item around the turns: our own fields the file kept, else what ATIF's root says."""
     item: dict[str, Any] = {k: v for k, v in ours.items() if k in ITEM_FIELDS}
     item["turns"] = turns
     item.setdefault(

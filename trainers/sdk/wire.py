@@ -51,6 +51,7 @@ ROLES = ("system", "user", "assistant", "tool")
 SPLITS = ("train", "eval")
 TRAJECTORY_STATUSES = ("ok", "truncated", "error")
 EXPERIENCE_OPS = ("add", "modify", "delete")
+TASK_POOL_STATES = ("new", "frontier", "retired", "failed", "mastered", "seen")
 # What a trainer may report; QUEUED and LOST are the dashboard's own.
 TRAINER_STATUSES = ("STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 FINAL_STATUSES = ("SUCCEEDED", "FAILED", "CANCELLED")
@@ -520,6 +521,34 @@ EXPERIENCE_EDIT = Shape(
     ),
 )
 
+# The curriculum from failures (trainers.learn.curriculum): its task pool, one event per step.
+TASK_POOL_ENTRY = Shape(
+    "task_pool_entry",
+    (
+        Field("id", "string", "the task's id", required=True, max_length=200),
+        Field("prompt", "string", "the first line of its prompt", max_length=2000, default=""),
+        Field(
+            "parent",
+            "string",
+            "the failed task it was generated from (empty: one of the run's own)",
+            max_length=200,
+            default="",
+        ),
+        Field("generator", "string", "what generated it (environment)", max_length=64, default=""),
+        _int("born", "the step after which it was generated", default=0),
+        Field("state", "string", "where it is now", choices=TASK_POOL_STATES, default="new"),
+        _int("attempts", "groups rolled out on it", default=0),
+        Field("rate", "number", "the newest group's success rate", nullable=True),
+        Field(
+            "difficulty",
+            "string",
+            "the numbers its metadata gives for how hard it is",
+            max_length=200,
+            default="",
+        ),
+    ),
+)
+
 EVENT = Shape(
     "event",
     (
@@ -674,6 +703,24 @@ EVENTS: dict[str, Shape] = {
             _int("completion_tokens", "the experience model's answer tokens this step", default=0),
         ),
     ),
+    "task_pool": Shape(
+        "task_pool",
+        (
+            _int("step", "the step whose groups the pool has seen", required=True),
+            _int("size", "tasks the pool knows", default=0),
+            _int("frontier", "tasks waiting on the frontier", default=0),
+            _int("replay", "tasks in the replay buffer of past successes", default=0),
+            Field("drawn", "numbers", "the step's tasks by origin: tasks, frontier, replay", max_length=10),
+            Field(
+                "entries",
+                "list",
+                "the newest pool entries",
+                items=TASK_POOL_ENTRY,
+                max_length=1000,
+                default=[],
+            ),
+        ),
+    ),
     "heartbeat": Shape(
         "heartbeat",
         (
@@ -724,6 +771,13 @@ def json_depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
 
 
 def _field_check(f: Field) -> _Check:
+    """The closure that checks one value of field `f` (compiled once; it runs on every value ingested)."""
+    if f.type in ("integer", "number", "string", "boolean"):
+        return _scalar_check(f)
+    return _collection_check(f)
+
+
+def _scalar_check(f: Field) -> _Check:
     nullable = f.nullable
     null_msg = "Must not be null."
     if f.type == "integer":
@@ -778,6 +832,12 @@ def _field_check(f: Field) -> _Check:
             return "Must be true or false."
 
         return check
+    raise AssertionError(f.type)  # (the dispatcher sends only these four)
+
+
+def _collection_check(f: Field) -> _Check:
+    nullable = f.nullable
+    null_msg = "Must not be null."
     if f.type == "integers":
         low, high = int(f.minimum or 0), int(f.maximum or INT64_MAX)
         most: int = f.max_length or INT64_MAX

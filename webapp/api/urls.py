@@ -71,6 +71,11 @@ urlpatterns = [
         experiment_apis.RubricVersionListView.as_view(),
         name="rubric-versions",
     ),
+    path(
+        "projects/<slug:slug>/rubrics/<int:pk>/judge-check/",
+        experiment_apis.RubricJudgeCheckView.as_view(),
+        name="rubric-judge-check",
+    ),
     # Runs and what they produce.
     path("projects/<slug:slug>/runs/", experiment_apis.ProjectRunListView.as_view(), name="runs"),
     path(
@@ -143,6 +148,16 @@ urlpatterns = [
         "preference-queues/<int:pk>/snapshots/",
         review_apis.PreferenceSnapshotListView.as_view(),
         name="preference-queue-snapshots",
+    ),
+    path(
+        "preference-queues/<int:pk>/disagreements/",
+        review_apis.QueueDisagreementsView.as_view(),
+        name="preference-queue-disagreements",
+    ),
+    path(
+        "preference-queues/<int:pk>/pairs/<int:pair_id>/adjudication/",
+        review_apis.PairAdjudicationView.as_view(),
+        name="preference-pair-adjudication",
     ),
     path(
         "preference-queues/<int:pk>/judges/<int:judge_id>/cancel/",

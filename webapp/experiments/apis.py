@@ -46,11 +46,13 @@ from webapp.projects.access import (
     access_checkpoint,
     access_environment,
     access_project,
+    access_queue,
     access_rubric,
     access_run,
     access_snapshot,
     can,
 )
+from webapp.review.judge_check import judge_check
 from webapp.rollouts.selectors import runs as rollout_selectors
 
 # --- environments and rubrics ----------------------------------------------------------------------
@@ -235,6 +237,39 @@ class RubricVersionListView(DefinitionVersionListView):
     kind = RUBRICS
 
 
+class RubricJudgeCheckView(APIView):
+    @extend_schema(
+        request=s.JudgeCheckInputSerializer,
+        responses={
+            200: s.JudgeCheckSerializer(many=True),
+            400: VALIDATION_ERROR,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+        },
+        summary="Check the rubric's LLM judges against a truth (an environment's verifier or a queue)",
+    )
+    def post(self, request: Request, slug: str, pk: int) -> Response:
+        access = access_project(request.user, slug, Capability.LAUNCH)
+        rubric = access_rubric(access, pk)
+        data = parse(s.JudgeCheckInputSerializer, request.data)
+        if "queue" in data:
+            truth = {"queue": access_queue(access, data["queue"])}
+        else:
+            truth = {"environment_version": access_environment(access, data["environment"]).latest_version}
+        checks = judge_check(spec=rubric.latest_version.spec, **truth)
+        return Response(
+            [
+                {
+                    "criterion": check.criterion,
+                    "untrusted": check.untrusted,
+                    "skipped": check.skipped,
+                    "agreement": check.agreement.as_dict() if check.agreement is not None else None,
+                }
+                for check in checks
+            ]
+        )
+
+
 # --- runs ---------------------------------------------------------------------------------------------
 
 
@@ -315,7 +350,7 @@ class DpoRunCreateView(APIView):
     @extend_schema(
         request=s.DpoRunInputSerializer,
         responses={201: s.RunCreatedSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
-        summary="Create and queue a DPO run on a preference dataset (TRL's DPOTrainer); the reply carries "
+        summary="Create and queue a DPO run on a preference dataset (trainers/recipes/dpo.py); the reply carries "
         "its ingestion token, once",
     )
     def post(self, request: Request, pk: int) -> Response:
@@ -435,6 +470,9 @@ class CheckpointWeightsView(APIView):
             (200, "application/octet-stream"): OpenApiResponse(
                 OpenApiTypes.BINARY, description="the weights file (safetensors), streamed"
             ),
+            (200, "application/x-tar"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="file=model.tar: the model directory as one tar, streamed"
+            ),
             400: VALIDATION_ERROR,
             404: NOT_FOUND,
         },
@@ -453,13 +491,15 @@ class CheckpointWeightsView(APIView):
                 else "This checkpoint's files are not on this server."
             )
         chosen = parse(s.CheckpointWeightsQuerySerializer, request.query_params).get("file") or ""
-        if not chosen and len(files) > 1:
+        if chosen == MODEL_ARCHIVE:
+            return _model_archive(checkpoint)
+        name = chosen or checkpoint.default_weight_file()
+        if name is None:
             raise ValidationError(
                 {"file": [f"This checkpoint has {len(files)} weight files; choose one: {', '.join(files)}."]}
             )
-        name = chosen or files[0]
         if name not in files:
-            raise ValidationError({"file": [f"Choose one of: {', '.join(files)}."]})
+            raise ValidationError({"file": [f"Choose one of: {', '.join(files)}, or {MODEL_ARCHIVE}."]})
         filename = f"{run.name}-step{checkpoint.step}-{name.replace('/', '-')}"
         return FileResponse(
             open(Path(checkpoint.path) / name, "rb"),  # noqa: SIM115 (FileResponse closes it)
@@ -467,6 +507,39 @@ class CheckpointWeightsView(APIView):
             filename=filename,
             content_type="application/octet-stream",
         )
+
+
+MODEL_ARCHIVE = "model.tar"
+
+
+def _model_archive(checkpoint: Checkpoint) -> StreamingHttpResponse:
+    """The checkpoint's model (`Checkpoint.model_files`) as one uncompressed tar under a folder named after
+    the run and step, streamed a MiB at a time (never held in memory: the weights are hundreds of MB)."""
+    import re
+    import tarfile
+
+    names = checkpoint.model_files()
+    if not names:
+        raise Http404("This checkpoint has no model directory on this server.")
+    root = Path(checkpoint.path)
+    folder = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{checkpoint.run.name}-step{checkpoint.step}").strip("-")
+
+    def blocks():
+        for name in names:
+            path = root / name
+            info = tarfile.TarInfo(f"{folder}/{name}")
+            info.size, info.mode, info.mtime = path.stat().st_size, 0o644, int(path.stat().st_mtime)
+            yield info.tobuf(format=tarfile.PAX_FORMAT)
+            with path.open("rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    yield chunk
+            if info.size % tarfile.BLOCKSIZE:
+                yield b"\0" * (tarfile.BLOCKSIZE - info.size % tarfile.BLOCKSIZE)
+        yield b"\0" * (2 * tarfile.BLOCKSIZE)  # the end-of-archive marker
+
+    response = StreamingHttpResponse(blocks(), content_type="application/x-tar")
+    response["Content-Disposition"] = f'attachment; filename="{folder}.tar"'
+    return response
 
 
 class RunEventLogView(APIView):

@@ -171,7 +171,7 @@ class RunOrigin(models.TextChoices):
 
 class RunKind(models.TextChoices):
     """What a dashboard run trains with: a GRPO-family algorithm on an environment and rubric (the
-    `algorithm` knob picks which), or DPO on a preference snapshot (trainers/learn/dpo.py, TRL's DPOTrainer)."""
+    `algorithm` knob picks which), or DPO on a preference snapshot (trainers/recipes/dpo.py))."""
 
     RL = "rl", "RL (GRPO family)"
     DPO = "dpo", "DPO"
@@ -471,6 +471,11 @@ DPO_CHECKPOINT_COLUMNS = (
 )
 
 
+MODEL_WEIGHTS = "model.safetensors"
+# What a checkpoint holds for resume only (trainers/learn/checkpoint.py), not part of the model it is.
+TRAINER_STATE_FILES = frozenset({"optimizer.pt", "rng.pt", "trainer_state.json", "run_config.json"})
+
+
 def format_metric(value: Any) -> str:
     """0.6667 for 0.66666…, 1.275 for 1.2750000000000001, 1.235e+05 for 123456.7; "—" for none."""
     if value is None:
@@ -511,7 +516,9 @@ class Checkpoint(models.Model):
         (written here once, so the rendered table and its live rows read the same)."""
         columns = {key for key, _ in self.run.checkpoint_metric_columns}
         return ", ".join(
-            f"{key}={format_metric(value)}" for key, value in (self.metrics or {}).items() if key not in columns
+            f"{key}={format_metric(value)}"
+            for key, value in (self.metrics or {}).items()
+            if key not in columns
         )
 
     def weight_files(self) -> list[str]:
@@ -525,6 +532,26 @@ class Checkpoint(models.Model):
             return []
         found = sorted(root.glob("*.safetensors")) + sorted((root / "adapter").glob("*.safetensors"))
         return [str(p.relative_to(root)) for p in found if p.is_file()]
+
+    def default_weight_file(self) -> str | None:
+        """The weights a download gives unless one is named: the only file, or the model's own
+        (`model.safetensors`: a LoRA checkpoint's adapters merged into the base weights); None when
+        several shards leave the choice to the reader."""
+        files = self.weight_files()
+        if len(files) == 1:
+            return files[0]
+        return MODEL_WEIGHTS if MODEL_WEIGHTS in files else None
+
+    def model_files(self) -> list[str]:
+        """The files of the model another run can start from (weights, config, tokenizer), relative to the
+        checkpoint's directory: everything at its top but the trainer's own state (optimizer, RNG,
+        position); [] when pruned or not on this machine."""
+        from pathlib import Path
+
+        root = Path(self.path)
+        if not self.weight_files() or not (root / "config.json").is_file():
+            return []
+        return sorted(p.name for p in root.iterdir() if p.is_file() and p.name not in TRAINER_STATE_FILES)
 
     def summary(self) -> dict[str, Any]:
         """The checkpoint as the run page's table and its live updates show it. No server path: the page

@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from trainers.config import PRESETS, RUN_CONFIG_SCHEMA
-from trainers.learn.dpo import DPO_SCHEMA
+from trainers.recipes.dpo import DPO_SCHEMA
 from trainers.registry import environment_kinds
 from trainers.rubrics import AGGREGATIONS, rubric_schema
 from webapp.api import fields
@@ -321,7 +321,7 @@ class DpoConfigField(serializers.DictField):
 class DpoRunInputSerializer(serializers.Serializer):
     name = fields.name(Run)
     config = DpoConfigField(
-        default=dict, help_text="DPO knobs (trainers/learn/dpo.py); defaults fill the rest"
+        default=dict, help_text="DPO knobs (trainers/recipes/dpo.py); defaults fill the rest"
     )
     queue = serializers.ChoiceField(choices=Queue.choices, default=Queue.CPU)
 
@@ -373,7 +373,9 @@ class CheckpointWeightsQuerySerializer(serializers.Serializer):
     file = serializers.CharField(
         required=False,
         max_length=300,
-        help_text="which weights file, for a checkpoint with several (shards); the only one by default",
+        help_text="which weights file (a path the 400 lists); by default the only one, or model.safetensors "
+        "(a LoRA checkpoint's adapters merged into the base weights). `model.tar`: the whole model "
+        "(weights, config, tokenizer) as one tar, a directory any run's `model` can name once unpacked",
     )
 
 
@@ -416,4 +418,29 @@ class RunForkInputSerializer(RunContinueInputSerializer):
         required=False,
         help_text="The fork's complete knob overrides of the parent's preset; "
         "defaults to the parent's overrides.",
+    )
+
+
+class JudgeCheckInputSerializer(serializers.Serializer):
+    environment = serializers.IntegerField(
+        required=False, help_text="an environment of the project: its verifier is the truth"
+    )
+    queue = serializers.IntegerField(
+        required=False, help_text="a preference queue of the project: its decided pairs are the truth"
+    )
+
+    def validate(self, attrs: dict) -> dict:
+        if ("environment" in attrs) == ("queue" in attrs):
+            raise serializers.ValidationError({"environment": ["Give either an environment or a queue."]})
+        return attrs
+
+
+class JudgeCheckSerializer(serializers.Serializer):
+    criterion = serializers.CharField()
+    untrusted = serializers.BooleanField(help_text="the judge cannot tell right from wrong")
+    skipped = serializers.CharField(help_text="why it was not checked ('' when it was)")
+    agreement = serializers.JSONField(
+        allow_null=True,
+        help_text="{n, accuracy, auc, kappa, right_judged_right, right_judged_wrong, wrong_judged_right, "
+        "wrong_judged_wrong, threshold, source, scores, parse_failures, can_tell, verdict}",
     )

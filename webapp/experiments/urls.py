@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.experiments.views import definitions, preview, runs
+from webapp.experiments.views import definitions, judge_check, preview, runs
 
 app_name = "experiments"
 urlpatterns = [
@@ -23,6 +23,12 @@ urlpatterns = [
     ),
     path("rubrics/<int:rubric_id>/", definitions.rubric_detail, name="rubric_detail"),
     path("rubrics/<int:rubric_id>/edit/", definitions.rubric_edit, name="rubric_edit"),
+    path("rubrics/<int:rubric_id>/judge-check/", judge_check.rubric_judge_check, name="rubric_judge_check"),
+    path(
+        "rubrics/<int:rubric_id>/judge-check/setting/",
+        judge_check.project_untrusted_judge,
+        name="project_untrusted_judge",
+    ),
     path("runs/", runs.run_list, name="run_list"),
     path("runs/new/", runs.run_create, name="run_create"),
     path("runs/recommended-knobs/", runs.run_recommended_knobs, name="run_recommended_knobs"),

@@ -41,6 +41,13 @@ ROLE_CAPABILITIES: dict[str, frozenset[Capability]] = {
 }
 
 
+class UntrustedJudge(models.TextChoices):
+    """What the run form does with a rubric whose judge failed its check (webapp/review/judge_check.py)."""
+
+    WARN = "warn", "Warn (the run can still be launched)"
+    REFUSE = "refuse", "Refuse the launch"
+
+
 class Project(models.Model):
     """A team workspace: every other object belongs to exactly one project."""
 
@@ -52,6 +59,12 @@ class Project(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
+    untrusted_judge = models.CharField(
+        max_length=8,
+        choices=UntrustedJudge.choices,
+        default=UntrustedJudge.WARN,
+        help_text="a launch whose LLM judge cannot tell right from wrong (its judge check): warn or refuse",
+    )
 
     class Meta:
         ordering = ["name"]

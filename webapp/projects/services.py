@@ -15,7 +15,15 @@ from webapp.accounts.services import user_create
 from webapp.core.crypto import decrypt, encrypt
 from webapp.core.limits import DESCRIPTION_MAX_CHARS
 from webapp.projects import signals
-from webapp.projects.models import INVITATION_DAYS, Invitation, Membership, Project, ProjectSecret, Role
+from webapp.projects.models import (
+    INVITATION_DAYS,
+    Invitation,
+    Membership,
+    Project,
+    ProjectSecret,
+    Role,
+    UntrustedJudge,
+)
 
 INVITATION_TOKEN_PREFIX = "rsi_"
 INVITATION_MAX_DAYS = 30
@@ -222,3 +230,11 @@ def secret_values(*, project: Project, names: list[str]) -> dict[str, str]:
         secret.name: decrypt(secret.ciphertext)
         for secret in ProjectSecret.objects.filter(project=project, name__in=names)
     }
+
+
+def project_set_untrusted_judge(*, project: Project, value: str) -> None:
+    """Whether the run form warns about or refuses a judge that failed its check (`UntrustedJudge`)."""
+    if value not in UntrustedJudge.values:
+        raise ValidationError({"untrusted_judge": [f"Choose one of: {', '.join(UntrustedJudge.values)}."]})
+    Project.objects.filter(pk=project.pk).update(untrusted_judge=value)
+    project.untrusted_judge = value

@@ -139,7 +139,7 @@ def members(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def member_role(request: HttpRequest, slug: str, membership_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.MANAGE)
+    access = access_project(request.user, slug, Capability.MANAGE, action="change a member's role")
     membership = access.project.memberships.select_related("user").filter(pk=membership_id).first()
     form = MemberRoleForm(request.POST)
     if membership is None:
@@ -164,7 +164,7 @@ def member_role(request: HttpRequest, slug: str, membership_id: int) -> HttpResp
 @login_required
 @require_POST
 def member_remove(request: HttpRequest, slug: str, membership_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.MANAGE)
+    access = access_project(request.user, slug, Capability.MANAGE, action="remove a member")
     try:
         services.membership_remove(project=access.project, membership_id=membership_id)
     except ValidationError as error:
@@ -181,7 +181,7 @@ def member_remove(request: HttpRequest, slug: str, membership_id: int) -> HttpRe
 @login_required
 @require_POST
 def invitation_create(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.MANAGE)
+    access = access_project(request.user, slug, Capability.MANAGE, action="invite a member")
     form = InvitationForm(request.POST, auto_id="id_invite_%s")
     if form.is_valid():
         try:
@@ -204,7 +204,7 @@ def invitation_create(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def invitation_revoke(request: HttpRequest, slug: str, invitation_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.MANAGE)
+    access = access_project(request.user, slug, Capability.MANAGE, action="revoke an invitation")
     try:
         services.invitation_revoke(project=access.project, invitation_id=invitation_id, by=request.user)
     except ValidationError as error:
@@ -276,7 +276,7 @@ def invitation(request: HttpRequest, token: str) -> HttpResponse:
 def secrets(request: HttpRequest, slug: str) -> HttpResponse:
     """Researchers and owners store values the project's runs need and nobody reads back (an LLM judge
     endpoint's API key): names are listed, values never."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="manage the project's secrets")
     form = SecretForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -297,7 +297,7 @@ def secrets(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def secret_delete(request: HttpRequest, slug: str, name: str) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="delete a secret")
     try:
         services.secret_delete(project=access.project, name=name)
     except ValidationError as error:

@@ -27,7 +27,7 @@ from webapp.projects.access import (
 from webapp.review import exports, selectors
 from webapp.review import serializers as s
 from webapp.review import services as review_services
-from webapp.review.models import PreferenceQueue, QueueJudge
+from webapp.review.models import PreferencePair, PreferenceQueue, QueueJudge
 from webapp.rewards.apis import JobCancelSerializer
 from webapp.rollouts.models import Trajectory
 from webapp.rollouts.selectors import runs as rollout_selectors
@@ -264,3 +264,38 @@ class QueueJudgeCancelView(APIView):
         result = review_services.queue_judge_cancel(judge=judge)
         judge.refresh_from_db(fields=["status"])
         return Response({"result": result, "status": judge.status})
+
+
+# --- review: disagreements and adjudication -----------------------------------------------------------------
+
+
+class QueueDisagreementsView(APIView):
+    @extend_schema(
+        parameters=[s.DisagreementsQuerySerializer],
+        responses={200: s.DisagreementsSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="The pairs the queue's voters split on, every vote and rationale, what a snapshot exports "
+        "for each, and κ before / after adjudication (researchers and owners)",
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        _access, queue = _queue(request, pk, Capability.ADJUDICATE)
+        query = parse(s.DisagreementsQuerySerializer, request.query_params)
+        return Response(s.DisagreementsSerializer(selectors.disagreements(queue, show=query["show"])).data)
+
+
+class PairAdjudicationView(APIView):
+    @extend_schema(
+        request=s.AdjudicationInputSerializer,
+        responses={200: s.AdjudicationSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Settle a pair its voters split on (or change the decision): the next snapshots export it, "
+        "with who settled it, when and the votes it overrode",
+    )
+    def post(self, request: Request, pk: int, pair_id: int) -> Response:
+        _access, queue = _queue(request, pk, Capability.ADJUDICATE)
+        pair = PreferencePair.objects.select_related("queue__project").filter(queue=queue, pk=pair_id).first()
+        if pair is None:
+            raise NotFound("No such pair in this queue.")
+        data = parse(s.AdjudicationInputSerializer, request.data)
+        adjudication = review_services.pair_adjudicate(
+            pair=pair, user=request.user, choice=data["choice"], rationale=data["rationale"]
+        )
+        return Response(s.AdjudicationSerializer(adjudication).data)

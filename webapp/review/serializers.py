@@ -9,7 +9,14 @@ from rest_framework import serializers
 from webapp.api import fields
 from webapp.api.serializers import username_field
 from webapp.review.exports import EXPORT_FILES
-from webapp.review.models import Comment, PreferenceQueue, PreferenceSnapshot, TrajectoryTag
+from webapp.review.models import (
+    Adjudication,
+    Choice,
+    Comment,
+    PreferenceQueue,
+    PreferenceSnapshot,
+    TrajectoryTag,
+)
 from webapp.review.services.collaboration import MAX_COMMENT, MAX_TAG
 
 # --- review: comments, tags, preference queues and datasets -------------------------------------------
@@ -331,3 +338,61 @@ class TurnJudgementInputSerializer(serializers.Serializer):
     other_turn_index = fields.count(
         required=False, help_text="better: the other trajectory's turn (the same point: the same index)"
     )
+
+
+# --- disagreements and adjudication ---------------------------------------------------------------------
+
+
+class VoteSerializer(serializers.Serializer):
+    voter = serializers.CharField(help_text="a username, or an LLM judge's label")
+    choice = serializers.ChoiceField(choices=Choice.choices, help_text="canonical: a, b, tie, both_bad")
+    rationale = serializers.CharField(allow_blank=True)
+    is_judge = serializers.BooleanField()
+    side = serializers.CharField(help_text="the choice as the voter saw it: left, right, tie or both_bad")
+
+
+class AdjudicationSerializer(serializers.ModelSerializer):
+    adjudicated_by = username_field("adjudicated_by.username")
+    overridden = serializers.JSONField(help_text="the votes as they stood: [{annotator, choice, rationale}]")
+
+    class Meta:
+        model = Adjudication
+        fields = ["choice", "rationale", "adjudicated_by", "adjudicated_at", "overridden"]
+
+
+class DecisionSerializer(serializers.Serializer):
+    outcome = serializers.ChoiceField(
+        choices=["a", "b", "tie", "both_bad", "no_majority"],
+        help_text="what a snapshot exports: a or b as chosen; otherwise why the pair is left out",
+    )
+    adjudicated = serializers.BooleanField()
+
+
+class DisagreementSerializer(serializers.Serializer):
+    pair = serializers.IntegerField(source="pair.pk")
+    position = serializers.IntegerField(source="pair.position")
+    a = serializers.IntegerField(source="pair.a_id", help_text="trajectory id of response A")
+    b = serializers.IntegerField(source="pair.b_id", help_text="trajectory id of response B")
+    votes = VoteSerializer(many=True)
+    decision = DecisionSerializer()
+    adjudication = AdjudicationSerializer(allow_null=True)
+
+
+class DisagreementsSerializer(serializers.Serializer):
+    open = serializers.IntegerField(help_text="split pairs nobody settled yet")
+    settled = serializers.IntegerField()
+    kappa_kind = serializers.CharField(help_text="Cohen's κ (two people), Fleiss' κ, or empty: no κ applies")
+    kappa_before = serializers.FloatField(allow_null=True, help_text="as the people voted")
+    kappa_after = serializers.FloatField(
+        allow_null=True, help_text="with every settled pair's votes replaced by its decision"
+    )
+    pairs = DisagreementSerializer(many=True)
+
+
+class AdjudicationInputSerializer(serializers.Serializer):
+    choice = serializers.ChoiceField(choices=Choice.choices, help_text="canonical: a, b, tie, both_bad")
+    rationale = serializers.CharField(required=False, allow_blank=True, default="", max_length=MAX_COMMENT)
+
+
+class DisagreementsQuerySerializer(serializers.Serializer):
+    show = serializers.ChoiceField(choices=["open", "settled", "all"], default="open")

@@ -49,7 +49,7 @@ def reward_model_list(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def reward_model_create(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="train a reward model")
     initial = {"snapshot": request.GET.get("snapshot")} if request.GET.get("snapshot") else None
     form = TrainForm(
         request.POST if request.method == "POST" else None, project=access.project, initial=initial
@@ -125,7 +125,7 @@ def reward_model_status(request: HttpRequest, slug: str, reward_model_id: int) -
 @login_required
 @require_POST
 def reward_model_register(request: HttpRequest, slug: str, reward_model_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="add a learned reward to a rubric")
     reward_model = _reward_model(access, reward_model_id)
     form = RegisterForm(request.POST, project=access.project)
     if form.is_valid():
@@ -155,7 +155,7 @@ def reward_model_register(request: HttpRequest, slug: str, reward_model_id: int)
 @require_POST
 def reward_model_retrain(request: HttpRequest, slug: str, reward_model_id: int) -> HttpResponse:
     """Train the next version from the same snapshot and knobs (after a failure, or with a fresh worker)."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="retrain a reward model")
     reward_model = _reward_model(access, reward_model_id)
     try:
         again = services.reward_model_train(
@@ -179,7 +179,7 @@ def reward_model_retrain(request: HttpRequest, slug: str, reward_model_id: int) 
 @require_POST
 def reward_model_cancel(request: HttpRequest, slug: str, reward_model_id: int) -> HttpResponse:
     """Stop training: a queued model is dropped at once, a training one stops within seconds."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="cancel a reward model's training")
     reward_model = _reward_model(access, reward_model_id)
     flash_job_cancel(request, reward_model, lambda: services.reward_model_cancel(reward_model=reward_model))
     return redirect("rewards:reward_model_detail", slug, reward_model.pk)

@@ -11,7 +11,9 @@ from trainers.registry import explanation_label
 from trainers.rubrics.alarms import HackingFlag, trajectory_flag
 from webapp.experiments.models import Run
 
-LONG_TRACE_TURNS = 8  # more turns than this: system prompts and tool output start folded
+# More turns than this (the model's: trainers.types.model_turns, as Trajectory.num_turns counts them; with
+# their tool results about 8 messages): system prompts and tool output start folded.
+LONG_TRACE_TURNS = 3
 
 
 TASK_HEADLINE_CHARS = 120  # the task's first line as lists show it; the whole prompt is on hover

@@ -44,7 +44,7 @@ class AtifImportForm(forms.Form):
 @login_required
 @require_http_methods(["GET", "POST"])
 def atif_import(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="import trajectories")
     form = AtifImportForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         try:

@@ -32,17 +32,23 @@ export function startAsyncHealth() {
     div.dataset.points = hasPoints ? "yes" : "none";
   }
 
+  // Whole-step ticks, as every chart of steps has them (RolloutCharts.stepAxis).
+  function stepAxis(xs) {
+    if (!theme || !xs.length) return { title: { text: "step" } };
+    return theme.stepAxis(Math.min.apply(null, xs), Math.max.apply(null, xs));
+  }
+
   function draw(metrics, health) {
     const series = metrics.series || {};
     const steps = ((series.step_time || {}).x || []);
     empty.hidden = steps.length > 0 || health.steps.length > 0;
     plot(charts.timeline, stackTraces(series), layout("Step time by phase (s)", { barmode: "stack",
-      xaxis: { title: { text: "step" } } }), steps.length > 0);
+      xaxis: stepAxis(steps) }), steps.length > 0);
 
     const tokens = series.tokens_per_s || { x: [], y: [] };
     plot(charts.throughput, [{ type: "scatter", mode: "lines+markers", name: "tokens/s", x: tokens.x, y: tokens.y }],
       layout("Generation tokens / s", { showlegend: false, margin: { l: 48, r: 12, t: 32, b: 40 },
-        xaxis: { title: { text: "step" } } }), tokens.x.length > 0);
+        xaxis: stepAxis(tokens.x) }), tokens.x.length > 0);
 
     plot(charts.staleness, [{ type: "bar", name: "samples",
       x: health.staleness.map(function (p) { return p[0]; }), y: health.staleness.map(function (p) { return p[1]; }),
@@ -53,7 +59,7 @@ export function startAsyncHealth() {
     plot(charts.share, [
       { type: "scatter", mode: "lines+markers", name: "truncated", x: health.steps, y: health.truncated, marker: { color: PHASE_COLOURS.score } },
       { type: "scatter", mode: "lines+markers", name: "aborted (error)", x: health.steps, y: health.aborted, marker: { color: "#e03131" } },
-    ], layout("Truncated / aborted share", { yaxis: { tickformat: ".0%", rangemode: "tozero" }, xaxis: { title: { text: "step" } } }),
+    ], layout("Truncated / aborted share", { yaxis: { tickformat: ".0%", rangemode: "tozero" }, xaxis: stepAxis(health.steps) }),
       health.steps.length > 0);
 
     [charts.timeline, charts.throughput, charts.share].forEach(function (div) {

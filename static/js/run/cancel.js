@@ -5,7 +5,7 @@ import { setCancelRequested } from "./page_state.js";
 import { state } from "./state.js";
 
 // Which of the dialog's cases applies now: a queued run is dropped; a running one saves a checkpoint of the
-// last step it finished (none before the first: trainers.learn.trainer writes the same in the log);
+// last step it finished (none before the first: trainers.recipes.grpo.cancel_outcome writes the same in the log);
 // an external trainer decides for itself.
 export function cancelOutcome(status, step, external) {
   if (external) return "external";

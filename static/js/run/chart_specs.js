@@ -16,7 +16,7 @@ export const CHARTS = [
   { id: "step_time", title: "Step time by phase (s)", keys: ["step_time"], prefix: "time/", stack: true },
   { id: "throughput", title: "Tokens / s", keys: ["tokens_per_s"] },
   { id: "loss", title: "Loss", keys: ["loss"] },
-  // DPO runs (trainers/learn/dpo.py, TRL's names mapped in trainers/importers/trl.py).
+  // DPO runs (trainers/recipes/dpo.py, TRL's names mapped in trainers/importers/trl.py).
   { id: "dpo_rewards", title: "DPO implicit reward: chosen vs rejected", keys: ["dpo/reward_chosen", "dpo/reward_rejected"], always: isDpo },
   { id: "dpo_margin", title: "DPO reward margin", keys: ["dpo/margin"], always: isDpo },
   { id: "dpo_accuracy", title: "DPO preference accuracy", keys: ["dpo/accuracy"], always: isDpo },

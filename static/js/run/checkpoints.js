@@ -34,6 +34,14 @@ function checkpointRow(c, downloadUrl) {
     link.setAttribute("download", "");
     link.dataset.checkpointDownload = "";
     weights.appendChild(link);
+    // The whole model (weights, config, tokenizer) in one tar: unpacked, a model any run can start from.
+    const model = text("a", "model.tar");
+    model.href = link.href + "?file=model.tar";
+    model.setAttribute("download", "");
+    model.title = "weights, config and tokenizer: unpacked, a model any run can start from";
+    model.dataset.checkpointModel = "";
+    weights.appendChild(document.createTextNode(" · "));
+    weights.appendChild(model);
   }
   row.appendChild(weights);
   return row;

@@ -41,6 +41,14 @@ function heatmapTrace(body) {
   };
 }
 
+// The bins' axis spans every bin edge to edge, with a little room: the top and bottom rows are whole
+// cells (an autorange around the centres, kept by uirevision while new bins arrived, cut the top row).
+function binAxis(edges, label) {
+  const lo = edges[0], hi = edges[edges.length - 1];
+  const pad = 0.02 * ((hi - lo) || 1);
+  return { title: { text: live.plotText(label) }, range: [lo - pad, hi + pad], autorange: false };
+}
+
 function drawHistogram() {
   const body = histogram.body;
   const div = ui.histogram;
@@ -58,7 +66,7 @@ function drawHistogram() {
   Plotly.react(div, [heatmapTrace(body)], chartTheme.themed({
     title: { text: live.plotText(label[0].toUpperCase() + label.slice(1) + " per step (" + splitName(body.split) + ")"),
       font: { size: 13 } },
-    margin: { l: 56, r: 14, t: 36, b: 40 }, xaxis: xaxis, yaxis: { title: { text: live.plotText(label) } },
+    margin: { l: 56, r: 14, t: 36, b: 40 }, xaxis: xaxis, yaxis: binAxis(body.edges, label),
     uirevision: body.field + body.split,
   }), PLOT_CONFIG);
   if (!histogram.bound) {

@@ -17,7 +17,8 @@ from tests.trainers.envs import agents
 from tests.trainers.gateway.scripted import ScriptedModel, calculator_rule
 from trainers.envs.agent import AgentEnv
 from trainers.registry import environment_kind
-from trainers.rollout.episodes import ChatFormat, generate_rollouts
+from trainers.rollout.chat import ChatFormat
+from trainers.rollout.episodes import generate_rollouts
 from trainers.rollout.toolformats import STUDIO
 from trainers.types import Task
 

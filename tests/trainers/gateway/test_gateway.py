@@ -20,7 +20,8 @@ from tests.trainers.template_tokenizers import template_tokenizer
 from trainers.envs.agent import AgentEnv, environment_agent, task_payload
 from trainers.envs.arithmetic import ArithmeticCalculatorEnv
 from trainers.gateway import Gateway
-from trainers.rollout.episodes import ChatFormat, generate_rollouts
+from trainers.rollout.chat import ChatFormat
+from trainers.rollout.episodes import generate_rollouts
 from trainers.rollout.toolformats import FORMATS, STUDIO
 from trainers.types import Task
 

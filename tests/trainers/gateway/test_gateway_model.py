@@ -10,7 +10,8 @@ from trainers.envs.agent import AgentEnv, environment_agent
 from trainers.envs.arithmetic import ArithmeticCalculatorEnv
 from trainers.learn.losses import completion_logprobs
 from trainers.rollout.backends import make_backend
-from trainers.rollout.episodes import ChatFormat, generate_rollouts
+from trainers.rollout.chat import ChatFormat
+from trainers.rollout.episodes import generate_rollouts
 from trainers.rollout.toolformats import resolve_tool_format
 from trainers.types import Task
 

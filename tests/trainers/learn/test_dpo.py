@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from trainers.learn.checkpoint import load_trainer_state
-from trainers.learn.dpo import train_dpo
 from trainers.learn.pairs import dpo_losses, pair_logprobs, tokenize_pair
+from trainers.recipes.dpo import train_dpo
 from trainers.sdk.events import MemorySink
 
 PAIRS = [

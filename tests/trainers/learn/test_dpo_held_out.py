@@ -3,7 +3,7 @@ prompt's pairs on one side), and their loss, margin and preference accuracy reac
 
 from __future__ import annotations
 
-from trainers.learn.dpo import MIN_PAIRS_TO_HOLD_OUT, held_out_split
+from trainers.recipes.dpo import MIN_PAIRS_TO_HOLD_OUT, held_out_split
 
 
 def pairs(prompts: int, per_prompt: int = 1) -> list[dict]:
@@ -28,7 +28,7 @@ def test_about_the_fraction_of_prompts_is_held_out_with_all_their_pairs():
 
 
 def test_a_dpo_run_reports_its_accuracy_on_the_held_out_pairs(tiny, tmp_path):
-    from trainers.learn.dpo import train_dpo
+    from trainers.recipes.dpo import train_dpo
     from trainers.sdk.events import MemorySink
 
     model, tokenizer = tiny

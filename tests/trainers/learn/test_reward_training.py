@@ -204,3 +204,22 @@ def test_a_reward_model_trained_on_the_default_model_beats_chance_on_held_out_pr
     assert sum(c > r for c, r in zip(scores[::2], scores[1::2], strict=True)) / len(
         mlp_held
     ) == pytest.approx(mlp.held_out_accuracy)
+
+
+def test_a_reward_model_training_reports_its_embedding_progress_batch_by_batch(tiny, tmp_path):
+    """Embedding is most of a training's time: the page's progress moves with each batch, not once."""
+    model, tokenizer = tiny
+    pairs = [{"prompt": f"q{i}", "chosen": f"right {i}", "rejected": f"wrong {i}"} for i in range(6)]
+    reported: list[tuple[str, float]] = []
+    train_reward_model(
+        pairs,
+        out_dir=tmp_path,
+        encoder=(model, tokenizer),
+        embed_batch_size=2,
+        epochs=2,
+        progress=lambda phase, fraction: reported.append((phase, fraction)),
+    )
+    embedding = [fraction for phase, fraction in reported if phase == "embed"]
+    assert embedding == sorted(embedding) and embedding[-1] == 1.0
+    assert len([f for f in embedding if 0 < f < 1]) >= 4  # 12 texts in batches of 2
+    assert [phase for phase, _ in reported if phase != "embed"][:1] == ["load"]

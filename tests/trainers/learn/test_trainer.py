@@ -11,7 +11,8 @@ from trainers import models
 from trainers.learn.losses import completion_logprobs, policy_loss
 from trainers.models import cpu_runs_fast
 from trainers.recipes.grpo import Trainer
-from trainers.rollout.episodes import ChatFormat, Rollout
+from trainers.rollout.chat import ChatFormat
+from trainers.rollout.episodes import Rollout
 from trainers.sdk import wire
 from trainers.sdk.events import MemorySink
 from trainers.types import Task, Trajectory

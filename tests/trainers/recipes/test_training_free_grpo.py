@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from trainers.learn.trainer import train
+from trainers.recipes.grpo import train
 from trainers.sdk import wire
 from trainers.sdk.events import MemorySink
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainers.rollout.episodes import ChatFormat
+from trainers.rollout.chat import ChatFormat
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,8 @@ import pytest
 from tests.trainers.template_tokenizers import template_tokenizer
 from trainers.envs.arithmetic import ArithmeticCalculatorEnv
 from trainers.rollout.backends.base import Completion, GenerationBackend
-from trainers.rollout.episodes import ChatFormat, generate_rollouts
+from trainers.rollout.chat import ChatFormat
+from trainers.rollout.episodes import generate_rollouts
 from trainers.rollout.toolcalls import ParseError, is_error_observation
 from trainers.rollout.toolformats import (
     FORMATS,

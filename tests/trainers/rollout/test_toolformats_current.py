@@ -12,7 +12,8 @@ import pytest
 from tests.trainers.rollout.test_toolformats import CALCULATOR, ReplayBackend
 from tests.trainers.template_tokenizers import template_tokenizer
 from trainers.envs.arithmetic import ArithmeticCalculatorEnv
-from trainers.rollout.episodes import ChatFormat, generate_rollouts
+from trainers.rollout.chat import ChatFormat
+from trainers.rollout.episodes import generate_rollouts
 from trainers.rollout.toolcalls import ParseError, is_error_observation
 from trainers.rollout.toolformats import FORMATS, explain_tool_format, resolve_tool_format
 from trainers.sdk.reasoning import split_reasoning, visible_answer

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainers.learn.trainer import Trainer
+from trainers.recipes.grpo import Trainer
 from trainers.rubrics.alarms import HELD_OUT, VERIFIER, AlarmWatch, run_alarm, trajectory_flag
 from trainers.sdk.cancel import Cancelled
 from trainers.sdk.events import MemorySink

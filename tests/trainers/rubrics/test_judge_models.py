@@ -9,7 +9,7 @@ import pytest
 
 from trainers.gateway.server import Gateway
 from trainers.rollout.backends import make_backend
-from trainers.rollout.episodes import ChatFormat
+from trainers.rollout.chat import ChatFormat
 from trainers.rollout.toolformats import resolve_tool_format
 from trainers.rubrics import build_rubric, validate_rubric
 from trainers.rubrics.judge import clear_judge_cache

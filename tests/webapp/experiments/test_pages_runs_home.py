@@ -220,6 +220,12 @@ def test_weights_are_refused_to_outsiders_and_explained_when_missing(users, run,
     missing = member.get(f"/api/runs/{run.pk}/checkpoints/{gone.pk}/weights/")
     assert missing.status_code == 404 and "not on this server" in missing.json()["detail"]
     (tmp_path / "checkpoints" / "step-000005" / "adapter" / "adapter_model.safetensors").write_bytes(b"a")
+    # A LoRA checkpoint: the model's (merged) weights by default, its adapters on request.
+    merged = member.get(f"/api/runs/{run.pk}/checkpoints/{saved.pk}/weights/")
+    assert b"".join(merged.streaming_content) == b"\x08" * 100_000
+    (tmp_path / "checkpoints" / "step-000005" / "model.safetensors").rename(
+        tmp_path / "checkpoints" / "step-000005" / "model-00001-of-00002.safetensors"
+    )
     several = member.get(f"/api/runs/{run.pk}/checkpoints/{saved.pk}/weights/")
     assert several.status_code == 400 and "adapter/adapter_model.safetensors" in json.dumps(several.json())
     chosen = member.get(
@@ -228,6 +234,31 @@ def test_weights_are_refused_to_outsiders_and_explained_when_missing(users, run,
     assert b"".join(chosen.streaming_content) == b"a"
     sneaky = member.get(f"/api/runs/{run.pk}/checkpoints/{saved.pk}/weights/", {"file": "optimizer.pt"})
     assert sneaky.status_code == 400
+
+
+def test_a_checkpoint_downloads_as_a_model_directory_another_run_starts_from(users, run, tmp_path):
+    """`file=model.tar`: weights, config and tokenizer in one folder, without the trainer's own state;
+    unpacked, its folder is a `model` any run names (the tokenizer loads: fast, from tokenizer.json)."""
+    import io
+    import tarfile
+
+    from tests.fixtures.tiny_model import save_tiny_llama
+    from trainers.models import load_tokenizer
+
+    directory = save_tiny_llama(tmp_path / "checkpoints" / "step-000007")
+    (directory / "optimizer.pt").write_bytes(b"not part of the model")
+    checkpoint = run.checkpoints.create(step=7, path=str(directory), kind="adapter")
+    member = APIClient()
+    member.force_login(users["dave"])
+    response = member.get(f"/api/runs/{run.pk}/checkpoints/{checkpoint.pk}/weights/", {"file": "model.tar"})
+    assert response.status_code == 200 and response["Content-Type"] == "application/x-tar"
+    archive = tarfile.open(fileobj=io.BytesIO(b"".join(response.streaming_content)))
+    names = archive.getnames()
+    folder = names[0].split("/")[0]
+    assert f"{folder}/config.json" in names and f"{folder}/tokenizer.json" in names
+    assert f"{folder}/model.safetensors" in names and not any(n.endswith("optimizer.pt") for n in names)
+    archive.extractall(tmp_path / "downloaded", filter="data")
+    assert load_tokenizer(str(tmp_path / "downloaded" / folder)).is_fast
 
 
 def test_the_event_log_downloads_as_json_lines(users, run):

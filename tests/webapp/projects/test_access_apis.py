@@ -34,6 +34,7 @@ from webapp.projects.services import invitation_create, secret_set
 from webapp.review import services as review_services
 from webapp.review.models import (
     Activity,
+    Adjudication,
     Comment,
     Notification,
     PreferenceQueue,
@@ -154,10 +155,14 @@ def build_world(users, project, environment, rubric, run, tmp_path) -> World:
         name="which is better",
         runs=[finished_run],
         annotators=[users["carol"], users["bob"]],
+        overlap=2,
     )
     assignment = review_services.next_pair(queue=queue, annotator=users["carol"])
     review_services.judgement_submit(pair=assignment.pair, annotator=users["carol"], choice="a")
     snapshot = review_services.snapshot_create(queue, users["bob"])
+    # bob disagrees with carol on that pair after the snapshot: a disagreement to read and settle
+    review_services.next_pair(queue=queue, annotator=users["bob"])
+    review_services.judgement_submit(pair=assignment.pair, annotator=users["bob"], choice="b")
     reward_model = RewardModel.objects.create(
         project=project,
         name="prefs",
@@ -423,6 +428,16 @@ ENDPOINTS: dict[str, Endpoint] = {
         201,
         lambda w: {"complete_only": True},
     ),
+    "preference-queue-disagreements": Endpoint(
+        "GET", lambda w, who: f"/api/preference-queues/{w.queue.pk}/disagreements/?show=all", "adjudicate"
+    ),
+    "preference-pair-adjudication": Endpoint(
+        "POST",
+        lambda w, who: f"/api/preference-queues/{w.queue.pk}/pairs/{w.queue.pairs.get().pk}/adjudication/",
+        "adjudicate",
+        200,
+        lambda w: {"choice": "a", "rationale": "A is right"},
+    ),
     "queue-judge-cancel": Endpoint(
         "POST", lambda w, who: f"/api/preference-queues/{w.queue.pk}/judges/{w.judge.pk}/cancel/", "launch"
     ),
@@ -504,7 +519,7 @@ def state() -> dict[str, Any]:
         ),
         "review": [
             m.objects.count()
-            for m in (Comment, Tag, TrajectoryTag, Notification, PreferenceSnapshot, Activity)
+            for m in (Comment, Tag, TrajectoryTag, Notification, PreferenceSnapshot, Activity, Adjudication)
         ],
     }
 
@@ -620,6 +635,8 @@ def test_every_api_route_is_in_the_matrix():
         "reward-model-register": {"reward-model-register"},
         "reward-model-cancel": {"reward-model-cancel"},
         "queue-judge-cancel": {"queue-judge-cancel"},
+        "preference-queue-disagreements": {"preference-queue-disagreements"},
+        "preference-pair-adjudication": {"preference-pair-adjudication"},
     }
     assert routes == set(covered)
     assert set().union(*covered.values()) == set(ENDPOINTS)

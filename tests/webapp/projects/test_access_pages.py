@@ -310,3 +310,25 @@ def test_the_table_covers_every_page_of_these_apps():
         for pattern in module.urlpatterns
     }
     assert {page.route for page in PAGES} == routes
+
+
+@pytest.mark.parametrize(
+    "person, route, args, words",
+    [
+        ("carol", "experiments:run_create", ("project",), "Your role (annotator) may not launch a run."),
+        ("dave", "experiments:rubric_create", ("project",), "Your role (viewer) may not create a rubric."),
+        (
+            "bob",
+            "projects:invitation_create",
+            ("project",),
+            "Your role (researcher) may not invite a member.",
+        ),
+    ],
+)
+def test_a_refusal_names_the_refused_action(client, users, world, person, route, args, words):
+    """Not "(launch)" for everything: the 403 says which action the role may not take."""
+    client.force_login(users[person])
+    url = reverse(route, args=[world[name].slug for name in args])
+    response = client.post(url, {})
+    assert response.status_code == 403
+    assert words in response.content.decode().replace("&#x27;", "'")

@@ -68,7 +68,8 @@ def test_the_project_home_shows_recent_runs_counts_and_best_rewards(
     html = client_for("dave").get(reverse("projects:home", args=[project.slug])).content.decode()
 
     assert "<strong>2</strong> runs" in html and "<strong>1</strong> active" in html
-    assert "<strong>1</strong> environments" in html and "<strong>1</strong> rubrics" in html
+    # One of a thing is singular ("1 environment", not "1 environments").
+    assert "<strong>1</strong> environment</a>" in html and "<strong>1</strong> rubric</a>" in html
     assert html.index(">second<") < html.index(">first run<")  # newest first
     best = html.split("Best reward per environment")[1]
     assert ">arith<" in best and "0.875" in best

@@ -166,3 +166,31 @@ def test_an_owner_who_is_not_an_annotator_is_offered_no_pair_and_takes_no_lock(
     assert not PairSlot.objects.filter(holder__isnull=False).exists()
     detail = client_for("alice").get(reverse("review:queue_detail", args=[project.slug, queue.pk]))
     assert reverse("review:annotate", args=[project.slug, queue.pk]) not in detail.content.decode()
+
+
+def test_the_api_lists_disagreements_and_settles_one(signed_in, split_queue, users):
+    bob = signed_in("bob")
+    url = f"/api/preference-queues/{split_queue.pk}/disagreements/"
+    body = bob.get(url).json()
+    assert (body["open"], body["settled"], body["kappa_kind"]) == (2, 0, "Cohen's κ")
+    pair = pair_of(split_queue, 1)
+    listed = next(row for row in body["pairs"] if row["pair"] == pair.pk)
+    assert sorted((v["voter"], v["choice"], v["rationale"]) for v in listed["votes"]) == [
+        ("bob", "b", "bob on group 1"),
+        ("carol", "a", "carol on group 1"),
+    ]
+    assert listed["decision"] == {"outcome": "no_majority", "adjudicated": False}
+
+    settle = f"/api/preference-queues/{split_queue.pk}/pairs/{pair.pk}/adjudication/"
+    answer = bob.post(settle, {"choice": "a", "rationale": "right sum"}, format="json")
+    assert answer.status_code == 200 and answer.json()["adjudicated_by"] == "bob"
+    body = bob.get(url + "?show=settled").json()
+    assert [row["pair"] for row in body["pairs"]] == [pair.pk]
+    assert body["pairs"][0]["decision"] == {"outcome": "a", "adjudicated": True}
+    assert body["kappa_after"] > body["kappa_before"]
+
+    agreed = f"/api/preference-queues/{split_queue.pk}/pairs/{pair_of(split_queue, 0).pk}/adjudication/"
+    refused = bob.post(agreed, {"choice": "b"}, format="json")
+    assert refused.status_code == 400 and "no disagreement to settle" in refused.content.decode()
+    assert bob.post(settle, {"choice": "left"}, format="json").status_code == 400
+    assert signed_in("carol").get(url).status_code == 403

@@ -123,7 +123,7 @@ def test_both_exports_train_a_step_of_trls_dpo_trainer(snapshot, tmp_path, tiny_
     ~38 s to ~6 min). The tiny random Llama (no download): what is proved is that TRL reads the files."""
     from transformers import TrainerCallback
 
-    from trainers.learn.dpo import train_dpo
+    from trainers.recipes.dpo import train_dpo
 
     bf16: list[bool] = []
 

@@ -73,15 +73,15 @@ def test_a_tool_result_is_printed_once(client_for, project, run):
 
 
 def test_a_long_trace_opens_folded_and_a_short_one_open(client_for, project, run):
-    def trace(turns: int):
+    def trace(model_turns: int):  # turns as every page counts them: the model's, each with its tool result
         rows = [turn("system", "You are a careful calculator. " * 20), turn("user", "12 + 30?")]
-        while len(rows) < turns:
+        for _ in range(model_turns):
             rows.append(turn("assistant", "", tool_name="calc", tool_args={"expression": "12 + 30"}))
             rows.append(turn("tool", "", tool_name="calc", tool_result="42"))
-        return make_trajectory(run, sample=turns, turns=rows[:turns])
+        return make_trajectory(run, sample=model_turns, turns=rows)
 
-    short = page(client_for, project, trace(4))
-    long = page(client_for, project, trace(LONG_TRACE_TURNS + 2))
+    short = page(client_for, project, trace(1))
+    long = page(client_for, project, trace(LONG_TRACE_TURNS + 1))
 
     assert re.findall(r'<details class="fold"( open)?>', short) == [" open", " open"]
     folds = re.findall(r'<details class="fold"( open)?>', long)

@@ -63,6 +63,6 @@ def test_the_explorer_and_the_trajectory_page_count_what_the_turns_metric_and_ma
     ).content.decode()
 
     row = explorer[explorer.index(f'data-trajectory="{trajectory.pk}"') :]
-    assert re.findall(r'<td class="num">(\d+)</td>', row)[:2] == ["3", "2"]  # turns, tool calls
+    assert re.findall(r'<td class="num">(\d+)</td>', row)[:3] == ["1", "3", "2"]  # step, turns, tool calls
     assert re.search(r"<dt[^>]*>Turns</dt><dd>3 <span class=\"muted\">model turns with 2 tool calls", page)
     assert trajectory.num_turns == 3

@@ -1,4 +1,4 @@
-"""DPO runs: the policy trained on a preference snapshot with TRL's DPOTrainer."""
+"""DPO runs: the policy trained on a preference snapshot (trainers/recipes/dpo.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from trainers.kinds import config_with_defaults
-from trainers.learn.dpo import DPO_SCHEMA
+from trainers.recipes.dpo import DPO_SCHEMA
 from trainers.registry import validate_config
 from webapp.core.dispatch import Queue, queue_refusal
 from webapp.experiments.models import (
@@ -29,7 +29,7 @@ def dpo_base_model(queue: Any) -> str:
 
 
 def dpo_params(params: Any) -> dict[str, Any]:
-    """A DPO run's knobs with defaults filled in (trainers.learn.dpo.DPO_SCHEMA); field errors as config.*."""
+    """A DPO run's knobs with defaults filled in (trainers.recipes.dpo.DPO_SCHEMA); field errors as config.*."""
     if not isinstance(params, dict):
         raise ValidationError({"config": ["Must be a JSON object of knob values."]})
     errors = validate_config(DPO_SCHEMA, params)
@@ -54,7 +54,7 @@ def run_create_dpo(
     start_from: Checkpoint | None = None,
     start_from_given: bool = False,
 ) -> tuple[Run, str]:
-    """A DPO run: the policy trained on `snapshot`'s preference pairs with TRL's DPOTrainer, on the same
+    """A DPO run: the policy trained on `snapshot`'s preference pairs (trainers.recipes.dpo), on the same
     worker queues and reporting through the same event API as every run. Returns the run and its token.
 
     Without a `model` in `params` the policy is the judged runs' base model (`dpo_base_model`).

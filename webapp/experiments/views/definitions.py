@@ -165,7 +165,7 @@ def environment_detail(request: HttpRequest, slug: str, environment_id: int) -> 
 @login_required
 @require_http_methods(["GET", "POST"])
 def environment_create(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="create an environment")
     editor = EnvironmentEditor(posted(request))
     if request.method == "POST" and editor.is_valid():
         try:
@@ -188,7 +188,7 @@ def environment_create(request: HttpRequest, slug: str) -> HttpResponse:
 def environment_preview(request: HttpRequest, slug: str) -> HttpResponse:
     """htmx partial: what the model will see with the config as typed (a sample task, the tools, the
     system prompt; a health line for a remote environment), or what is wrong with it."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="preview an environment")
     editor = EnvironmentEditor(request.POST)
     if editor.config_form is None or not editor.config_form.is_valid():
         preview = {"ok": False, "errors": {}, "message": "Fix the highlighted settings first."}
@@ -200,7 +200,7 @@ def environment_preview(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def environment_edit(request: HttpRequest, slug: str, environment_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="edit an environment")
     environment = access_environment(access, environment_id)
     latest = environment.latest_version
     editor = EnvironmentEditor(
@@ -232,7 +232,7 @@ def environment_edit(request: HttpRequest, slug: str, environment_id: int) -> Ht
 def environment_config_fields(request: HttpRequest, slug: str) -> HttpResponse:
     """htmx partial: the config fields of the chosen kind, at their defaults — or, on the edit page
     and back at the environment's current kind, at its current config."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="configure an environment")
     kind = request.GET.get("kind", "")
     current = None
     if request.GET.get("environment", "").isdigit():
@@ -297,7 +297,7 @@ def _rubric_form_page(
 @login_required
 @require_http_methods(["GET", "POST"])
 def rubric_create(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="create a rubric")
     builder = RubricBuilder(posted(request))
     if request.method == "POST" and builder.is_valid():
         try:
@@ -314,7 +314,7 @@ def rubric_create(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def rubric_edit(request: HttpRequest, slug: str, rubric_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="edit a rubric")
     rubric = access_rubric(access, rubric_id)
     latest = rubric.latest_version
     builder = RubricBuilder(
@@ -341,7 +341,7 @@ def rubric_edit(request: HttpRequest, slug: str, rubric_id: int) -> HttpResponse
 @require_GET
 def criterion_params(request: HttpRequest, slug: str) -> HttpResponse:
     """htmx partial: the params fields of a criterion kind for one builder row, at their defaults."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="configure a rubric's criteria")
     prefix = request.GET.get("prefix", "")
     if not CRITERION_PARAMS_PREFIX.fullmatch(prefix):
         prefix = "criteria-__prefix__-params"
@@ -358,7 +358,7 @@ def criterion_params(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def rubric_preview(request: HttpRequest, slug: str) -> HttpResponse:
     """htmx partial: score a pasted transcript with the unsaved rubric on the page. Saves nothing."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="preview a rubric")
     builder = RubricBuilder(request.POST)
     preview_form = RubricPreviewForm(request.POST)
     context = project_context(access, builder=builder, problems=[], score=None)

@@ -36,7 +36,7 @@ def preview_picker_form(request: HttpRequest, access: ProjectAccess) -> RubricPr
 @require_GET
 def rubric_preview_trajectories(request: HttpRequest, slug: str) -> HttpResponse:
     """htmx partial: the picker's options for what was typed (?preview-trajectory=…): by id or task text."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="preview a rubric")
     query = request.GET.get(f"{RubricPreviewForm.prefix}-trajectory", "")[:300]
     options = rollout_selectors.preview_trajectory_options(project=access.project, query=query)
     return render(request, "experiments/_preview_trajectory_options.html", {"options": options})

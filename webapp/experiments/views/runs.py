@@ -28,6 +28,7 @@ from webapp.experiments.forms import (
 from webapp.experiments.models import RunStatus
 from webapp.experiments.services.runs import RUN_TAG_MAX_CHARS
 from webapp.experiments.views.common import posted
+from webapp.experiments.views.judge_check import launch_judge_gate
 from webapp.fleet.selectors import queue_states, run_queue_state
 from webapp.live.selectors import MAX_COMPARED_RUNS, run_snapshot
 from webapp.projects.access import (
@@ -105,7 +106,7 @@ def run_list(request: HttpRequest, slug: str) -> HttpResponse:
 def run_notes(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     """Set a run's tags (comma-separated) and note, from the run page or the runs list. Answers JSON
     to the pages' script (static/js/run_notes.js), else goes back where the form was."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="edit a run's notes")
     run = access_run(access, run_id)
     wants_json = "application/json" in request.headers.get("Accept", "")
     try:
@@ -132,7 +133,7 @@ def run_notes(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def run_create(request: HttpRequest, slug: str) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="launch a run")
     # "New run like this" (?like=<run id>): the form starts from that run's choices and knobs.
     like = request.GET.get("like", "")
     source = (
@@ -145,7 +146,13 @@ def run_create(request: HttpRequest, slug: str) -> HttpResponse:
         project=access.project,
         checkpoint_id=request.POST.get("from_checkpoint") or request.GET.get("from_checkpoint"),
     )
-    if request.method == "POST" and launcher.is_valid():
+    # A judge that cannot tell right from wrong is flagged before the run is queued (warn or refuse).
+    gated = (
+        request.method == "POST"
+        and launcher.is_valid()
+        and launch_judge_gate(request, access.project, launcher)
+    )
+    if request.method == "POST" and not gated and launcher.is_valid():
         try:
             if start_checkpoint is not None:
                 values = launcher.values()
@@ -165,7 +172,7 @@ def run_create(request: HttpRequest, slug: str) -> HttpResponse:
             if waiting and waiting["warning"]:
                 messages.warning(request, waiting["warning"])
             return redirect("experiments:run_detail", slug, run.pk)
-    elif request.method == "POST":  # some fields did not parse: check the others too, in this pass
+    elif request.method == "POST" and not gated:  # some fields did not parse: check the others too
         _knobs, errors = services.run_config_errors(**launcher.partial_values())
         launcher.add_remaining_errors(errors)
     return render(
@@ -180,7 +187,7 @@ def run_create(request: HttpRequest, slug: str) -> HttpResponse:
 def run_recommended_knobs(request: HttpRequest, slug: str) -> JsonResponse:
     """JSON for the run form: the knobs recommended for ?model= (trainers.config.recommended_knobs),
     keyed by the form's input names, and why."""
-    access_project(request.user, slug, Capability.LAUNCH)
+    access_project(request.user, slug, Capability.LAUNCH, action="ask for recommended knobs")
     return JsonResponse(recommendation_for(request.GET.get("model", "")[:300]))
 
 
@@ -228,7 +235,7 @@ def _stopped_run(access: ProjectAccess, run_id: int):
 @require_POST
 def run_resume(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     """Continue a stopped run from a checkpoint (the latest unless one is chosen) as a linked new run."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="resume a run")
     run, checkpoints = _stopped_run(access, run_id)
     chosen = request.POST.get("checkpoint")
     checkpoint = next((c for c in checkpoints if str(c.pk) == chosen), None) if chosen else None
@@ -251,7 +258,7 @@ def run_resume(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def run_fork(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     """A new run from one of this run's checkpoints with edited knobs."""
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="fork a run")
     run, checkpoints = _stopped_run(access, run_id)
     if run.is_dpo:  # the fork form edits GRPO knobs; a DPO fork takes DPO knobs (API: POST …/fork/)
         messages.error(request, "Fork a DPO run through the API (its knobs are DPO's); Resume works here.")
@@ -279,7 +286,7 @@ def run_fork(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_cancel(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.LAUNCH)
+    access = access_project(request.user, slug, Capability.LAUNCH, action="cancel a run")
     run = access_run(access, run_id)
     try:
         outcome = services.run_request_cancel(run=run, user=request.user)

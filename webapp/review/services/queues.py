@@ -152,6 +152,35 @@ def _validate_annotators(project: Project, annotators: Sequence) -> list:
     return annotators
 
 
+def _candidate_pairs(
+    runs: Sequence[Run],
+    *,
+    source: str,
+    pairing: str,
+    distinct_rewards: bool,
+    steps: Sequence[int] | None,
+    split: str,
+) -> tuple[list[tuple[int, int]], int]:
+    """The pairs a queue may hold, and how many more were dropped for identical responses."""
+    if source == PairSource.GROUP:
+        candidates = _group_pairs(
+            runs, pairing=pairing, distinct_rewards=distinct_rewards, steps=steps, split=split
+        )
+    else:
+        candidates = _checkpoint_pairs(runs, pairing=pairing, distinct_rewards=distinct_rewards, steps=steps)
+    distinct = _without_identical_responses(candidates)
+    if not distinct:
+        raise ValidationError(
+            {
+                "runs": [
+                    "These runs give no pairs with these settings (no group of two or more, "
+                    "no evaluation task seen at two steps, or only identical responses)."
+                ]
+            }
+        )
+    return distinct, len(candidates) - len(distinct)
+
+
 @transaction.atomic
 def queue_create(
     *,
@@ -217,23 +246,9 @@ def queue_create(
         raise ValidationError(errors)
 
     steps = sorted(set(steps)) if steps else None
-    if source == PairSource.GROUP:
-        candidates = _group_pairs(
-            runs, pairing=pairing, distinct_rewards=distinct_rewards, steps=steps, split=split
-        )
-    else:
-        candidates = _checkpoint_pairs(runs, pairing=pairing, distinct_rewards=distinct_rewards, steps=steps)
-    distinct = _without_identical_responses(candidates)
-    if not distinct:
-        raise ValidationError(
-            {
-                "runs": [
-                    "These runs give no pairs with these settings (no group of two or more, "
-                    "no evaluation task seen at two steps, or only identical responses)."
-                ]
-            }
-        )
-    identical, candidates = len(candidates) - len(distinct), distinct
+    candidates, identical = _candidate_pairs(
+        runs, source=source, pairing=pairing, distinct_rewards=distinct_rewards, steps=steps, split=split
+    )
     seed = secrets.randbits(31) if seed is None else seed
     rng = random.Random(seed)
     found = len(candidates)

@@ -77,7 +77,7 @@ def collaboration_panel(request: HttpRequest, slug: str, trajectory_id: int) -> 
 @login_required
 @require_POST
 def comment_create(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.ANNOTATE)
+    access = access_project(request.user, slug, Capability.ANNOTATE, action="comment")
     trajectory = access_trajectory(access, trajectory_id)
     turn_indexes = list(trajectory.turns.values_list("index", flat=True))
     form = CommentForm(request.POST, turn_indexes=turn_indexes, auto_id="id_comment_%s")
@@ -104,7 +104,7 @@ def comment_create(request: HttpRequest, slug: str, trajectory_id: int) -> HttpR
 @require_POST
 def thread_resolve(request: HttpRequest, slug: str, comment_id: int) -> HttpResponse:
     """POST resolved=1 settles the comment's thread, resolved=0 opens it again."""
-    access = access_project(request.user, slug, Capability.ANNOTATE)
+    access = access_project(request.user, slug, Capability.ANNOTATE, action="resolve a thread")
     comment = access_comment(access, comment_id)
     resolved = request.POST.get("resolved", "1") != "0"
     try:
@@ -132,7 +132,7 @@ def turn_discussion(request: HttpRequest, slug: str, trajectory_id: int, turn_in
 @login_required
 @require_POST
 def comment_edit(request: HttpRequest, slug: str, comment_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.ANNOTATE)
+    access = access_project(request.user, slug, Capability.ANNOTATE, action="edit a comment")
     comment = access_comment(access, comment_id)
     try:
         services.comment_edit(comment=comment, user=request.user, body=request.POST.get("body", ""))
@@ -144,7 +144,7 @@ def comment_edit(request: HttpRequest, slug: str, comment_id: int) -> HttpRespon
 @login_required
 @require_POST
 def comment_delete(request: HttpRequest, slug: str, comment_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.ANNOTATE)
+    access = access_project(request.user, slug, Capability.ANNOTATE, action="delete a comment")
     comment = access_comment(access, comment_id)
     try:
         services.comment_delete(comment=comment, user=request.user)
@@ -156,7 +156,7 @@ def comment_delete(request: HttpRequest, slug: str, comment_id: int) -> HttpResp
 @login_required
 @require_POST
 def tag_add(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.ANNOTATE)
+    access = access_project(request.user, slug, Capability.ANNOTATE, action="tag a trajectory")
     trajectory = access_trajectory(access, trajectory_id)
     try:
         services.tag_add(trajectory=trajectory, user=request.user, name=request.POST.get("name", ""))
@@ -168,7 +168,7 @@ def tag_add(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse
 @login_required
 @require_POST
 def tag_remove(request: HttpRequest, slug: str, trajectory_id: int, tag_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.ANNOTATE)
+    access = access_project(request.user, slug, Capability.ANNOTATE, action="remove a tag")
     trajectory = access_trajectory(access, trajectory_id)
     tag = access_tag(access, tag_id)
     services.tag_remove(trajectory=trajectory, user=request.user, tag=tag)
@@ -178,7 +178,7 @@ def tag_remove(request: HttpRequest, slug: str, trajectory_id: int, tag_id: int)
 @login_required
 @require_POST
 def flag_raise(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.ANNOTATE)
+    access = access_project(request.user, slug, Capability.ANNOTATE, action="flag a trajectory")
     trajectory = access_trajectory(access, trajectory_id)
     try:
         services.flag_raise(
@@ -195,7 +195,7 @@ def flag_raise(request: HttpRequest, slug: str, trajectory_id: int) -> HttpRespo
 @login_required
 @require_POST
 def flag_resolve(request: HttpRequest, slug: str, flag_id: int) -> HttpResponse:
-    access = access_project(request.user, slug, Capability.ANNOTATE)
+    access = access_project(request.user, slug, Capability.ANNOTATE, action="resolve a flag")
     flag = access_flag(access, flag_id)
     services.flag_resolve(flag=flag, user=request.user)
     return _after_write(request, access, flag.trajectory)

@@ -51,10 +51,10 @@ def snapshot_dpo(request: HttpRequest, slug: str, snapshot_id: int) -> HttpRespo
 @login_required
 @require_POST
 def snapshot_dpo_run(request: HttpRequest, slug: str, snapshot_id: int) -> HttpResponse:
-    """One click: a DPO run on this preference dataset with the default knobs (trainers/learn/dpo.py)."""
+    """One click: a DPO run on this preference dataset with the default knobs (trainers/recipes/dpo.py)."""
     access = access_project(request.user, slug, Capability.LAUNCH, action="train the policy with DPO")
     snapshot = access_snapshot(access, snapshot_id)
-    # The one knob beside the button: how many steps (the rest are trainers/learn/dpo.py's defaults; the API
+    # The one knob beside the button: how many steps (the rest are trainers/recipes/dpo.py's defaults; the API
     # takes them all). Validated with the others by run_create_dpo, in plain words.
     steps = request.POST.get("max_steps", "").strip()
     params: dict[str, Any] = {"max_steps": int(steps) if steps.isdigit() else steps} if steps else {}

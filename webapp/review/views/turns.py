@@ -36,7 +36,7 @@ def _turn_index(request: HttpRequest, name: str = "turn_index") -> int | None:
 def turn_judge(request: HttpRequest, slug: str, trajectory_id: int) -> HttpResponse:
     """Mark the turn where the trajectory went wrong (`verdict=wrong`), prefer its turn over another
     trajectory's at the same point (`verdict=better`, `other`), or withdraw one's marks (`verdict=clear`)."""
-    access = access_project(request.user, slug, Capability.ANNOTATE)
+    access = access_project(request.user, slug, Capability.ANNOTATE, action="judge a turn")
     trajectory = access_trajectory(access, trajectory_id)
     verdict = request.POST.get("verdict", "")
     turn = _turn_index(request)

@@ -5,7 +5,7 @@ rows in TRL's preference format, conversational (`prompt` as chat messages, `cho
 the assistant's messages, tool calls and results included) or plain text; the dashboard hands the rows
 of a preference snapshot (`webapp.review.exports.dpo_records`), a script may hand any JSONL it has.
 
-    from trainers.learn.dpo import train_dpo
+    from trainers.recipes.dpo import train_dpo
     result = train_dpo(rows, {"max_steps": 20, "beta": 0.1}, out_dir="runs/dpo", sink=sink)
 
 Why it is lean (docs/trainers.md has the figures against TRL's DPOTrainer, bench/dpo_vs_trl.py):
@@ -52,7 +52,7 @@ from trainers.models import DEFAULT_MODEL
 
 log = logging.getLogger(__name__)
 
-# The columns DPOTrainer reads; the rest of a row (rewards, provenance) stays out of its dataset.
+# The columns a DPO run reads; the rest of a row (rewards, provenance) stays out of its dataset.
 PREFERENCE_COLUMNS = ("prompt", "chosen", "rejected")
 MIN_PAIRS_TO_HOLD_OUT = 5  # fewer pairs all train: one held-out pair would say little and cost a fifth
 
