@@ -118,6 +118,11 @@ urlpatterns = [
         review_apis.TrajectoryCommentListView.as_view(),
         name="trajectory-comments",
     ),
+    path(
+        "comments/<int:pk>/resolve/",
+        review_apis.CommentThreadResolveView.as_view(),
+        name="comment-thread-resolve",
+    ),
     path("trajectories/<int:pk>/tags/", review_apis.TrajectoryTagListView.as_view(), name="trajectory-tags"),
     path(
         "trajectories/<int:pk>/turn-judgements/",

@@ -17,6 +17,7 @@ from webapp.projects.access import (
     Capability,
     NotFound,
     ProjectAccess,
+    access_comment,
     access_project,
     access_project_by_id,
     access_queue,
@@ -47,15 +48,35 @@ class TrajectoryCommentListView(generics.ListAPIView):
     @extend_schema(
         request=s.CommentInputSerializer,
         responses={201: s.CommentSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
-        summary="Comment on a trajectory, or on one of its turns; @username notifies that member",
+        summary="Comment on a trajectory, on one of its turns, or reply in a thread; @username notifies",
     )
     def post(self, request: Request, pk: int) -> Response:
         trajectory = _trajectory(request, pk, Capability.ANNOTATE)
         data = parse(s.CommentInputSerializer, request.data)
+        reply_to = data.get("reply_to")
         comment = review_services.comment_create(
-            trajectory=trajectory, author=request.user, body=data["body"], turn_index=data.get("turn_index")
+            trajectory=trajectory,
+            author=request.user,
+            body=data["body"],
+            turn_index=data.get("turn_index"),
+            reply_to=access_comment(request.user, reply_to) if reply_to is not None else None,
         )
         return Response(s.CommentSerializer(comment).data, status=201)
+
+
+class CommentThreadResolveView(APIView):
+    @extend_schema(
+        request=s.ThreadResolveSerializer,
+        responses={200: s.CommentSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Resolve (or reopen) a comment's thread: its author, a researcher or an owner",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        comment = access_comment(request.user, pk, Capability.ANNOTATE)
+        data = parse(s.ThreadResolveSerializer, request.data)
+        root = review_services.comment_thread_resolve(
+            comment=comment, user=request.user, resolved=data["resolved"]
+        )
+        return Response(s.CommentSerializer(root).data)
 
 
 class TrajectoryTagListView(generics.ListAPIView):

@@ -32,9 +32,27 @@ class CommentSerializer(serializers.ModelSerializer):
         help_text="deleted comments keep their place; their body is empty",
     )
 
+    resolved_by = username_field("resolved_by.username")
+
     class Meta:
         model = Comment
-        fields = ["id", "trajectory", "turn_index", "author", "body", "created_at", "edited_at", "deleted"]
+        fields = [
+            "id",
+            "trajectory",
+            "turn_index",
+            "parent",
+            "author",
+            "body",
+            "created_at",
+            "edited_at",
+            "deleted",
+            "resolved_at",
+            "resolved_by",
+        ]
+        extra_kwargs = {
+            "parent": {"help_text": "the thread's first comment (null: this comment starts a thread)"},
+            "resolved_at": {"help_text": "set on a thread's first comment once the thread is resolved"},
+        }
 
 
 class CommentInputSerializer(serializers.Serializer):
@@ -44,6 +62,16 @@ class CommentInputSerializer(serializers.Serializer):
     turn_index = fields.count(
         required=False, allow_null=True, help_text="comment on one turn of the trajectory"
     )
+    reply_to = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        help_text="reply in the thread of this comment (its author is notified; the thread's turn is kept)",
+    )
+
+
+class ThreadResolveSerializer(serializers.Serializer):
+    resolved = serializers.BooleanField(default=True, help_text="false opens the thread again")
 
 
 class TrajectoryTagSerializer(serializers.ModelSerializer):

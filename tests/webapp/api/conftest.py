@@ -61,6 +61,7 @@ def world(users, project, environment, rubric, run) -> World:
     Run.objects.filter(pk=stopped.pk).update(status="SUCCEEDED")
     stopped.checkpoints.create(step=3, path="/tmp/ckpt-3")
     review_services.tag_add(trajectory=trajectory, user=alice, name="reviewed")
+    comment = review_services.comment_create(trajectory=trajectory, author=alice, body="a thread to resolve")
     make_group(stopped, rewards=[1.0, 0.0])
     queue = review_services.queue_create(
         project=project,
@@ -133,6 +134,7 @@ def world(users, project, environment, rubric, run) -> World:
             "/api/runs/{id}/groups/": {"id": run.pk},
             "/api/runs/{run_id}/events": {"run_id": run.pk},
             "/api/trajectories/{id}/comments/": {"id": trajectory.pk},
+            "/api/comments/{id}/resolve/": {"id": comment.pk},
             "/api/trajectories/{id}/tags/": {"id": trajectory.pk},
             "/api/trajectories/{id}/turn-judgements/": {"id": trajectory.pk},
             "/api/trajectories/{id}/tags/{name}/": {"id": trajectory.pk, "name": "reviewed"},

@@ -448,3 +448,25 @@ def test_the_schema_documents_the_review_endpoints():
         "application/x-ndjson",
         "application/vnd.apache.parquet",
     }
+
+
+def test_a_reply_through_the_api_joins_the_thread_and_the_thread_resolves(signed_in, trajectory, users):
+    url = f"/api/trajectories/{trajectory.pk}/comments/"
+    root = send(signed_in("carol"), "POST", url, {"body": "odd", "turn_index": 2}).json()
+    reply = send(signed_in("alice"), "POST", url, {"body": "agreed", "reply_to": root["id"]}).json()
+    assert reply["parent"] == root["id"] and reply["turn_index"] == 2
+    assert Notification.objects.get(comment_id=reply["id"]).recipient == users["carol"]
+    resolve = f"/api/comments/{root['id']}/resolve/"
+    assert send(signed_in("dave"), "POST", resolve, {}).status_code == 403  # a viewer
+    resolved = send(signed_in("bob"), "POST", resolve, {"resolved": True})
+    assert resolved.status_code == 200, resolved.content
+    assert resolved.json()["resolved_by"] == "bob" and resolved.json()["resolved_at"]
+    assert send(signed_in("carol"), "POST", resolve, {"resolved": False}).json()["resolved_at"] is None
+    elsewhere = make_trajectory(trajectory.run, group=5)
+    wrong = send(
+        signed_in("bob"),
+        "POST",
+        f"/api/trajectories/{elsewhere.pk}/comments/",
+        {"body": "x", "reply_to": root["id"]},
+    )
+    assert wrong.status_code == 400 and "another trajectory" in wrong.content.decode()
