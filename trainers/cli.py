@@ -235,7 +235,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_dpo(args: argparse.Namespace) -> int:
     """DPO on a JSONL of preference pairs (prompt / chosen / rejected, text or chat messages: a snapshot's
     "DPO JSON lines" download); `--set model=<checkpoint directory>` starts from any run's checkpoint."""
-    from trainers.recipes.dpo import DPOConfigError, dpo_config, train_dpo
+    from trainers.learn.dpo import DPOConfigError, dpo_config
+    from trainers.recipes.dpo import train_dpo
 
     try:
         records = [json.loads(line) for line in Path(args.pairs).read_text().splitlines() if line.strip()]
