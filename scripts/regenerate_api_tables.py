@@ -17,7 +17,7 @@ import django  # noqa: E402
 django.setup()
 
 from tests.webapp.api.openapi import DOCUMENT  # noqa: E402
-from trainers.sdk import wire  # noqa: E402
+from trainers.sdk import wire, wire_docs  # noqa: E402
 from webapp.api.schema import limits_markdown  # noqa: E402
 
 
@@ -32,7 +32,7 @@ def main() -> None:
         "component": wire.COMPONENT,
     }
     shapes.update({kind: shape for kind, shape in wire.EVENTS.items() if shape.fields})
-    blocks.update({f"wire:{name}": wire.markdown_table(shape) for name, shape in shapes.items()})
+    blocks.update({f"wire:{name}": wire_docs.markdown_table(shape) for name, shape in shapes.items()})
     for name, table in blocks.items():
         pattern = rf"(<!-- {re.escape(name)} -->\n).*?(\n?<!-- /{re.escape(name)} -->)"
         if not re.search(pattern, text, re.S):

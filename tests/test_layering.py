@@ -484,7 +484,7 @@ FILES_OVER = {
 }
 FUNCTIONS_OVER = {
     "trainers/learn/reward_training.py:fit_head": 121,
-    "trainers/learn/reward_training.py:train_reward_model": 158,
+    "trainers/learn/reward_training.py:train_reward_model": 142,
 }
 
 

@@ -96,11 +96,15 @@ def test_the_vllm_tier_runs_last_beside_the_heavy_lane_when_its_venv_is_there(mo
     run_tests = load_run_tests()
     venv_python = tmp_path / "python"
     monkeypatch.setattr(run_tests, "VLLM_PYTHON", venv_python)
-    assert run_tests.second_slot([]) == ["quick", "browser"]  # no .venv-vllm: the main venv's lanes only
+    assert run_tests.second_slot([]) == [
+        "quick",
+        "browser",
+        "bench",
+    ]  # no .venv-vllm: the main venv's lanes only
     venv_python.touch()
-    assert run_tests.second_slot(["-q", "--durations=80"]) == ["quick", "browser", "vllm"]
+    assert run_tests.second_slot(["-q", "--durations=80"]) == ["quick", "browser", "bench", "vllm"]
     # Tests named by path: a subset of the main venv's tests, not the tier.
-    assert run_tests.second_slot(["-q", "tests/test_parallel.py::test_slot"]) == ["quick", "browser"]
+    assert run_tests.second_slot(["-q", "tests/test_parallel.py::test_slot"]) == ["quick", "browser", "bench"]
 
     command = run_tests.lane_command("vllm", ["-q"])
     assert command[0] == str(venv_python) and command[-3:] == ["vllm", "-q", "tests/vllm"]

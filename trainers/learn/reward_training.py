@@ -396,6 +396,41 @@ def fit_head(
     return fitted, curve
 
 
+def distinct_texts(data: list[PreferencePair], input_template: str) -> tuple[list[str], list[int], list[int]]:
+    """The distinct texts the pairs score (a response shared by pairs is embedded once), and each pair's
+    chosen and rejected text as an index into them."""
+    texts: list[str] = []
+    position: dict[str, int] = {}
+
+    def text_id(prompt: str, response: str) -> int:
+        text = input_template.format(prompt=prompt, response=response)
+        if text not in position:
+            position[text] = len(texts)
+            texts.append(text)
+        return position[text]
+
+    chosen_ids = [text_id(p.prompt, p.chosen) for p in data]
+    rejected_ids = [text_id(p.prompt, p.rejected) for p in data]
+    return texts, chosen_ids, rejected_ids
+
+
+def split_stats(scores: Any, chosen_ids: list[int], rejected_ids: list[int], indices: list[int]) -> tuple:
+    """Pairwise loss and accuracy of the pairs at `indices`, from every text's score."""
+    return pairwise_stats(
+        scores[[chosen_ids[i] for i in indices]], scores[[rejected_ids[i] for i in indices]]
+    )
+
+
+def training_score_scale(
+    scores: Any, chosen_ids: list[int], rejected_ids: list[int], train_index: list[int]
+) -> dict[str, float]:
+    """What the criterion standardises raw scores with (then bounds them with tanh): the training texts'
+    spread, so a learned criterion's values are comparable with the others' whatever its scale."""
+    train_text_ids = sorted({chosen_ids[i] for i in train_index} | {rejected_ids[i] for i in train_index})
+    train_scores = scores[train_text_ids]
+    return {"mean": float(train_scores.mean()), "std": max(float(train_scores.std(unbiased=False)), 1e-6)}
+
+
 def train_reward_model(
     pairs: Iterable[Mapping[str, Any] | PreferencePair],
     *,
@@ -446,18 +481,7 @@ def train_reward_model(
     base, tokenizer = encoder
     loaded = time.perf_counter()
 
-    texts: list[str] = []
-    position: dict[str, int] = {}
-
-    def text_id(prompt: str, response: str) -> int:
-        text = input_template.format(prompt=prompt, response=response)
-        if text not in position:
-            position[text] = len(texts)
-            texts.append(text)
-        return position[text]
-
-    chosen_ids = [text_id(p.prompt, p.chosen) for p in data]
-    rejected_ids = [text_id(p.prompt, p.rejected) for p in data]
+    texts, chosen_ids, rejected_ids = distinct_texts(data, input_template)
     report("embed", 0.0)
     embeddings = embed_texts(
         base,
@@ -491,23 +515,11 @@ def train_reward_model(
 
     # Final numbers from the saved (folded) head on raw embeddings: what the criterion will compute.
     scores = fitted.score(embeddings)
-    train_loss, train_accuracy = pairwise_stats(
-        scores[[chosen_ids[i] for i in train_index]], scores[[rejected_ids[i] for i in train_index]]
+    train_loss, train_accuracy = split_stats(scores, chosen_ids, rejected_ids, train_index)
+    held_out_loss, held_out_accuracy = (
+        split_stats(scores, chosen_ids, rejected_ids, eval_index) if eval_index else (None, None)
     )
-    held_out_loss = held_out_accuracy = None
-    if eval_index:
-        held_out_loss, held_out_accuracy = pairwise_stats(
-            scores[[chosen_ids[i] for i in eval_index]], scores[[rejected_ids[i] for i in eval_index]]
-        )
-
-    # The criterion standardises raw scores with these (then bounds them with tanh): the training
-    # texts' spread, so a learned criterion's values are comparable with the others' whatever its scale.
-    train_text_ids = sorted({chosen_ids[i] for i in train_index} | {rejected_ids[i] for i in train_index})
-    train_scores = scores[train_text_ids]
-    score_scale = {
-        "mean": float(train_scores.mean()),
-        "std": max(float(train_scores.std(unbiased=False)), 1e-6),
-    }
+    score_scale = training_score_scale(scores, chosen_ids, rejected_ids, train_index)
 
     report("save", 0.0)
     directory = Path(out_dir)

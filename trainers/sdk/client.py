@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 import requests
 
-from trainers.sdk import wire
+from trainers.sdk import wire, wire_check
 from trainers.sdk.coercion import (
     as_integer,
     as_number,
@@ -163,7 +163,7 @@ class Run:
         for item in items:
             # The dashboard's own checker: what it would refuse is dropped here, with its reason, instead
             # of failing the whole batch it travels in.
-            problems = wire.check_item(item)
+            problems = wire_check.check_item(item)
             if problems:
                 self._drop(f"trajectory dropped: {_describe(problems)}")
             else:
@@ -295,7 +295,7 @@ class Run:
             self._drop(f"{event['type']} event after finish()")
             return
         if event["type"] != "trajectories":  # trajectories were checked item by item
-            problems = wire.check_event({"seq": 1, **event})
+            problems = wire_check.check_event({"seq": 1, **event})
             if problems:
                 self._drop(f"{event['type']} event dropped: {_describe(problems)}")
                 return

@@ -3,7 +3,7 @@
 Lenient by design: chat messages in OpenAI / TRL shapes, numpy and torch scalars, dataclasses, our own
 `trainers.types` objects — whatever a training loop holds is turned into wire-format dicts. What cannot be
 turned into a valid one raises ValueError with the reason (the SDK drops it with a warning), judged by the
-very checker the dashboard runs (`trainers.sdk.wire.check_item`), so client and server never disagree.
+very checker the dashboard runs (`trainers.sdk.wire_check.check_item`), so client and server never disagree.
 
 No third-party imports: the SDK installs without torch or Django.
 """

@@ -14,7 +14,8 @@ from rest_framework import exceptions
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import JSONParser
 
-from trainers.sdk.wire import MAX_JSON_DEPTH, json_depth_exceeds
+from trainers.sdk.wire import MAX_JSON_DEPTH
+from trainers.sdk.wire_check import json_depth_exceeds
 from webapp.api.errors import NON_FIELD, BodyTooLarge
 
 TOO_DEEP = f"Nested deeper than {MAX_JSON_DEPTH} levels."

@@ -25,7 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from trainers.sdk import wire
+from trainers.sdk import wire_docs
 from webapp.accounts.models import hash_token
 from webapp.api.base import BAD_REQUEST, NOT_FOUND, DownloadNegotiation, parse, secret_response
 from webapp.api.errors import flatten_errors
@@ -299,7 +299,7 @@ class RunEventsView(APIView):
         "(`Authorization: Bearer rsr_…`). Idempotent on (run, seq). The request schema is the wire format "
         "(`trainers/sdk/wire.py`), the one ingestion checks every batch against.",
         auth=[{"runToken": []}],
-        request={"application/json": wire.json_schema()},
+        request={"application/json": wire_docs.json_schema()},
         responses={
             200: inline_serializer(
                 "EventBatchReply",

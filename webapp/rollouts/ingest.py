@@ -20,7 +20,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from trainers.learn.algorithms import group_stats
-from trainers.sdk import wire
+from trainers.sdk import wire, wire_check
 from trainers.types import model_turns
 from webapp.core.broadcast import broadcast_on_commit
 from webapp.experiments.models import Checkpoint, Run, RunStatus
@@ -79,7 +79,7 @@ class IngestResult:
 
 def validate_batch(payload: Any) -> list[dict[str, Any]]:
     """Return the batch's events, or raise BatchInvalid with every problem found."""
-    errors = wire.check_batch(payload)
+    errors = wire_check.check_batch(payload)
     if errors:
         raise BatchInvalid(errors)
     return payload["events"]

@@ -91,7 +91,7 @@ def test_a_run_draws_from_the_pool_and_reports_it(tiny):
     step 1's failures seed step 2's tasks, and each step's pool reaches the dashboard as a task_pool event."""
     from trainers.learn.trainer import train
 
-    from trainers.sdk import wire
+    from trainers.sdk import wire_check
     from trainers.sdk.events import MemorySink
 
     model, tokenizer = tiny
@@ -108,7 +108,7 @@ def test_a_run_draws_from_the_pool_and_reports_it(tiny):
         "checkpoint_every": 0,
     }
     assert train(config, sink=sink, model=model, tokenizer=tokenizer).status == "SUCCEEDED"
-    assert wire.check_batch({"events": sink.events}) == {}
+    assert wire_check.check_batch({"events": sink.events}) == {}
     pools = [e for e in sink.events if e["type"] == "task_pool"]
     assert [p["step"] for p in pools] == [1, 2]
     assert pools[0]["drawn"] == {"tasks": 2, "frontier": 0, "replay": 0}

@@ -9,7 +9,7 @@ import pytest
 
 from trainers.recipes.grpo import Trainer
 from trainers.run_config import RunConfig
-from trainers.sdk import wire
+from trainers.sdk import wire, wire_check
 from trainers.sdk.events import MemorySink
 
 ONE_STEP = {
@@ -32,7 +32,7 @@ def _run(tiny, toy_env, **knobs):
     items = [i for e in sink.of_type("trajectories") for i in e["items"]]
     # The learner's values follow the update in token_stats events: join them as the dashboard does.
     for event in sink.of_type("token_stats"):
-        assert not wire.check_event({**event, "seq": 1})
+        assert not wire_check.check_event({**event, "seq": 1})
         for extra in event["items"]:
             item = next(
                 i
@@ -49,7 +49,9 @@ def _run(tiny, toy_env, **knobs):
 
 def test_each_model_turn_carries_its_token_stats(tiny, toy_env):
     items = _run(tiny, toy_env, token_stats="on")
-    assert not wire.check_batch({"events": [{"seq": 1, "type": "trajectories", "step": 1, "items": items}]})
+    assert not wire_check.check_batch(
+        {"events": [{"seq": 1, "type": "trajectories", "step": 1, "items": items}]}
+    )
     trained = [i for i in items if i["advantage"] != 0]
     assert trained, "the toy environment gives groups reward variance"
     for item in items:

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from trainers.recipes.grpo import Trainer
-from trainers.sdk import wire
+from trainers.sdk import wire_check
 from trainers.sdk.events import LogForwarder, MemorySink
 
 pytestmark = pytest.mark.slow
@@ -49,7 +49,7 @@ def test_a_run_reports_its_phases_in_order_with_progress(policy_copy, toy_env, t
     assert result.status == "SUCCEEDED"
     phases = sink.of_type("phase")
     for event in phases:
-        assert wire.check_event(event) == {}, event  # what the dashboard accepts
+        assert wire_check.check_event(event) == {}, event  # what the dashboard accepts
 
     # Each phase once when it begins (progress updates repeat the phase), in the order a step runs them.
     begun = [(e["phase"], e["step"]) for e in phases if e["elapsed_s"] == 0.0]

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from trainers.recipes.grpo import train
-from trainers.sdk import wire
+from trainers.sdk import wire_check
 from trainers.sdk.events import MemorySink
 
 EDITS = ["ADD: Answer with a single short word.", "MODIFY G1: Answer with one word, then stop."]
@@ -88,7 +88,7 @@ def test_the_library_grows_from_contrasts_and_reaches_the_next_prompts(tiny, toy
     assert result.status == "SUCCEEDED"
     for key, value in model.state_dict().items():
         assert torch.equal(value, before[key]), f"{key} changed: Training-Free GRPO must not train weights"
-    assert wire.check_batch({"events": sink.events}) == {}
+    assert wire_check.check_batch({"events": sink.events}) == {}
 
     libraries = [e for e in sink.events if e["type"] == "experience"]
     assert [e["step"] for e in libraries] == [0, 1, 2, 3]

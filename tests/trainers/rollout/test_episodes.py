@@ -103,7 +103,7 @@ def test_an_environment_that_cannot_start_fails_its_episode_and_the_group_goes_o
     from trainers.registry import environment_kind
     from trainers.rollout.backends.transformers_backend import TransformersBackend
     from trainers.rollout.episodes import generate_rollouts
-    from trainers.sdk import wire
+    from trainers.sdk import wire_check
 
     model, tokenizer = smollm
     kind = environment_kind("arithmetic_calculator")
@@ -142,4 +142,4 @@ def test_an_environment_that_cannot_start_fails_its_episode_and_the_group_goes_o
     assert sum(1 for t in first.trajectory.turns if t.role == "assistant") == 1
     for rollout in (first, second):
         rollout.reward = 0.0
-        assert wire.check_item(rollout.to_item()) == {}
+        assert wire_check.check_item(rollout.to_item()) == {}

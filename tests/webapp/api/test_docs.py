@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.webapp.api.openapi import DOCUMENT
-from trainers.sdk import wire
+from trainers.sdk import wire, wire_docs
 from webapp.api.schema import limits_markdown
 
 API_MD = Path(__file__).resolve().parents[3] / "docs" / "api.md"
@@ -44,12 +44,12 @@ def test_the_limits_table_is_the_schemas():
     ],
 )
 def test_the_ingestion_tables_are_the_wire_formats(name, shape):
-    assert section(f"wire:{name}") == wire.markdown_table(shape)
+    assert section(f"wire:{name}") == wire_docs.markdown_table(shape)
 
 
 def test_the_schema_publishes_the_wire_format_as_the_ingestion_body():
     operation = DOCUMENT["paths"]["/api/runs/{run_id}/events"]["post"]
-    assert operation["requestBody"]["content"]["application/json"]["schema"] == wire.json_schema()
+    assert operation["requestBody"]["content"]["application/json"]["schema"] == wire_docs.json_schema()
 
 
 @pytest.mark.parametrize(

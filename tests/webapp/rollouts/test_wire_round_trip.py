@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from trainers.sdk import wire
+from trainers.sdk import wire, wire_check
 from trainers.sdk.client import Studio
 from webapp.rollouts.models import Trajectory
 
@@ -57,7 +57,7 @@ def test_every_declared_trajectory_turn_and_component_field_reads_back_from_the_
     component = every_field(wire.COMPONENT, turn_rewards={"1": 0.5})
     item = every_field(wire.TRAJECTORY, split="train", status="truncated", group=2, sample=1)
     item.update(turns=turns, components=[component])
-    assert wire.check_item(item) == {}
+    assert wire_check.check_item(item) == {}
 
     with studio.start_run(project="agents", name="every field", **FAST) as run:
         assert run.log_trajectories(4, [item]) == 1
