@@ -11,6 +11,7 @@ import { bindCancelDialog } from "./run/cancel.js";
 import { loadCurves, startCharts } from "./run/curves.js";
 import { applySnapshot, connect, loadRecent } from "./run/events.js";
 import { startExperience } from "./run/experience.js";
+import { startTaskPool } from "./run/task_pool.js";
 import { FEED_GROUPS, feedEvent, startFeed } from "./run/feed.js";
 import { startHistogram } from "./run/histogram.js";
 import { setProgress } from "./run/live_bar.js";
@@ -34,6 +35,7 @@ function start() {
   startFeed();
   startHistogram();
   startExperience();  // Training-Free GRPO runs only (the panel is there)
+  startTaskPool();  // runs with the curriculum from failures only
   loadCurves().then(function () {
     // A training step sends one trajectories event per group: FEED_GROUPS events fill the feed.
     return Promise.all([loadRecent("log", LOG_LINES), loadRecent("trajectories", FEED_GROUPS)]);

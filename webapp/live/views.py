@@ -19,7 +19,7 @@ from webapp.projects.views import project_context
 from webapp.rollouts.selectors import metrics
 from webapp.rollouts.selectors import runs as rollout_selectors
 
-EVENT_TYPES = ("log", "trajectories", "checkpoint", "status", "metrics", "phase", "experience")
+EVENT_TYPES = ("log", "trajectories", "checkpoint", "status", "metrics", "phase", "experience", "task_pool")
 SPLITS = ("train", "eval")
 MAX_EVENTS = 500
 MAX_COMPARED_RUNS = selectors.MAX_COMPARED_RUNS

@@ -46,3 +46,61 @@ class ExperienceLibraryStep(models.Model):
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
         }
+
+
+RATE_BINS = 10  # the success-rate histogram's bins over [0, 1]
+
+
+class TaskPoolStep(models.Model):
+    """The curriculum from failures' task pool after one step (trainers/learn/curriculum.py): its size,
+    frontier and replay buffer, what the step drew from each, and its newest entries with their lineage."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="task_pool_steps")
+    step = models.PositiveIntegerField()
+    size = models.PositiveIntegerField(default=0)
+    frontier = models.PositiveIntegerField(default=0)
+    replay = models.PositiveIntegerField(default=0)
+    drawn = models.JSONField(default=dict, help_text="{tasks, frontier, replay}: the step's tasks by origin")
+    entries = models.JSONField(
+        default=list, help_text="[{id, prompt, parent, generator, born, state, attempts, rate, difficulty}]"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "step"], name="unique_task_pool_step")]
+        ordering = ["run", "step"]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} task pool at step {self.step}"
+
+    @property
+    def replay_share(self) -> float:
+        """The share of the step's prompts that came from the replay buffer."""
+        total = sum(int(v) for v in (self.drawn or {}).values())
+        return (self.drawn or {}).get("replay", 0) / total if total else 0.0
+
+    def rate_histogram(self) -> list[int]:
+        """Tasks tried at least once, by their newest success rate, in RATE_BINS equal bins over [0, 1]."""
+        bins = [0] * RATE_BINS
+        for entry in self.entries:
+            rate = entry.get("rate")
+            if rate is not None:
+                bins[min(int(float(rate) * RATE_BINS), RATE_BINS - 1)] += 1
+        return bins
+
+    def summary(self) -> dict[str, Any]:
+        """The step as the run page and its live `task_pool` frames show it."""
+        states: dict[str, int] = {}
+        for entry in self.entries:
+            states[entry.get("state", "new")] = states.get(entry.get("state", "new"), 0) + 1
+        return {
+            "step": self.step,
+            "size": self.size,
+            "frontier": self.frontier,
+            "replay": self.replay,
+            "drawn": self.drawn,
+            "replay_share": self.replay_share,
+            "histogram": self.rate_histogram(),
+            "states": states,
+            "entries": self.entries,
+        }

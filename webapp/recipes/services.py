@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from webapp.experiments.models import Run
-from webapp.recipes.models import ExperienceLibraryStep
+from webapp.recipes.models import ExperienceLibraryStep, TaskPoolStep
 
 
 def experience_store(run: Run, event: dict[str, Any]) -> dict[str, Any]:
@@ -26,3 +26,32 @@ def experience_store(run: Run, event: dict[str, Any]) -> dict[str, Any]:
         },
     )
     return library.summary()
+
+
+def task_pool_store(run: Run, event: dict[str, Any]) -> dict[str, Any]:
+    """Store a `task_pool` event (trainers.sdk.wire) as its step's pool; returns its summary for the live frame."""
+    pool, _ = TaskPoolStep.objects.update_or_create(
+        run=run,
+        step=event["step"],
+        defaults={
+            "size": event.get("size", 0),
+            "frontier": event.get("frontier", 0),
+            "replay": event.get("replay", 0),
+            "drawn": event.get("drawn") or {},
+            "entries": [
+                {
+                    "prompt": "",
+                    "parent": "",
+                    "generator": "",
+                    "born": 0,
+                    "state": "new",
+                    "attempts": 0,
+                    "rate": None,
+                    "difficulty": "",
+                    **entry,
+                }
+                for entry in event.get("entries", [])
+            ],
+        },
+    )
+    return pool.summary()

@@ -403,6 +403,10 @@ def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
             from webapp.recipes.services import experience_store
 
             summary.update(experience_store(run, event))
+        elif kind == "task_pool":
+            from webapp.recipes.services import task_pool_store
+
+            summary.update(task_pool_store(run, event))
         elif kind == "checkpoint":
             checkpoint, _ = Checkpoint.objects.update_or_create(
                 run=run,

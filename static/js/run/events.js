@@ -2,6 +2,7 @@
 // from, and the socket itself (static/js/live.js: resume, backoff, gaps).
 import { addCheckpoint } from "./checkpoints.js";
 import { experienceEvent } from "./experience.js";
+import { taskPoolEvent } from "./task_pool.js";
 import { applyMetrics, loadCurves } from "./curves.js";
 import { feedEvent } from "./feed.js";
 import { scheduleHistogram } from "./histogram.js";
@@ -44,6 +45,7 @@ const HANDLERS = {
   checkpoint: function (event) { addCheckpoint(event); logEvent(event); },
   log: logEvent,
   experience: experienceEvent,
+  task_pool: taskPoolEvent,
 };
 
 export function applyEvent(event) {
