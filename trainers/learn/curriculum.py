@@ -192,7 +192,8 @@ class PoolEntry:
 class TaskPool:
     """The curriculum's state (see the module docstring). `base` gives the run's own next tasks."""
 
-    config: dict[str, Any]
+    # a trainers.run_config.RunConfig (not imported: trainers.config imports this module's knobs)
+    config: Any
     base: Callable[[int], list[Any]]
     variants: Callable[..., list[Any]]
     entries: dict[str, PoolEntry] = field(default_factory=dict)
@@ -203,9 +204,9 @@ class TaskPool:
 
     def next_tasks(self, count: int) -> list[Any]:
         cfg = self.config
-        rng = random.Random(cfg["seed"] * 1_000_003 + sum(e.attempts for e in self.entries.values()))
+        rng = random.Random(cfg.seed * 1_000_003 + sum(e.attempts for e in self.entries.values()))
         # The share is kept over steps, not rounded away each one: a quarter of 2 prompts is one every other step.
-        self.replay_owed = self.replay_owed + count * cfg["curriculum_replay_share"] if self.replay else 0.0
+        self.replay_owed = self.replay_owed + count * cfg.curriculum_replay_share if self.replay else 0.0
         replay_n = min(len(self.replay), int(self.replay_owed + 1e-9))
         self.replay_owed -= replay_n
         frontier = self.frontier[: count - replay_n]
@@ -226,8 +227,8 @@ class TaskPool:
     def success_rate(self, group: Sequence[Any]) -> float:
         """The share of a group's samples that succeeded (`curriculum_success`)."""
         cfg = self.config
-        if cfg["curriculum_success"] == "reward":
-            wins = [r.reward >= cfg["curriculum_success_threshold"] for r in group]
+        if cfg.curriculum_success == "reward":
+            wins = [r.reward >= cfg.curriculum_success_threshold for r in group]
         else:
             graded = [r.trajectory.info.get("correct") for r in group]
             wins = [
@@ -239,7 +240,7 @@ class TaskPool:
     def observe(self, step: int, groups: Sequence[Sequence[Any]]) -> None:
         """A step's scored groups: rates, the band, new variants of failures, the replay buffer."""
         cfg = self.config
-        low, high = cfg["curriculum_band_low"], cfg["curriculum_band_high"]
+        low, high = cfg.curriculum_band_low, cfg.curriculum_band_high
         for group in groups:
             if not group:
                 continue
@@ -254,7 +255,7 @@ class TaskPool:
                 # Too hard: a generated task leaves the frontier; any failure seeds variants while the
                 # frontier has room (four steps' worth), so the pool cannot grow without bound.
                 entry.state = "retired" if entry.generator else "failed"
-                if len(self.frontier) < 4 * cfg["prompts_per_step"]:
+                if len(self.frontier) < 4 * cfg.prompts_per_step:
                     self._spawn(entry, step)
             elif rate > high:
                 entry.state = "mastered"
@@ -263,12 +264,12 @@ class TaskPool:
                 self.frontier.append(task.id)
             else:
                 entry.state = "retired" if entry.generator else "seen"
-        while len(self.replay) > cfg["curriculum_replay_size"]:
+        while len(self.replay) > cfg.curriculum_replay_size:
             del self.replay[max(self.replay, key=lambda k: self.replay[k])]
 
     def _spawn(self, failed: PoolEntry, step: int) -> None:
-        seed = self.config["seed"] * 7_919 + step * 1_009 + len(self.entries)
-        for task in self.variants(failed.task, self.config["curriculum_variants"], seed, set(self.entries)):
+        seed = self.config.seed * 7_919 + step * 1_009 + len(self.entries)
+        for task in self.variants(failed.task, self.config.curriculum_variants, seed, set(self.entries)):
             self.entries[task.id] = PoolEntry(task, parent=failed.task.id, generator="environment", born=step)
             self.frontier.append(task.id)
 

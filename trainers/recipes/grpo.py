@@ -171,7 +171,7 @@ class Trainer:
             log=self.log,
             on_scored=self.reporter.scored,
         )
-        if cfg["curriculum"] == "from_failures":  # WebRL's task source (trainers.learn.curriculum)
+        if cfg.curriculum == "from_failures":  # WebRL's task source (trainers.learn.curriculum)
             from trainers.learn.curriculum import attach_curriculum
 
             attach_curriculum(self)

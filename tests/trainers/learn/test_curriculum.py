@@ -11,6 +11,7 @@ import pytest
 from trainers.config import resolve_run_config
 from trainers.envs.arithmetic import ArithmeticCalculatorEnv
 from trainers.learn.curriculum import TaskPool, difficulty_of, environment_variants
+from trainers.run_config import RunConfig
 
 
 def make_env():
@@ -27,7 +28,9 @@ def group(task, wins: list[bool]):
 
 
 def pool(**knobs):
-    config = resolve_run_config("grpo", {"curriculum": "from_failures", "prompts_per_step": 2, **knobs})
+    config = RunConfig.build(
+        resolve_run_config("grpo", {"curriculum": "from_failures", "prompts_per_step": 2, **knobs})
+    )
     stream = iter(make_env().tasks("train", 100, 0))
     return TaskPool(
         config, base=lambda n: [next(stream) for _ in range(n)], variants=environment_variants(make_env)
