@@ -35,6 +35,7 @@ from webapp.review.models import PreferencePair, TrajectoryTag
 from webapp.rollouts import search
 from webapp.rollouts.models import (
     CriterionScore,
+    SavedView,
     Trajectory,
     TrajectorySearch,
     TrajectoryStatus,
@@ -487,3 +488,8 @@ def row_links(slug: str) -> Callable[[Trajectory], dict[str, str]]:
         return {"trajectory": detail, "group": group, "run": run_urls[trajectory.run_id]}
 
     return links
+
+
+def saved_view_list(*, project: Project, user) -> QuerySet[SavedView]:
+    """The user's own saved views of the explorer, by name (written by `services.saved_views`)."""
+    return SavedView.objects.filter(project=project, user=user).order_by("name")

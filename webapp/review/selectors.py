@@ -33,7 +33,7 @@ from webapp.review.models import (
     normalized_tag_name,
     side_of_choice,
 )
-from webapp.rollouts.models import SavedView, Trajectory, Turn
+from webapp.rollouts.models import Trajectory, Turn
 
 RECENT_ACTIVITY = 15
 
@@ -625,11 +625,6 @@ def turn_judgements(trajectory: Trajectory, reader=None) -> TurnJudgements:
         mine=mine,
         judgements=rows,
     )
-
-
-def saved_view_list(*, project: Project, user) -> QuerySet[SavedView]:
-    """The user's own saved views of the trajectory explorer, by name."""
-    return SavedView.objects.filter(project=project, user=user).order_by("name")
 
 
 def dpo_start_checkpoints(queue: PreferenceQueue, *, limit: int = 20) -> list[Checkpoint]:

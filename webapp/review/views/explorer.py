@@ -28,7 +28,7 @@ from rest_framework.views import APIView
 from webapp.api.schema import form_parameters
 from webapp.projects.access import Capability, NotFound, ProjectAccess, access_project
 from webapp.projects.views import project_context
-from webapp.review import explorer, selectors
+from webapp.review import explorer
 from webapp.review.explorer import ExplorerPage, InvalidCursor
 from webapp.review.forms import ExplorerForm
 from webapp.review.services import saved_views
@@ -84,7 +84,7 @@ def explorer_view(request: HttpRequest, slug: str) -> HttpResponse:
         return response
     context.update(
         v=form.submitted(),
-        saved_views=selectors.saved_view_list(project=access.project, user=request.user),
+        saved_views=explorer.saved_view_list(project=access.project, user=request.user),
         criterion_names=explorer.criterion_names(access.project),
     )
     return render(request, "review/explorer.html", context)
