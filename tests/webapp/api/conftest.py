@@ -69,10 +69,14 @@ def world(users, project, environment, rubric, run) -> World:
         name="which is better",
         runs=[stopped],
         annotators=[users["carol"], alice],
+        overlap=2,
     )
     assignment = review_services.next_pair(queue=queue, annotator=users["carol"])
     review_services.judgement_submit(pair=assignment.pair, annotator=users["carol"], choice="a")
     snapshot = review_services.snapshot_create(queue, alice)
+    # alice then disagrees: a disagreement to list and settle
+    review_services.next_pair(queue=queue, annotator=alice)
+    review_services.judgement_submit(pair=assignment.pair, annotator=alice, choice="b")
     reward_model = RewardModel.objects.create(
         project=project,
         name="prefs",
@@ -140,6 +144,11 @@ def world(users, project, environment, rubric, run) -> World:
             "/api/trajectories/{id}/tags/{name}/": {"id": trajectory.pk, "name": "reviewed"},
             "/api/preference-queues/{id}/": {"id": queue.pk},
             "/api/preference-queues/{id}/snapshots/": {"id": queue.pk},
+            "/api/preference-queues/{id}/disagreements/": {"id": queue.pk},
+            "/api/preference-queues/{id}/pairs/{pair_id}/adjudication/": {
+                "id": queue.pk,
+                "pair_id": assignment.pair.pk,
+            },
             "/api/preference-snapshots/{id}/export/": {"id": snapshot.pk},
             "/api/preference-snapshots/{id}/dpo-runs/": {"id": snapshot.pk},
             "/api/reward-models/{id}/": {"id": reward_model.pk},
