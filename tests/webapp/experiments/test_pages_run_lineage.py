@@ -106,7 +106,7 @@ def test_a_dpo_run_page_says_what_it_trains_on_and_a_grpo_run_starts_from_its_ch
     checkpoint = Checkpoint.objects.create(run=dpo, step=3, path="/ckpt/dpo-3")
     client = client_for("bob")
     page = client.get(f"/p/{project.slug}/runs/{dpo.pk}/").content.decode()
-    assert "DPOTrainer)" in page and f"?from_checkpoint={checkpoint.pk}" in page
+    assert "DPO trains on preference pairs" in page and f"?from_checkpoint={checkpoint.pk}" in page
     assert f"/p/{project.slug}/runs/{dpo.pk}/fork/" not in page or 'data-run-action="fork" hidden' in page
 
     form_page = client.get(f"/p/{project.slug}/runs/new/?from_checkpoint={checkpoint.pk}").content.decode()
