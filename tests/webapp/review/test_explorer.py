@@ -282,7 +282,7 @@ def test_the_page_renders_rows_with_links_to_the_trajectory_and_its_group(story,
     html = response.content.decode()
     t = story["t"]["timeout"]
     assert f'href="/p/{project.slug}/trajectories/{t.pk}/"' in html
-    assert f'href="/p/{project.slug}/runs/{t.run_id}/groups/2/0/"' in html
+    assert f'href="/p/{project.slug}/runs/{t.run_id}/groups/2/0/?split=train"' in html
     assert "<mark>timeout</mark>" in html
     assert 'data-trajectory="' in html and html.count('data-trajectory="') == 1
 
