@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from trainers.rubrics.agreement import cohens_kappa
 from trainers.rubrics.alarms import LEARNED_HIGH
 from trainers.types import Task, Trajectory, Turn
 
@@ -138,13 +139,10 @@ def _auc(scores: Sequence[float], truth: Sequence[bool]) -> float | None:
 
 
 def _kappa(truth: Sequence[bool], says: Sequence[bool]) -> float | None:
-    n = len(truth)
-    if not n or all(truth) or not any(truth):
+    """Cohen's κ of the judge against the truth; None when the truth is all one class (nothing to tell apart)."""
+    if not truth or all(truth) or not any(truth):
         return None
-    observed = sum(a == b for a, b in zip(truth, says, strict=True)) / n
-    p_true, p_says = sum(truth) / n, sum(says) / n
-    expected = p_true * p_says + (1 - p_true) * (1 - p_says)
-    return 0.0 if expected >= 1.0 else (observed - expected) / (1 - expected)
+    return cohens_kappa(truth, says)
 
 
 @contextlib.contextmanager

@@ -27,28 +27,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-Category = Hashable
-
-
-def percent_agreement(first: Sequence[Category], second: Sequence[Category]) -> float | None:
-    if len(first) != len(second):
-        raise ValueError("both raters must rate the same items")
-    if not first:
-        return None
-    return sum(x == y for x, y in zip(first, second, strict=True)) / len(first)
-
-
-def cohens_kappa(first: Sequence[Category], second: Sequence[Category]) -> float | None:
-    """Cohen's kappa of two raters' labels for the same items, in the same order."""
-    observed = percent_agreement(first, second)
-    if observed is None:
-        return None
-    n = len(first)
-    counts_first, counts_second = Counter(first), Counter(second)
-    expected = sum(counts_first[c] * counts_second[c] for c in counts_first) / (n * n)
-    if expected == 1.0:
-        return None
-    return (observed - expected) / (1 - expected)
+from trainers.rubrics.agreement import Category, cohens_kappa, percent_agreement  # the two-rater rule
 
 
 def fleiss_kappa(table: Sequence[Sequence[int]]) -> float | None:
