@@ -26,10 +26,13 @@
   const panel = document.getElementById("collaboration");
   if (!panel || !window.htmx) return;
 
-  // What the reader has typed, by box: the new-comment box, each reply box (by thread), each edit box.
-  function keyOf(textarea) {
-    const form = textarea.closest("form");
+  // What the reader has typed, by box: the new-comment box, each reply box (by thread), each edit box,
+  // and the one-line boxes (a tag being typed, a flag's note).
+  const BOXES = "textarea, input[type=text]";
+  function keyOf(box) {
+    const form = box.closest("form");
     if (!form) return null;
+    if (box instanceof HTMLInputElement) return (form.id || form.getAttribute("action")) + ":" + box.name;
     if (form.id === "comment-form") return "new";
     if (form.dataset.replyForm) return "reply-" + form.dataset.replyForm;
     return form.getAttribute("action");
@@ -37,12 +40,12 @@
 
   function drafts() {
     const kept = {};
-    panel.querySelectorAll("textarea").forEach(function (textarea) {
-      const key = keyOf(textarea);
-      const open = textarea.closest("details") ? textarea.closest("details").open : true;
-      if (key && (textarea.value || open)) {
-        kept[key] = { value: textarea.value, open: open, focused: document.activeElement === textarea,
-          start: textarea.selectionStart, end: textarea.selectionEnd };
+    panel.querySelectorAll(BOXES).forEach(function (box) {
+      const key = keyOf(box);
+      const open = box.closest("details") ? box.closest("details").open : true;
+      if (key && (box.value || open)) {
+        kept[key] = { value: box.value, open: open, focused: document.activeElement === box,
+          start: box.selectionStart, end: box.selectionEnd };
       }
     });
     const turn = panel.querySelector("#comment-form select[name=turn_index], #comment-form input[name=turn_index]");
@@ -50,13 +53,13 @@
   }
 
   function restore(saved) {
-    panel.querySelectorAll("textarea").forEach(function (textarea) {
-      const draft = saved.boxes[keyOf(textarea)];
+    panel.querySelectorAll(BOXES).forEach(function (box) {
+      const draft = saved.boxes[keyOf(box)];
       if (!draft) return;
-      if (draft.value) textarea.value = draft.value;
-      const details = textarea.closest("details");
+      if (draft.value) box.value = draft.value;
+      const details = box.closest("details");
       if (details && draft.open) details.open = true;
-      if (draft.focused) { textarea.focus(); textarea.setSelectionRange(draft.start, draft.end); }
+      if (draft.focused) { box.focus(); box.setSelectionRange(draft.start, draft.end); }
     });
     const turn = panel.querySelector("#comment-form select[name=turn_index], #comment-form input[name=turn_index]");
     if (turn && saved.turn !== null) turn.value = saved.turn;

@@ -104,9 +104,11 @@ def test_a_draft_being_typed_survives_a_teammates_comment(
     for page in (alice, carol):
         open_trajectory(page, server, project, trajectory)
     alice.locator("#comment-form textarea[name=body]").fill("half a thought")
+    alice.locator("#tag-form input[name=name]").fill("half a ta")
     post_comment(carol, "a new comment while alice types")
     expect(alice.locator("#collaboration .comment-body", has_text="while alice types")).to_be_visible()
     expect(alice.locator("#comment-form textarea[name=body]")).to_have_value("half a thought")
+    expect(alice.locator("#tag-form input[name=name]")).to_have_value("half a ta")
 
 
 class _containing(str):
