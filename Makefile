@@ -43,11 +43,12 @@ demo: $(STAMP)
 	$(PY) manage.py demo
 
 # Tests keep their state (embedded redis-server, databases, logs) in var/test, apart from the demo's.
-# The vLLM tier runs in its own venv (see venv-vllm below), beside the heavy lane once the quick and browser
-# lanes are done (scripts/run_tests.py); `make test-vllm` runs it alone.
+# The vLLM tier runs in its own venv (see venv-vllm below), the last lane of the queue (scripts/run_tests.py);
+# `make test-vllm` runs it alone.
 # The embedded redis-server the suite started is stopped when it ends, pass or fail (stop-test-redis).
 # The suite runs as pytest processes in lanes, two at a time (scripts/run_tests.py; tests/parallel.py keeps
-# their state apart): the slow tests in the heavy lane; beside it the quick ones, then the browser ones.
+# their state apart): the slow tests in the heavy lane; the quick, browser and bench lanes and the vLLM tier
+# queue for whichever slot is free first.
 # `make test-serial` runs it in one process; `make test-fast`, the edit loop, runs the quick tests in
 # TEST_WORKERS pytest-xdist processes, a file at a time each, one compute thread each, writing bytecode
 # whatever PYTHONDONTWRITEBYTECODE says (as the lanes: scripts/run_tests.py says why).

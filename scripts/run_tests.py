@@ -2,22 +2,23 @@
 
     python scripts/run_tests.py [pytest arguments for every lane …]
 
-The heavy lane (`slow`: the real model, Ray, workers, servers) prints as it runs; beside it the quick lane
-(the in-process tests) and then the browser lane (Chromium against a daphne server, nothing trained) run
-one after the other, each writing to `<ROLLOUT_STUDIO_VAR>/<lane>-lane.log`, printed whole when all are
-done. Exits non-zero when any lane failed (a lane that selected no test counts as passed).
+Two slots, two cores. The heavy lane (`slow`: the real model, Ray, workers, servers) holds the first slot
+from the start and prints as it runs; the other lanes (quick, browser, the two halves of the benches, then
+the vLLM tier) wait in a queue, and each starts in whichever slot is free first, writing to
+`<ROLLOUT_STUDIO_VAR>/<lane>-lane.log`, printed whole when all are done. So no slot stands idle while a lane
+waits: when the heavy lane ends (~17 min), the benches' second half takes its slot instead of queueing
+behind the first half (CI on 4d4c1f8: the heavy slot idle from 999 s, the other ending at 2,036 s).
+Exits non-zero when any lane failed (a lane that selected no test counts as passed).
 
-The vLLM tier (tests/vllm) runs last beside the heavy lane, in its own venv (the Makefile's venv-vllm)
-and state directory (`<ROLLOUT_STUDIO_VAR>-vllm`), when that venv exists and no test paths are named: the
-tier (2.5-3.5 min) runs beside the heavy lane instead of after everything, and the two slots end within
-seconds to minutes of each other, by machine (docs/architecture.md, "Installs in seconds" and "Under 15
-minutes"). `make test-vllm` runs the tier alone with the same pytest arguments.
+The vLLM tier (tests/vllm) runs in its own venv (the Makefile's venv-vllm) and state directory
+(`<ROLLOUT_STUDIO_VAR>-vllm`), when that venv exists and no test paths are named. `make test-vllm` runs
+the tier alone with the same pytest arguments.
 
-Two lanes, two cores: each lane's PyTorch (and the workers and servers its tests start) computes on one
-thread. With its default two threads, a process whose other core is busy waits at every parallel region
-for the thread that is not running: a training step of the bundled model beside a busy core took 18.8 s
-on two threads and 13.9 s on one (8.0 s on two when alone), and the other core's work got half of its
-core instead of all of it. Set OMP_NUM_THREADS yourself to choose otherwise.
+Each lane's PyTorch (and the workers and servers its tests start) computes on one thread. With its default
+two threads, a process whose other core is busy waits at every parallel region for the thread that is not
+running: a training step of the bundled model beside a busy core took 18.8 s on two threads and 13.9 s on
+one (8.0 s on two when alone), and the other core's work got half of its core instead of all of it. Set
+OMP_NUM_THREADS yourself to choose otherwise.
 """
 
 from __future__ import annotations
@@ -26,14 +27,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.parallel import AFTER_ONE_ANOTHER, LANE_VARIABLE, LANES  # noqa: E402
+from tests.parallel import LANE_VARIABLE, LANES, QUEUED  # noqa: E402
 
 NO_TESTS_COLLECTED = 5  # pytest's exit code
 
@@ -47,10 +47,10 @@ def names_paths(extra: list[str]) -> bool:
     return any(not arg.startswith("-") and (ROOT / arg.split("::")[0]).exists() for arg in extra)
 
 
-def second_slot(extra: list[str]) -> list[str]:
-    """The lanes that run one after the other beside the heavy one."""
+def queued_lanes(extra: list[str]) -> list[str]:
+    """The lanes that wait for a free slot, in the order they start."""
     with_vllm = VLLM_PYTHON.exists() and not names_paths(extra)
-    return [*AFTER_ONE_ANOTHER, *([VLLM_LANE] if with_vllm else [])]
+    return [*QUEUED, *([VLLM_LANE] if with_vllm else [])]
 
 
 def lane_command(lane: str, extra: list[str]) -> list[str]:
@@ -86,45 +86,46 @@ def start(lane: str, extra: list[str], log=None) -> subprocess.Popen:
     return subprocess.Popen(lane_command(lane, extra), cwd=ROOT, env=lane_environment(lane), **output)
 
 
+SLOTS = 2
+POLL_S = 0.5
+
+
 def main(extra: list[str]) -> int:
     var = ROOT / os.environ.get("ROLLOUT_STUDIO_VAR", "var")
     var.mkdir(parents=True, exist_ok=True)
-    after_one_another = second_slot(extra)
-    logs = {lane: var / f"{lane}-lane.log" for lane in after_one_another}
+    waiting = queued_lanes(extra)
+    order = ["heavy", *waiting]
+    logs = {lane: var / f"{lane}-lane.log" for lane in waiting}
     started = time.monotonic()
     codes: dict[str, int] = {}
     ended: dict[str, float] = {}
-    heavy = start("heavy", extra)
-    running = [heavy]
-
-    def note_when_heavy_ends() -> None:  # its end, not when the other slot's lanes were done
-        heavy.wait()
-        ended["heavy"] = time.monotonic() - started
-
-    heavy_watch = threading.Thread(target=note_when_heavy_ends, daemon=True)
-    heavy_watch.start()
+    running: dict[str, tuple[subprocess.Popen, object]] = {"heavy": (start("heavy", extra), None)}
     try:
-        for lane in after_one_another:
-            with open(logs[lane], "w") as log:
-                process = start(lane, extra, log)
-                running.append(process)
-                codes[lane] = process.wait()
+        while running or waiting:
+            while waiting and len(running) < SLOTS:
+                lane = waiting.pop(0)
+                log = open(logs[lane], "w")  # noqa: SIM115 - closed when its lane ends
+                running[lane] = (start(lane, extra, log), log)
+            for lane, (process, log) in list(running.items()):
+                if process.poll() is None:
+                    continue
+                codes[lane] = process.returncode
                 ended[lane] = time.monotonic() - started
-        codes["heavy"] = heavy.wait()
-        heavy_watch.join()
+                if log is not None:
+                    log.close()
+                del running[lane]
+            time.sleep(POLL_S)
     except KeyboardInterrupt:
-        for process in running:
+        for process, _ in running.values():
             process.send_signal(signal.SIGINT)
-        for process in running:
+        for process, _ in running.values():
             process.wait()
         return 130
-    for lane in after_one_another:
+    for lane in order[1:]:
         selection = LANES.get(lane, "the vLLM venv's tests/vllm")
-        print(f"\n===== the {lane} lane ({selection}), beside the heavy one: {logs[lane]} =====", flush=True)
+        print(f"\n===== the {lane} lane ({selection}): {logs[lane]} =====", flush=True)
         print(logs[lane].read_text(), end="", flush=True)
-    ends = ", ".join(
-        f"{lane} exited {codes[lane]} after {ended[lane]:.0f} s" for lane in ("heavy", *after_one_another)
-    )
+    ends = ", ".join(f"{lane} exited {codes[lane]} after {ended[lane]:.0f} s" for lane in order)
     print(f"\n===== lanes: {ends}; {time.monotonic() - started:.0f} s in all =====", flush=True)
     failed = [code for code in codes.values() if code not in (0, NO_TESTS_COLLECTED)]
     return failed[0] if failed else 0

@@ -3,9 +3,9 @@
 `make test` runs the suite as pytest processes in lanes (`scripts/run_tests.py`), two at a time: the `slow`
 tests (the real model, Ray, Celery workers, servers: most of them use both cores while they train) one
 after another in the *heavy* lane, so that two of them never race for the cores and their time limits
-hold; beside it the ~3,100 quick in-process tests (one core each) in the *quick* lane, then the `browser`
-tests that train nothing (a daphne server and Chromium, waiting on each other more than computing) in the
-*browser* lane, which starts when the quick lane is done. `make test-fast` runs the quick ones in two
+hold; the other lanes queue for whichever slot is free first: the ~3,300 quick in-process tests (one core
+each) in the *quick* lane, the `browser` tests that train nothing (a daphne server and Chromium, waiting on
+each other more than computing) in the *browser* lane, and the bench smokes in two halves. `make test-fast` runs the quick ones in two
 pytest-xdist workers, a file at a time each.
 
 Each of those processes starts its own servers, Celery workers, Ray clusters and Chromium, and they must
@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 REDIS_DATABASES = 16  # redis-server's default `databases`
 LANE_VARIABLE = "ROLLOUT_STUDIO_TEST_LANE"
-HEAVY_MARKERS = ("slow", "browser", "bench")  # the real model, Ray, workers, servers, Chromium, bench scripts
+HEAVY_MARKERS = ("slow", "browser", "bench")  # `bench_second` only ever comes with `bench`  # the real model, Ray, workers, servers, Chromium, bench scripts
 
 
 def is_heavy(keywords) -> bool:
@@ -42,12 +42,15 @@ LANES = {
     "heavy": "slow",
     "quick": " and ".join(f"not {marker}" for marker in HEAVY_MARKERS),
     "browser": "browser and not slow",
-    # Every script under bench/ at its smoke size (tests/bench/test_smoke.py): subprocesses, one at a time.
-    "bench": "bench and not slow and not browser",
+    # Every script under bench/ at its smoke size (tests/bench/test_smoke.py): subprocesses, one at a time,
+    # in two halves of about equal time (the heavier half is `bench_second`), so the two slots end together.
+    "bench": "bench and not bench_second and not slow and not browser",
+    "bench_second": "bench_second and not slow and not browser",
 }
-# The lanes scripts/run_tests.py starts one after the other beside the heavy one.
-AFTER_ONE_ANOTHER = ("quick", "browser", "bench")
-WORKERS_PER_LANE = 4  # Redis databases set apart for each lane's xdist workers: 4 lanes × 4 ≤ 16
+# The lanes scripts/run_tests.py starts, in this order, in whichever of its two slots is free first (the
+# heavy lane holds the first slot from the start).
+QUEUED = ("quick", "browser", "bench", "bench_second")
+WORKERS_PER_LANE = 3  # Redis databases set apart for each lane's xdist workers: 5 lanes × 3 ≤ 16
 
 
 def slot(lane: str | None, worker_id: str | None) -> int:

@@ -26,11 +26,20 @@ def test_each_process_gets_its_own_redis_database_and_the_first_keeps_the_urls()
 
 
 @pytest.mark.parametrize(
-    "markers", [set(), {"slow"}, {"browser"}, {"bench"}, {"slow", "browser"}, {"bench", "slow"}]
+    "markers",
+    [
+        set(),
+        {"slow"},
+        {"browser"},
+        {"bench"},
+        {"bench", "bench_second"},
+        {"slow", "browser"},
+        {"bench", "slow"},
+    ],
 )
 def test_every_test_runs_in_exactly_one_lane(markers):
     """A lane's marker expression (pytest's `-m`, plain Python booleans over the marker names) selects it."""
-    names = {marker: marker in markers for marker in ("slow", "browser", "bench")}
+    names = {marker: marker in markers for marker in ("slow", "browser", "bench", "bench_second")}
     assert sum(bool(eval(expression, {}, names)) for expression in LANES.values()) == 1
 
 
@@ -43,14 +52,14 @@ def test_a_lanes_worker_keeps_its_state_under_its_own_var_dir():
     }
     isolate(environ)
     assert environ["ROLLOUT_STUDIO_VAR"] == os.path.join("var/test", "quick", "gw1")
-    assert environ["REDIS_URL"] == "redis://h:6379/10"  # the second lane (slot 4), its worker gw1
+    assert environ["REDIS_URL"] == "redis://h:6379/11"  # the second lane, its worker gw1: slot 1 × 3 + 1
 
 
 def test_one_plain_pytest_changes_nothing_and_an_unknown_lane_is_refused():
     environ = {"ROLLOUT_STUDIO_VAR": "var/test", "REDIS_URL": "redis://h:6379/15"}
     isolate(environ)
     assert environ == {"ROLLOUT_STUDIO_VAR": "var/test", "REDIS_URL": "redis://h:6379/15"}
-    with pytest.raises(RuntimeError, match="the lanes are heavy, quick, browser, bench"):
+    with pytest.raises(RuntimeError, match="the lanes are heavy, quick, browser, bench, bench_second"):
         isolate({"ROLLOUT_STUDIO_TEST_LANE": "fast"})
 
 
@@ -92,19 +101,16 @@ def test_the_lanes_write_bytecode_whatever_the_caller_said(monkeypatch):
         assert "PYTHONDONTWRITEBYTECODE" not in run_tests.lane_environment(lane)
 
 
-def test_the_vllm_tier_runs_last_beside_the_heavy_lane_when_its_venv_is_there(monkeypatch, tmp_path):
+def test_the_vllm_tier_is_queued_last_when_its_venv_is_there(monkeypatch, tmp_path):
     run_tests = load_run_tests()
     venv_python = tmp_path / "python"
     monkeypatch.setattr(run_tests, "VLLM_PYTHON", venv_python)
-    assert run_tests.second_slot([]) == [
-        "quick",
-        "browser",
-        "bench",
-    ]  # no .venv-vllm: the main venv's lanes only
+    main_lanes = ["quick", "browser", "bench", "bench_second"]
+    assert run_tests.queued_lanes([]) == main_lanes  # no .venv-vllm: the main venv's lanes only
     venv_python.touch()
-    assert run_tests.second_slot(["-q", "--durations=80"]) == ["quick", "browser", "bench", "vllm"]
+    assert run_tests.queued_lanes(["-q", "--durations=80"]) == [*main_lanes, "vllm"]
     # Tests named by path: a subset of the main venv's tests, not the tier.
-    assert run_tests.second_slot(["-q", "tests/test_parallel.py::test_slot"]) == ["quick", "browser", "bench"]
+    assert run_tests.queued_lanes(["-q", "tests/test_parallel.py::test_slot"]) == main_lanes
 
     command = run_tests.lane_command("vllm", ["-q"])
     assert command[0] == str(venv_python) and command[-3:] == ["vllm", "-q", "tests/vllm"]
