@@ -28,7 +28,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 REDIS_DATABASES = 16  # redis-server's default `databases`
 LANE_VARIABLE = "ROLLOUT_STUDIO_TEST_LANE"
-HEAVY_MARKERS = ("slow", "browser", "bench")  # `bench_second` only ever comes with `bench`  # the real model, Ray, workers, servers, Chromium, bench scripts
+# The real model, Ray, workers, servers, Chromium, bench scripts (`bench_second` only comes with `bench`).
+HEAVY_MARKERS = ("slow", "browser", "bench")
 
 
 def is_heavy(keywords) -> bool:
