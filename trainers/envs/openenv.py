@@ -91,8 +91,15 @@ def extract_json_action(text: str) -> dict[str, Any] | str:
     return value
 
 
+# What an observation carries besides what the model should read: a 0.3 server sends them beside the
+# observation, a 0.10 one also inside it (its `metadata`, `{}` by default).
+NOT_SHOWN = ("reward", "done", "metadata")
+
+
 def render_observation(observation: Any, field: str = "") -> str:
-    """The text the model sees for an observation dict (reward, done and metadata already removed)."""
+    """The text the model sees for an observation dict."""
+    if isinstance(observation, dict):
+        observation = {k: v for k, v in observation.items() if k not in NOT_SHOWN}
     if field and isinstance(observation, dict) and field in observation:
         value = observation[field]
     elif isinstance(observation, dict):

@@ -16,6 +16,10 @@ class RemoteEnvironmentError(RuntimeError):
     """The environment server could not be reached or answered with an error; the message says which and why."""
 
 
+# The routes an OpenEnv 0.10 server in production mode leaves out (its /ws session still plays episodes).
+SIMULATION_ROUTES = ("/reset", "/step", "/state")
+
+
 def _describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text if len(text) < 300 else text[:300] + "…"
@@ -55,6 +59,12 @@ class OpenEnvClient:
             raise RemoteEnvironmentError(
                 f"OpenEnv server {self.url} is unreachable ({method} {path}): {_describe(exc)}"
             ) from exc
+        if response.status_code == 404 and path in SIMULATION_ROUTES:
+            raise RemoteEnvironmentError(
+                f"OpenEnv server {self.url} has no HTTP {path}: an OpenEnv 0.10 server in production mode "
+                "plays episodes over its /ws session only (and its tools at /mcp) — set the environment's "
+                "transport to ws."
+            )
         if response.status_code >= 400:
             raise RemoteEnvironmentError(
                 f"OpenEnv server {self.url} answered {method} {path} with HTTP {response.status_code}: {response.text[:500]}"

@@ -169,6 +169,27 @@ def test_mcp_tools_are_offered_as_tool_specs_and_each_call_is_a_step(guess_url):
     assert hit.done and hit.reward == 1.0
 
 
+def test_a_production_mode_server_plays_its_tools_over_ws_and_http_says_why_it_cannot():
+    """OpenEnv 0.10's production mode serves no /reset, /step or /state: episodes over /ws, tools at /mcp."""
+    env = build(server_app="tests.fixtures.openenv_guess.server:production_app", action_format="tools")
+    task = env.tasks("train", 1, seed=0)[0]
+    env.reset(task, 0)
+    assert [t.name for t in env.tools] == ["guess"]
+    secret = secret_of(task.meta["seed"])
+    hit = env.step(f'<tool_call>{{"name": "guess", "arguments": {{"number": {secret}}}}}</tool_call>')
+    assert hit.done and hit.reward == 1.0 and hit.observation == f"Result: {secret} is right!"
+
+    over_http = build(
+        server_app="tests.fixtures.openenv_guess.server:production_app",
+        action_format="tools",
+        transport="http",
+    )
+    with pytest.raises(
+        RemoteEnvironmentError, match="production mode .* set the environment's transport to ws"
+    ):
+        over_http.reset(task, 0)
+
+
 def test_a_message_without_a_tool_call_ends_a_tools_episode(guess_url):
     env = build(server_app="tests.fixtures.openenv_guess.server:mcp_app", action_format="tools")
     env.reset(env.tasks("train", 1, seed=0)[0], 0)
