@@ -514,7 +514,7 @@ OPENENV_DOCKERFILE = ROOT / "tests" / "fixtures" / "openenv_image" / "Dockerfile
 
 
 def openenv_image(context: Path) -> str:
-    """The environment `openenv init` generates (openenv-core's echo template), built into an image the
+    """The environment `openenv init` generates (OpenEnv's echo template), built into an image the
     way tests/trainers/envs/test_openenv_image.py does (a local base, pip's CA as a build secret)."""
     made = subprocess.run(
         [str(ROOT / ".venv" / "bin" / "openenv"), "init", "echo_env", "-o", str(context)],

@@ -128,7 +128,7 @@ OPENENV = KindSpec(
             "startup_timeout_s": _number(
                 "Startup timeout (s)",
                 "Longest wait for a started server to become "
-                "healthy (openenv-core servers import gradio: tens of seconds on a "
+                "healthy (OpenEnv servers import gradio: tens of seconds on a "
                 "busy machine).",
                 120.0,
                 1.0,

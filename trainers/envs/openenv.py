@@ -1,9 +1,9 @@
-"""openenv: any OpenEnv server (PyPI `openenv-core`) as an environment, over HTTP or its /ws sessions.
+"""openenv: any OpenEnv server (PyPI `openenv`, 0.10; servers of 0.3 too) as an environment, over HTTP or its /ws sessions.
 
 An OpenEnv server exposes `POST /reset {seed, episode_id, …}` and `POST /step {action}` answering
 `{observation, reward, done}`, `GET /state`, `GET /schema` (JSON schemas of action, observation,
 state), `GET /health`, and `WS /ws` with messages `{type: reset|step|state|close|mcp, data}`.
-Servers built with openenv-core create a fresh environment per HTTP request, so only /ws keeps an
+Servers built with OpenEnv create a fresh environment per HTTP request, so only /ws keeps an
 episode's state between steps: the `auto` transport uses one /ws session per episode and falls back
 to HTTP for servers without /ws (which then must keep state themselves).
 

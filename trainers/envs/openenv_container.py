@@ -26,7 +26,7 @@ class ManagedContainer:
     """One container of `image` per process, its port published on a free 127.0.0.1 port, health-checked,
     removed at exit.
 
-    Why not openenv-core's `LocalDockerProvider` (what its `from_docker_image` uses): it publishes the
+    Why not OpenEnv's `LocalDockerProvider` (what its `from_docker_image` uses): it publishes the
     port on every interface, not 127.0.0.1; a container that exits at start is only a time-out there,
     without its exit code or logs; and the container port is fixed at 8000."""
 

@@ -1,4 +1,4 @@
-"""The `openenv` kind against real OpenEnv servers (openenv-core's own server classes) on 127.0.0.1."""
+"""The `openenv` kind against real OpenEnv servers (OpenEnv's own server classes, PyPI `openenv` 0.10) on 127.0.0.1."""
 
 from __future__ import annotations
 
