@@ -206,7 +206,7 @@ def test_bob_asks_the_queue_page_for_a_snapshot_with_the_turn_judgements(run, pr
     assert "and 2 step-level rows from turn judgements" in answer.content.decode()
 
 
-def episode(run, group: int, sample: int, a: int, b: int, answer: str):
+def episode(run, group: int, sample: int, a: int, b: int, answer: str, reward: float):
     call = f'<tool_call>{{"name": "calculator", "arguments": {{"expression": "{a} + {b}"}}}}</tool_call>'
     return make_stored(
         run,
@@ -214,6 +214,7 @@ def episode(run, group: int, sample: int, a: int, b: int, answer: str):
         sample=sample,
         task_id=f"add-{a}-{b}",
         prompt=f"What is {a} + {b}?",
+        reward=reward,
         turns=[
             turn("system", "You add numbers with the calculator."),
             turn("user", f"What is {a} + {b}?"),
@@ -225,10 +226,6 @@ def episode(run, group: int, sample: int, a: int, b: int, answer: str):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="known broken after this round's merges (stop 42 note): queues now skip identical responses and equal rewards by default: this world gives no pairs",
-    strict=False,
-)
 def test_marked_turns_train_a_step_level_reward_that_the_trainer_credits(run, project, users, tmp_path):
     """The whole route: carol marks where broken episodes went wrong → a snapshot with turn rows → a
     Bradley–Terry reward model on the bundled model → scored per turn, a new broken answer's turn gets a
@@ -240,8 +237,9 @@ def test_marked_turns_train_a_step_level_reward_that_the_trainer_credits(run, pr
     from workers.reward_execution import training_pairs
 
     for g, (a, b) in enumerate([(12, 30), (7, 8), (21, 4), (33, 9), (5, 16), (40, 2), (18, 18), (9, 27)]):
-        episode(run, g, 0, a, b, f"<answer>{a + b}</answer>")
-        broken = episode(run, g, 1, a, b, "<answer>TOOL_NAME</answer>")
+        # as the verifier scored them: a queue pairs responses whose rewards differ (its default)
+        episode(run, g, 0, a, b, f"<answer>{a + b}</answer>", reward=1.0)
+        broken = episode(run, g, 1, a, b, "<answer>TOOL_NAME</answer>", reward=0.0)
         services.turn_mark_wrong(trajectory=broken, annotator=users["carol"], turn_index=4)
     queue = services.queue_create(
         project=project, user=users["bob"], name="steps", runs=[run], annotators=[users["carol"]], seed=2

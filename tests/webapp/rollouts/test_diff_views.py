@@ -263,15 +263,23 @@ def test_compare_many_refuses_bad_lists_and_other_projects_trajectories(client_f
     assert client_for("dave").get(url, {"run": run.pk, "task": "nope"}).status_code == 404
 
 
-@pytest.mark.xfail(
-    reason="known broken after this round's merges (stop 42 note): the banner names tasks by text now (walk 35.8): assertion to follow",
-    strict=False,
-)
+def _compare_banner(html: str) -> str:
+    """The compare page's task banner as a reader sees it: its text, tags dropped, entities kept escaped."""
+    banner = re.search(r"<p[^>]*data-compare-task[^>]*>(.*?)</p>", html, re.S)
+    assert banner, "the compare page has no task banner"
+    return " ".join(re.sub(r"<[^>]+>", "", banner.group(1)).split())
+
+
 def test_compare_many_names_the_task_and_says_when_the_ticked_rows_are_of_several(client_for, project, run):
-    a, b = make_trajectory(run, sample=0, task_id="t1"), make_trajectory(run, sample=1, task_id="t1")
-    c = make_trajectory(run, sample=2, task_id="<b>t2</b>")
+    # Tasks are named by their prompt's text, as every page names a task (task_tags); the id is on hover.
+    a = make_trajectory(run, sample=0, task_id="t1", prompt="What is 3 + 4?")
+    b = make_trajectory(run, sample=1, task_id="t1", prompt="What is 3 + 4?")
+    c = make_trajectory(run, sample=2, task_id="t2", prompt="<b>Bold</b> sum\nsecond line")
     url = reverse("rollouts:compare_trajectories", args=[project.slug])
     one = client_for("dave").get(url, {"ids": f"{a.pk},{b.pk}"}).content.decode()
-    assert "Task <code>t1</code>" in one and "different tasks" not in one
+    assert _compare_banner(one) == "Task What is 3 + 4?"
+    assert 'title="What is 3 + 4?\n\ntask t1"' in one
     two = client_for("dave").get(url, {"ids": f"{a.pk},{b.pk},{c.pk}"}).content.decode()
-    assert "2 different tasks" in two and "<code>&lt;b&gt;t2&lt;/b&gt;</code>" in two
+    banner = _compare_banner(two)
+    assert banner.startswith("2 different tasks (What is 3 + 4?; &lt;b&gt;Bold&lt;/b&gt; sum)")
+    assert "<b>Bold</b>" not in two  # the model-side prompt is escaped, and only its first line names it
