@@ -478,7 +478,7 @@ def test_the_metric_scan_finds_a_second_formula():
 MAX_FILE_LINES = 650
 MAX_FUNCTION_LINES = 120
 FILES_OVER = {
-    "trainers/sdk/wire.py": 759,
+    "trainers/sdk/wire.py": 735,
 }
 FUNCTIONS_OVER = {
     "trainers/learn/reward_training.py:fit_head": 121,

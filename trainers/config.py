@@ -21,6 +21,7 @@ from trainers.learn.curriculum import CURRICULUM_KNOBS
 from trainers.learn.experience import TRAINING_FREE_KNOBS
 from trainers.models import DEFAULT_MODEL
 from trainers.registry import UnknownKind, environment_kind, validate_config
+from trainers.rollout.branching import BRANCHING_KNOBS
 
 _LORA_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -103,6 +104,7 @@ _PROPERTIES: dict[str, Any] = {
     "lora": _LORA_SCHEMA,
     **TRAINING_FREE_KNOBS,
     **CURRICULUM_KNOBS,
+    **BRANCHING_KNOBS,
 }
 
 RUN_CONFIG_SCHEMA: dict[str, Any] = {
@@ -127,6 +129,7 @@ KNOB_GROUPS: dict[str, str] = {
     "distributed": "Distributed",
     "training_free": "Training-Free GRPO",
     "curriculum": "Curriculum from failures",
+    "branching": "Branching rollouts (ARPO, AEPO)",
 }
 
 # Knob overrides per preset. Only what differs from the defaults matters, but each preset spells out
@@ -311,6 +314,8 @@ def validate_run_config(config: dict[str, Any]) -> dict[str, list[str]]:
         add("curriculum_band_low", "The band's low end must not be above its high end.")
     if config.get("curriculum") == "from_failures" and (config.get("num_rollout_workers") or 0) > 0:
         add("curriculum", "The curriculum draws tasks step by step: use 0 rollout workers.")
+    if config.get("rollout_strategy") == "branching" and isinstance(group_size, int) and group_size < 2:
+        add("group_size", "Branching rollouts need a group of at least 2 samples to branch into.")
     if config.get("preset") == "training_free_grpo":
         if (config.get("num_rollout_workers") or 0) > 0:
             add(

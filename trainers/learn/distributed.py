@@ -66,12 +66,17 @@ class RolloutWorker:
         if hasattr(probe, "close"):
             probe.close()
         self.version = 0
+        from trainers.rollout.branching import EntropyMonitor
+
+        self.monitor = EntropyMonitor()  # AEPO's running entropy after tool results, per worker
 
     def generate(self, tasks: list[Any], seeds: list[list[int]], options: dict[str, Any]) -> list[list[Any]]:
-        from trainers.rollout.episodes import generate_rollouts
+        from trainers.rollout.branched import generate_with_strategy
 
         cfg = self.config
-        return generate_rollouts(
+        return generate_with_strategy(
+            cfg,
+            self.monitor,
             self.backend,
             self.chat,
             self.make_env,

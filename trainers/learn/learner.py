@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from trainers.learn import algorithms, checkpoint, turn_credit
+from trainers.learn import algorithms, branch_credit, checkpoint, turn_credit
 from trainers.learn.losses import completion_logprob_parts, completion_logprobs
 from trainers.learn.metrics import UpdateTotals, update_metrics
 from trainers.learn.step import MicroBatch, UpdatePlan, corrects_staleness, learner_step, plan_update
@@ -30,7 +30,8 @@ from trainers.run_config import RunConfig
 
 def assign_advantages(groups: Sequence[Sequence[Any]], config: RunConfig) -> None:
     """Each trained rollout's advantage (the run's estimator over its group) and, with per-turn rewards,
-    its per-token advantages (`trainers.learn.turn_credit`)."""
+    its per-token advantages (`trainers.learn.turn_credit`); with branching rollouts' hard attribution,
+    a shared prefix's tokens get the mean advantage of the rollouts that share it."""
     advantages = algorithms.advantages(
         [[r.reward for r in g] for g in groups],
         config.algorithm,
@@ -44,6 +45,8 @@ def assign_advantages(groups: Sequence[Sequence[Any]], config: RunConfig) -> Non
             rollout.token_advantages = turn_credit.rollout_token_advantages(
                 rollout, turn_steps, config.turn_advantage_weight
             )
+        if config.branch_attribution == "hard":  # a branched group's shared prefix
+            branch_credit.hard_token_advantages(group)
 
 
 class Learner:

@@ -97,12 +97,14 @@ def policy_loss(
     num_tokens: float | None = None,
     norm_constant: float | None = None,
     is_weights: torch.Tensor | None = None,
+    entropy_balanced: bool = False,
 ) -> tuple[torch.Tensor, LossStats]:
     """PPO-clip surrogate with asymmetric clip range [1 - clip_low, 1 + clip_high], plus kl_coef · k3.
 
     `is_weights` (no gradient; see `truncated_importance_weights`) multiply each token's surrogate:
     the off-policy correction of a batch sampled by an older (behaviour) policy. The KL term is not
-    reweighted. Returns the scalar loss to backpropagate and the micro-batch's stats.
+    reweighted. `entropy_balanced` (AEPO, `entropy_balanced_clip`): see `clipped_ratio`. Returns the
+    scalar loss to backpropagate and the micro-batch's stats.
     """
     mask = mask.to(logp.dtype)
     adv = advantages.to(logp.dtype)
@@ -110,7 +112,7 @@ def policy_loss(
         adv = adv.unsqueeze(-1)
     ratio = torch.exp(logp - old_logp)
     unclipped = -adv * ratio
-    clipped = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    clipped = -adv * clipped_ratio(ratio, clip_low, clip_high, entropy_balanced)
     per_token = torch.maximum(unclipped, clipped)
     if is_weights is not None:
         per_token = per_token * is_weights.to(per_token.dtype)
@@ -127,6 +129,21 @@ def policy_loss(
             ratio_sum=float((ratio * mask).sum()),
         )
     return loss, stats
+
+
+def clipped_ratio(
+    ratio: torch.Tensor, clip_low: float, clip_high: float, entropy_balanced: bool
+) -> torch.Tensor:
+    """The ratio clipped to [1 − clip_low, 1 + clip_high]. PPO's clip gives a token above the upper bound no
+    gradient at all — with a positive advantage those are mostly high-entropy tokens (the ones a tool
+    result made uncertain), so their learning signal is dropped. Entropy-balanced (AEPO): above the bound
+    the value is the same, (1 + clip_high) · r / sg(r), but the gradient flows, scaled to the bound:
+    (1 + clip_high) · ∇log π."""
+    bounded = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    if not entropy_balanced:
+        return bounded
+    upper = 1.0 + clip_high
+    return torch.where(ratio > upper, upper * ratio / ratio.detach(), bounded)
 
 
 def truncated_importance_weights(

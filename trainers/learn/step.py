@@ -204,6 +204,7 @@ def learner_step(
                     num_sequences=plan.num_sequences,
                     num_tokens=plan.num_tokens,
                     norm_constant=plan.norm_constant,
+                    entropy_balanced=config.entropy_balanced_clip,
                 )
                 t1 = time.perf_counter()
                 # Getting this part may have run the previous prompt's own backward pass.

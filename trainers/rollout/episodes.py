@@ -57,6 +57,8 @@ class Rollout:
     advantage: float = 0.0
     # Per completion token, where per-turn rewards credit turns apart (trainers.learn.turn_credit); else None.
     token_advantages: list[float] | None = None
+    # Where a branching rollout split off its parent (trainers.rollout.branched); None for a whole sample.
+    branch: dict[str, Any] | None = None
 
     def has_signal(self) -> bool:
         """Whether the policy-gradient term can be non-zero: some token's advantage is not exactly 0."""
@@ -100,6 +102,7 @@ class Rollout:
             "env_reward": float(traj.env_reward),
             "correct": _verdict(traj.info.get("correct")),
             "answer": answer_text(self.task.answer),
+            "branch": self.branch,
         }
 
 

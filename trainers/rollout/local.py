@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from trainers.rollout.branched import generate_with_strategy
+from trainers.rollout.branching import EntropyMonitor
 from trainers.rollout.chat import ChatFormat
-from trainers.rollout.episodes import GenerationProgress, Rollout, generate_rollouts
+from trainers.rollout.episodes import GenerationProgress, Rollout
 
 
 class SamplingKnobs(Protocol):
@@ -21,6 +23,8 @@ class SamplingKnobs(Protocol):
     def temperature(self) -> float: ...
     @property
     def top_p(self) -> float: ...
+    @property
+    def rollout_strategy(self) -> str: ...
 
 
 class LocalRollouts:
@@ -46,6 +50,7 @@ class LocalRollouts:
         self.config = config
         self.stop = stop
         self.push_weights = push_weights
+        self.monitor = EntropyMonitor()  # the entropy after tool results, across steps (branching rollouts)
 
     def generate(
         self,
@@ -60,7 +65,9 @@ class LocalRollouts:
         first_group: int = 0,
     ) -> list[list[Rollout]]:
         cfg = self.config
-        return generate_rollouts(
+        return generate_with_strategy(
+            cfg,
+            self.monitor,
             self.backend,
             self.chat,
             self.make_env,

@@ -86,6 +86,11 @@ class Trajectory(models.Model):
     answer = models.TextField(
         blank=True, help_text="the task's expected answer as text (JSON for a non-text answer)"
     )
+    branch = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="where a branching rollout split off its parent (parent sample, shared prefix, entropy)",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

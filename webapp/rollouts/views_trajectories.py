@@ -35,6 +35,7 @@ from webapp.rollouts.diff import compare_turns, components_diff, json_diff
 from webapp.rollouts.diff_render import rows_html
 from webapp.rollouts.models import Split, Trajectory
 from webapp.rollouts.selectors import trajectories as trajectory_selectors
+from webapp.rollouts.selectors.branching import branch_tree
 
 # The first response carries this many turns; the rest arrive in chunks as the reader scrolls.
 FIRST_TURNS = 30
@@ -132,7 +133,15 @@ def group_detail(request: HttpRequest, slug: str, run_id: int, step: int, group:
     return render(
         request,
         "rollouts/group.html",
-        project_context(access, run=run, group=found, before=before, after=after, criteria=found.criteria),
+        project_context(
+            access,
+            run=run,
+            group=found,
+            before=before,
+            after=after,
+            criteria=found.criteria,
+            tree=branch_tree(found.members),  # [] unless the group was grown by branching rollouts
+        ),
     )
 
 

@@ -22,7 +22,9 @@ class Completion:
     stop string), so the trainer can score them without re-tokenizing. `text` is their decoded text
     without special tokens, cut right after the stop string when one matched. `logprobs[i]` is the
     log-probability of `token_ids[i]` under the sampling policy's logits divided by the temperature
-    (before top-p), the same quantity the learner computes.
+    (before top-p), the same quantity the learner computes. `entropies[i]` (when the call asked for
+    `entropy_tokens`) is the entropy in nats of that same distribution at token i, for the first
+    `entropy_tokens` tokens: what branching rollouts (`trainers.rollout.branching`) measure.
     """
 
     token_ids: list[int]
@@ -30,6 +32,7 @@ class Completion:
     finish_reason: FinishReason
     logprobs: list[float] | None = None
     stop: str | None = None  # the stop string that ended it, when finish_reason == "stop"
+    entropies: list[float] | None = None
 
 
 class GenerationBackend(ABC):
@@ -47,8 +50,10 @@ class GenerationBackend(ABC):
         top_p: float = 1.0,
         stop: Sequence[str] | None = None,
         seed: int | None = None,
+        entropy_tokens: int = 0,
     ) -> list[Completion]:
-        """`n` completions per prompt, prompt-major: [p0s0, p0s1, …, p1s0, …]."""
+        """`n` completions per prompt, prompt-major: [p0s0, p0s1, …, p1s0, …]; with `entropy_tokens`,
+        each completion's `entropies` of its first that many tokens."""
 
     @abstractmethod
     def update_weights(self, state_dict: Mapping[str, Any]) -> None:

@@ -225,6 +225,13 @@ def sample_next(
     return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
 
 
+def token_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Entropy (nats) per row of the distribution a token is sampled from: softmax(logits / temperature),
+    before top-p (the distribution the behaviour log-probs are taken under); softmax(logits) when greedy."""
+    logprobs = torch.log_softmax(logits.float() / (temperature if temperature > 0 else 1.0), dim=-1)
+    return -(logprobs.exp() * logprobs).sum(dim=-1)
+
+
 def _inverse_cdf(weights: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """One draw per row from unnormalised `weights`: a uniform number looked up in the cumulative sum.
 
@@ -364,6 +371,7 @@ class TransformersBackend(GenerationBackend):
         top_p: float = 1.0,
         stop: Sequence[str] | None = None,
         seed: int | None = None,
+        entropy_tokens: int = 0,
     ) -> list[Completion]:
         if not prompts or n < 1:
             return []
@@ -386,6 +394,7 @@ class TransformersBackend(GenerationBackend):
                     top_p,
                     stops,
                     generator,
+                    entropy_tokens,
                 )
         finally:
             self.model.train(was_training)
@@ -415,6 +424,7 @@ class TransformersBackend(GenerationBackend):
         top_p: float,
         stops: list[str],
         generator: torch.Generator | None,
+        entropy_tokens: int = 0,
     ) -> list[Completion]:
         waves = self._waves(prompt_ids, n, max_new_tokens)
         if len(waves) > 1:
@@ -422,7 +432,7 @@ class TransformersBackend(GenerationBackend):
                 completion
                 for wave in waves
                 for completion in self._generate(
-                    wave, n, max_new_tokens, temperature, top_p, stops, generator
+                    wave, n, max_new_tokens, temperature, top_p, stops, generator, entropy_tokens
                 )
             ]
         device = self.device
@@ -444,6 +454,7 @@ class TransformersBackend(GenerationBackend):
 
         tokens: list[list[int]] = [[] for _ in range(total)]
         logprobs: list[list[float]] = [[] for _ in range(total)]
+        entropies: list[list[float]] = [[] for _ in range(total)]
         finish: list[tuple[str, str | None] | None] = [None] * total
         active = list(range(total))  # original row index of each row still in the batch
         window = max((len(s) for s in stops), default=0) + 2  # tokens enough to contain any stop string
@@ -451,6 +462,9 @@ class TransformersBackend(GenerationBackend):
         for step in range(max_new_tokens):
             check_cancel()  # every decode step: a cancel lands mid-turn (trainers.sdk.cancel; polled cheaply)
             chosen, chosen_logprobs = sample_next(logits, temperature, top_p, generator)
+            if step < entropy_tokens:
+                for row, value in zip(active, token_entropy(logits, temperature).tolist(), strict=True):
+                    entropies[row].append(value)
             keep: list[int] = []
             for batch_row, (row, token, logprob) in enumerate(
                 zip(active, chosen.tolist(), chosen_logprobs.tolist(), strict=True)
@@ -501,6 +515,7 @@ class TransformersBackend(GenerationBackend):
                     finish_reason=reason,  # type: ignore[arg-type]
                     logprobs=logprobs[row],
                     stop=stop,
+                    entropies=entropies[row] if entropy_tokens else None,
                 )
             )
         return completions

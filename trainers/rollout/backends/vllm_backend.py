@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -21,6 +22,8 @@ from trainers.rollout.backends.base import Completion, FinishReason, GenerationB
 # The KV cache vLLM reserves on a CPU when neither VLLM_CPU_KVCACHE_SPACE nor kv_cache_memory_bytes
 # says otherwise: ≈23k tokens of SmolLM2-135M in fp32. vLLM's own CPU default sizes it from a fraction
 # of the machine's memory, which a shared 24 GiB box often cannot spare.
+# Log-probs per position asked of vLLM when a call wants entropies (ARPO's reference code takes 20).
+ENTROPY_TOP_LOGPROBS = 20
 CPU_KV_CACHE_BYTES = 1 << 30
 
 
@@ -142,6 +145,7 @@ class VLLMBackend(GenerationBackend):
         top_p: float = 1.0,
         stop: Sequence[str] | None = None,
         seed: int | None = None,
+        entropy_tokens: int = 0,
     ) -> list[Completion]:
         from vllm import SamplingParams
 
@@ -161,7 +165,8 @@ class VLLMBackend(GenerationBackend):
                 stop=stops or None,
                 include_stop_str_in_output=True,
                 seed=None if seed is None else seed + index * n,
-                logprobs=0,  # the sampled token's own log-prob
+                # The sampled token's own log-prob; for entropies, the top ones too (as ARPO's code does).
+                logprobs=ENTROPY_TOP_LOGPROBS if entropy_tokens else 0,
             )
 
         requests = [{"prompt_token_ids": self.prompt_token_ids(p)} for p in prompts]
@@ -169,16 +174,23 @@ class VLLMBackend(GenerationBackend):
         completions: list[Completion] = []
         for output in outputs:
             for sample in sorted(output.outputs, key=lambda s: s.index):
-                completions.append(self._completion(sample))
+                completions.append(self._completion(sample, entropy_tokens))
         return completions
 
-    def _completion(self, sample: Any) -> Completion:
+    def _completion(self, sample: Any, entropy_tokens: int = 0) -> Completion:
         token_ids = list(sample.token_ids)
         logprobs = None
+        entropies = None
         if sample.logprobs is not None:
             logprobs = [
                 float(step[token].logprob) for step, token in zip(sample.logprobs, token_ids, strict=True)
             ]
+            if entropy_tokens:
+                # Over the top log-probs only: a lower bound of the full entropy (the tail is left out).
+                entropies = [
+                    -sum(math.exp(lp.logprob) * lp.logprob for lp in step.values())
+                    for step in sample.logprobs[:entropy_tokens]
+                ]
         stop_string = sample.stop_reason if isinstance(sample.stop_reason, str) else None
         reason: FinishReason
         if stop_string is not None:
@@ -193,7 +205,12 @@ class VLLMBackend(GenerationBackend):
         if stop_string is not None and (hit := stop_index(text, [stop_string])):
             text = text[: hit[0]]
         return Completion(
-            token_ids=token_ids, text=text, finish_reason=reason, logprobs=logprobs, stop=stop_string
+            token_ids=token_ids,
+            text=text,
+            finish_reason=reason,
+            logprobs=logprobs,
+            stop=stop_string,
+            entropies=entropies,
         )
 
     def update_weights(self, state_dict: Mapping[str, Any]) -> None:
