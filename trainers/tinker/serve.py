@@ -205,7 +205,13 @@ def _report_samples(session: Session, prompt: list[int], sequences: list[dict[st
     session.sink.emit(make_event("trajectories", step=session.step, items=items))
 
 
+def handle_create_model(session: Session, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The first request of every client: answered once its model is loaded here."""
+    return {"model_id": session.model_id}
+
+
 HANDLERS: dict[str, Callable[[Session, Mapping[str, Any]], dict[str, Any]]] = {
+    "create_model": handle_create_model,
     "forward_backward": handle_forward_backward,
     "optim_step": handle_optim_step,
     "save_weights": handle_save_weights,
