@@ -188,7 +188,8 @@ def asample(request: HttpRequest, user: Any) -> dict[str, Any]:
     request_id = services.sample_request(
         user=user, sampling_session_id=payload.get("sampling_session_id"), body=body
     )
-    return _future(request_id)
+    # One id per requested sample: the SDK stamps them on the sequences (and names them in later datums).
+    return {**_future(request_id), "sample_sequence_ids": [f"{request_id}-{i}" for i in range(body["num_samples"])]}
 
 
 @csrf_exempt
