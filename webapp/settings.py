@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "webapp.fleet",
     "webapp.rewards",
     "webapp.recipes",
+    "webapp.tinker",
 ]
 
 MIDDLEWARE = [
@@ -176,6 +177,16 @@ RUN_HEARTBEAT_TIMEOUT_S = env_int("RUN_HEARTBEAT_TIMEOUT_S", 45)
 # A run that still heartbeats but has reported no progress (metrics, trajectories, checkpoints, phases)
 # for this long is flagged as stalled on its page and in the runs list (Run.is_stalled).
 RUN_STALL_AFTER_S = env_int("RUN_STALL_AFTER_S", 600)
+# The Tinker-compatible training API (/api/v1/, webapp/tinker): the models a client may name → what our
+# loader loads (the bundled SmolLM2 under its own name and its hub id; more as name=path pairs), the queue
+# its runs go to, and how long a session lives without a heartbeat (its run then ends and frees the worker).
+TINKER_MODELS = {
+    "smollm2-135m": "smollm2-135m",
+    "HuggingFaceTB/SmolLM2-135M-Instruct": "smollm2-135m",
+    **dict(pair.split("=", 1) for pair in env_list("TINKER_MODELS", []) if "=" in pair),
+}
+TINKER_QUEUE = env_str("TINKER_QUEUE", "cpu")
+TINKER_SESSION_TIMEOUT_S = env_int("TINKER_SESSION_TIMEOUT_S", 60)
 # Learned reward models trained on workers; rubrics name them by absolute path, so every worker that
 # scores with one must see this directory at the same path (shared storage when workers are many).
 REWARD_MODELS_DIR = Path(env_str("REWARD_MODELS_DIR", str(VAR_DIR / "reward_models")))

@@ -18,6 +18,8 @@ urlpatterns = [
     path("p/<slug:slug>/", include("webapp.rewards.urls")),
     path("api/runs/<int:run_id>/events", RunEventsView.as_view(), name="run_events"),
     path("api/projects/<slug:slug>/external-runs/", ExternalRunListView.as_view(), name="external_runs"),
+    # The Tinker SDK's routes (/api/v1/…; our own JSON API has no v1/ prefix, so the two never meet).
+    path("api/v1/", include("webapp.tinker.urls")),
     path("api/", include("webapp.api.urls")),
     path("", include("webapp.fleet.urls")),
     path("admin/", admin.site.urls),

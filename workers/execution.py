@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from webapp.experiments.models import Run, RunStatus
+from webapp.experiments.models import Run, RunKind, RunStatus
 from webapp.experiments.selectors import run_cancel_requested
 from webapp.experiments.services.heartbeats import run_heartbeat
 from webapp.experiments.services.runs import run_issue_ingest_token
@@ -139,6 +139,8 @@ def _train(run: Run, token: str, cancel: Callable[[], bool]) -> str:
     cancellation check (trainers.sdk.cancel) together with the ingestion replies."""
     if run.is_dpo:
         return _train_dpo(run, token, cancel)
+    if run.kind == RunKind.TINKER:
+        return _serve_tinker(run, token, cancel)
     from trainers.recipes.grpo import train
     from trainers.sdk.events import JsonlSink, MultiSink
     from trainers.sdk.reporting import HttpSink
@@ -194,3 +196,20 @@ def _train_dpo(run: Run, token: str, cancel: Callable[[], bool]) -> str:
         if not http.close(timeout_s=120):
             log.error("run %s: some events could not be delivered: %s", run.pk, http.stats)
     return "cancelled" if result.cancelled else f"done ({result.steps} steps)"
+
+
+def _serve_tinker(run: Run, token: str, cancel: Callable[[], bool]) -> str:
+    """A Tinker API training client (workers/tinker_execution.py), reporting as every run does."""
+    from trainers.sdk.events import JsonlSink, MultiSink
+    from trainers.sdk.reporting import HttpSink
+    from workers.tinker_execution import serve_tinker_run
+
+    out_dir = run_artifacts_dir(run)
+    http = HttpSink(settings.DASHBOARD_URL, run.pk, token, start_seq=run.last_seq + 1)
+    sink = MultiSink(http, JsonlSink(out_dir / "events.jsonl"))
+    try:
+        return serve_tinker_run(run, sink, out_dir, cancel)
+    finally:
+        http.emit(http.heartbeat())  # the run's final peak memory
+        if not http.close(timeout_s=120):
+            log.error("run %s: some events could not be delivered: %s", run.pk, http.stats)

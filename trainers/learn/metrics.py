@@ -188,3 +188,24 @@ def update_metrics(
         if corrected:
             metrics["is_weight/mean"] = totals.is_weight_sum / totals.mismatch_tokens
     return metrics
+
+
+def service_pass_metrics(
+    *, loss_sum: float, loss_tokens: float, tokens: int, seconds: float
+) -> dict[str, float]:
+    """One forward-backward pass a client asked the Tinker-compatible service for (trainers/tinker): the
+    loss as the client's loss function summed it, per loss token (what the GRPO curves' `loss` is closest
+    to), the tokens it read and how fast."""
+    return {
+        "loss": loss_sum / max(loss_tokens, 1.0),
+        "loss_sum": loss_sum,
+        "loss_tokens": loss_tokens,
+        "tokens": float(tokens),
+        "tokens_per_s": tokens / max(seconds, 1e-9),
+    }
+
+
+def service_step_metrics(*, grad_norm: float, learning_rate: float, seconds: float) -> dict[str, float]:
+    """One optimizer step a client asked the Tinker-compatible service for: the gradient norm before
+    clipping and the learning rate the client gave."""
+    return {"grad_norm": grad_norm, "learning_rate": learning_rate, "optim_step_s": seconds}

@@ -175,6 +175,8 @@ class RunKind(models.TextChoices):
 
     RL = "rl", "RL (GRPO family)"
     DPO = "dpo", "DPO"
+    # A training client of the Tinker-compatible API (webapp/tinker): the client's own loop, our compute.
+    TINKER = "tinker", "Tinker API client"
 
 
 class Run(models.Model):

@@ -1,0 +1,94 @@
+"""The real `tinker` SDK (0.38, protobuf bodies) against our stack: daphne + a real Celery worker.
+
+A researcher's own loop — create_lora_training_client on the bundled SmolLM2, forward_backward +
+optim_step on a tiny supervised batch (the loss falls), save_weights_and_get_sampling_client + sample
+(tokens and log-probs come back) — runs as a run of kind `tinker` whose metrics, samples and checkpoints
+are on the dashboard; a wrong key gets the SDK's auth error; a cancel in the dashboard makes the client's
+next call fail saying so.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.processes import asgi_server, celery_worker
+from tests.workers.test_run_lifecycle import status_of, wait_for
+from webapp.accounts.services import api_token_create
+from webapp.experiments.models import Checkpoint, Run
+from webapp.experiments.services import run_request_cancel
+from webapp.rollouts.models import MetricPoint, Trajectory
+from webapp.tinker.services import sdk_key
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+tinker = pytest.importorskip("tinker")
+from tinker import types  # noqa: E402
+
+
+def sl_datum(tokenizer, text: str) -> types.Datum:
+    tokens = tokenizer.encode(text)
+    return types.Datum(
+        model_input=types.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={"target_tokens": tokens[1:], "weights": [1.0] * (len(tokens) - 1)},
+    )
+
+
+@pytest.fixture
+def sdk_env(monkeypatch):
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+
+
+def test_the_real_sdk_trains_samples_and_the_dashboard_sees_it(project, users, sdk_env):
+    _, raw = api_token_create(user=users["bob"], name="sdk")
+    with asgi_server(TINKER_SESSION_TIMEOUT_S="30") as url, celery_worker("cpu", DASHBOARD_URL=url):
+        with pytest.raises(tinker.AuthenticationError):
+            tinker.ServiceClient(base_url=url, api_key="tml-rsu_not-a-token").get_server_capabilities()
+
+        service = tinker.ServiceClient(base_url=url, api_key=sdk_key(raw))
+        names = [m.model_name for m in service.get_server_capabilities().supported_models]
+        assert "smollm2-135m" in names
+        client = service.create_lora_training_client(base_model="smollm2-135m", rank=8)
+        tokenizer = client.get_tokenizer()
+        batch = [
+            sl_datum(tokenizer, "The capital of France is Paris."),
+            sl_datum(tokenizer, "Two plus two is four."),
+        ]
+        losses = []
+        for _ in range(4):
+            fb = client.forward_backward(batch, "cross_entropy")
+            step = client.optim_step(types.AdamParams(learning_rate=5e-3, grad_clip_norm=1.0))
+            out = fb.result()
+            losses.append(out.metrics["loss:sum"])
+            assert step.result().metrics["grad_norm"] > 0
+            assert len(out.loss_fn_outputs) == 2 and out.loss_fn_outputs[0]["logprobs"].shape[0] > 0
+        assert losses[-1] < losses[0], losses
+
+        sampler = client.save_weights_and_get_sampling_client()
+        prompt = types.ModelInput.from_ints(tokenizer.encode("The capital of France is"))
+        sampled = sampler.sample(
+            prompt, num_samples=2, sampling_params=types.SamplingParams(max_tokens=6, seed=1)
+        ).result()
+        assert len(sampled.sequences) == 2
+        for seq in sampled.sequences:
+            assert 0 < len(seq.tokens) <= 6 and len(seq.logprobs) == len(seq.tokens)
+            assert all(lp <= 0 for lp in seq.logprobs)
+        saved = client.save_state("after-sl").result()
+        assert saved.path.startswith("tinker://rs-run-")
+
+        run = Run.objects.get(kind="tinker")
+        assert run.status == "RUNNING" and run.created_by == users["bob"]
+        wait_for(lambda: Checkpoint.objects.filter(run=run).exists(), 60, "the checkpoint row")
+        assert MetricPoint.objects.filter(run=run, key="loss").count() == 4
+        assert MetricPoint.objects.filter(run=run, key="grad_norm").count() == 4
+        trajectories = Trajectory.objects.filter(run=run)
+        assert trajectories.count() == 2 and trajectories.first().prompt.startswith("The capital of France")
+
+        run_request_cancel(run=run, user=users["bob"])
+        wait_for(lambda: status_of(run) == "CANCELLED", 60, "the cancelled run")
+        with pytest.raises(tinker.RequestFailedError, match="cancelled in the dashboard"):
+            client.forward_backward(batch, "cross_entropy").result()
+        service.close() if hasattr(service, "close") else None
+    assert os.environ.get("TINKER_API_KEY") is None

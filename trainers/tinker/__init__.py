@@ -1,0 +1,1 @@
+"""The compute side of the Tinker-compatible training service: one training client's model, its losses and its request loop (the web side is webapp/tinker, the worker side workers/tinker_execution.py)."""

@@ -1,0 +1,221 @@
+"""A training client's requests answered in order, on the worker that holds its model.
+
+`serve` takes requests one at a time from a transport (the worker's: a Redis list per run), answers each
+with a result or an error message the SDK shows, and reports what the dashboard draws through the run's
+event sink — the same events a GRPO run sends: metrics per forward-backward and optimizer step, each
+sampled sequence as a trajectory (decoded text, tokens and log-probs), checkpoints. It returns when
+`stop()` names a reason (the client went away, it finished its session) and raises `Cancelled` on a
+cancel, so the worker's job wrapper ends the run as for any run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from trainers.sdk.cancel import Cancelled, stop_requested
+from trainers.sdk.events import EventSink, make_event
+from trainers.sdk.wire import pack_halves
+from trainers.tinker.compute import TinkerModel
+from trainers.tinker.losses import LossInputError
+
+log = logging.getLogger(__name__)
+
+
+class Transport(Protocol):
+    def next_request(self, timeout_s: float) -> dict[str, Any] | None: ...
+
+    def reply(self, request_id: str, answer: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class Session:
+    """What the loop keeps between requests: the model, where checkpoints go, counters for the events."""
+
+    model: TinkerModel
+    model_id: str
+    sink: EventSink
+    checkpoints_dir: Path
+    samples_this_step: int = 0
+    trajectories_sent: int = 0
+    max_trajectories: int = 20_000
+    checkpoint_paths: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def step(self) -> int:
+        """The step a request counts towards: optimizer steps taken + 1 (the first step is 1)."""
+        return self.model.version + 1
+
+
+def serve(session: Session, transport: Transport, stop: Callable[[], str | None]) -> str:
+    """Answer requests until `stop()` gives a reason (returned) or the run is cancelled (`Cancelled`)."""
+    while True:
+        if stop_requested():
+            raise Cancelled("cancelled in the dashboard")
+        reason = stop()
+        if reason:
+            return reason
+        request = transport.next_request(1.0)
+        if request is None:
+            continue
+        transport.reply(request["request_id"], answer(session, request))
+
+
+def answer(session: Session, request: Mapping[str, Any]) -> dict[str, Any]:
+    """{"result": ...} or {"error": message, "category": "user" | "server"}: a bad request is the
+    client's error and the session goes on; so does a server-side failure, reported with its type."""
+    kind = request.get("kind", "")
+    handler = HANDLERS.get(kind)
+    if handler is None:
+        return {"error": f"This service does not do {kind!r} requests.", "category": "user"}
+    try:
+        return {"result": handler(session, request.get("body") or {})}
+    except (LossInputError, ValueError, KeyError, TypeError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}", "category": "user"}
+    except Cancelled:
+        raise
+    except Exception as exc:  # noqa: BLE001 — answered, logged and the session goes on
+        log.error("tinker %s request failed:\n%s", kind, traceback.format_exc())
+        return {"error": f"{type(exc).__name__}: {exc}", "category": "server"}
+
+
+def _forward(session: Session, body: Mapping[str, Any], *, backward: bool) -> dict[str, Any]:
+    result = session.model.forward_backward(
+        body["data"], body.get("loss_fn", "cross_entropy"), body.get("loss_fn_config"), backward=backward
+    )
+    prefix = "" if backward else "forward/"
+    session.sink.emit(
+        make_event(
+            "metrics",
+            step=session.step,
+            values={f"{prefix}{k}": v for k, v in result.metrics.items() if k != "loss:sum"},
+        )
+    )
+    return {
+        "loss_fn_output_type": "ArrayRecord",
+        "loss_fn_outputs": result.outputs,
+        "metrics": {"loss:sum": result.metrics["loss:sum"]},
+    }
+
+
+def handle_forward_backward(session: Session, body: Mapping[str, Any]) -> dict[str, Any]:
+    return _forward(session, body, backward=not body.get("forward_only", False))
+
+
+def handle_optim_step(session: Session, body: Mapping[str, Any]) -> dict[str, Any]:
+    step = session.step
+    metrics = session.model.optim_step(body.get("adam_params") or {})
+    session.samples_this_step = 0
+    session.sink.emit(make_event("metrics", step=step, values=metrics))
+    return {"metrics": metrics}
+
+
+def _checkpoint(session: Session, kind: str, name: str, *, with_optimizer: bool) -> str:
+    """Save under the run's artifacts, tell the dashboard (a Checkpoint row) and answer the tinker:// path."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:100] or "checkpoint"
+    target = session.checkpoints_dir / kind / safe
+    session.model.save(target, step=session.model.version, with_optimizer=with_optimizer)
+    session.sink.emit(make_event("checkpoint", step=session.model.version, path=str(target), kind="adapter"))
+    path = f"tinker://{session.model_id}/{kind}/{safe}"
+    session.checkpoint_paths[path] = str(target)
+    return path
+
+
+def handle_save_weights(session: Session, body: Mapping[str, Any]) -> dict[str, Any]:
+    name = body.get("path") or f"step-{session.model.version:06d}"
+    return {"path": _checkpoint(session, "weights", name, with_optimizer=True)}
+
+
+def handle_save_weights_for_sampler(session: Session, body: Mapping[str, Any]) -> dict[str, Any]:
+    sampler_id = body.get("sampler_id") or f"{session.model_id}:sampler:{session.model.version}"
+    session.model.freeze_for_sampler(sampler_id)
+    if body.get("path"):
+        path = _checkpoint(session, "sampler_weights", body["path"], with_optimizer=False)
+        session.model.samplers[path] = session.model.samplers[sampler_id]
+        return {"path": path, "sampling_session_id": sampler_id}
+    return {"sampling_session_id": sampler_id}
+
+
+def handle_load_weights(session: Session, body: Mapping[str, Any]) -> dict[str, Any]:
+    local = body.get("local_path") or session.checkpoint_paths.get(body.get("path", ""))
+    if not local or not Path(local).is_dir():
+        raise ValueError(f"No checkpoint at {body.get('path')!r} that this service saved.")
+    session.model.load(Path(local), with_optimizer=bool(body.get("optimizer")))
+    return {"path": body.get("path"), "model_id": session.model_id}
+
+
+def handle_sample(session: Session, body: Mapping[str, Any]) -> dict[str, Any]:
+    prompt = [int(t) for t in body["prompt"]]
+    sampler_id = body.get("sampler_id")
+    sequences: list[dict[str, Any]] = []
+    if int(body.get("num_samples", 1)) > 0 and (body.get("sampling_params") or {}).get("max_tokens", 1) != 0:
+        sequences = session.model.sample(
+            prompt, int(body.get("num_samples", 1)), body.get("sampling_params") or {}, sampler_id
+        )
+    result: dict[str, Any] = {"sequences": sequences}
+    if body.get("prompt_logprobs"):
+        result["prompt_logprobs"] = session.model.prompt_logprobs(prompt, sampler_id)
+    if sequences and not body.get("prompt_logprobs"):
+        _report_samples(session, prompt, sequences)
+    return result
+
+
+def _report_samples(session: Session, prompt: list[int], sequences: list[dict[str, Any]]) -> None:
+    """Each sampled sequence as a trajectory of the step: the decoded prompt and completion with its
+    tokens and log-probs (the token view). Rewards are the client's own business: 0 here."""
+    if session.trajectories_sent >= session.max_trajectories:
+        return
+    decode = session.model.tokenizer.decode
+    prompt_text = decode(prompt, skip_special_tokens=False)
+    task_id = "prompt-" + hashlib.sha256(repr(prompt).encode()).hexdigest()[:12]
+    items = []
+    for index, seq in enumerate(sequences):
+        tokens = seq["tokens"]
+        turns = [
+            {"role": "user", "text": prompt_text, "token_ids": prompt, "loss_mask": [0] * len(prompt)},
+            {
+                "role": "assistant",
+                "text": decode(tokens, skip_special_tokens=False),
+                "token_ids": tokens,
+                "loss_mask": [1] * len(tokens),
+                "token_stats": {"logprob": pack_halves(seq["logprobs"])} if tokens else None,
+            },
+        ]
+        items.append(
+            {
+                "group": session.samples_this_step,
+                "sample": index,
+                "task_id": task_id,
+                "reward": 0.0,
+                "turns": turns,
+                "prompt": prompt_text,
+                "status": "truncated" if seq["stop_reason"] == "length" else "ok",
+                "policy_version": session.model.version,
+                "prompt_tokens": len(prompt),
+                "completion_tokens": len(tokens),
+            }
+        )
+    session.samples_this_step += 1
+    session.trajectories_sent += len(items)
+    session.sink.emit(make_event("trajectories", step=session.step, items=items))
+
+
+def handle_create_model(session: Session, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The first request of every client: answered once its model is loaded here."""
+    return {"model_id": session.model_id}
+
+
+HANDLERS: dict[str, Callable[[Session, Mapping[str, Any]], dict[str, Any]]] = {
+    "create_model": handle_create_model,
+    "forward_backward": handle_forward_backward,
+    "optim_step": handle_optim_step,
+    "save_weights": handle_save_weights,
+    "save_weights_for_sampler": handle_save_weights_for_sampler,
+    "load_weights": handle_load_weights,
+    "sample": handle_sample,
+}

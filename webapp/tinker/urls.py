@@ -1,0 +1,27 @@
+"""The Tinker SDK's routes (tinker/resources/*.py in the SDK 0.38), mounted at /api/v1/ by the root URLconf."""
+
+from django.urls import path
+
+from webapp.tinker import views
+
+app_name = "tinker"
+
+urlpatterns = [
+    path("healthz", views.healthz, name="healthz"),
+    path("client/config", views.client_config, name="client_config"),
+    path("telemetry", views.telemetry, name="telemetry"),
+    path("get_server_capabilities", views.server_capabilities, name="capabilities"),
+    path("create_session", views.create_session, name="create_session"),
+    path("session_heartbeat", views.session_heartbeat, name="session_heartbeat"),
+    path("sessions/<str:session_id>/finish", views.session_finish, name="session_finish"),
+    path("create_model", views.create_model, name="create_model"),
+    path("get_info", views.get_info, name="get_info"),
+    path("forward_backward", views.forward_backward, name="forward_backward"),
+    path("optim_step", views.optim_step, name="optim_step"),
+    path("save_weights", views.save_weights, name="save_weights"),
+    path("load_weights", views.load_weights, name="load_weights"),
+    path("save_weights_for_sampler", views.save_weights_for_sampler, name="save_weights_for_sampler"),
+    path("create_sampling_session", views.create_sampling_session, name="create_sampling_session"),
+    path("asample", views.asample, name="asample"),
+    path("retrieve_future", views.retrieve_future, name="retrieve_future"),
+]
