@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from trainers.rollout.chat import ChatFormat
-from trainers.rollout.episodes import GenerationProgress, Rollout, generate_rollouts
+from trainers.rollout.episodes import GenerationProgress, IndependentRollouts, Rollout
 
 
 class SamplingKnobs(Protocol):
@@ -39,6 +39,7 @@ class LocalRollouts:
         config: SamplingKnobs,
         stop: tuple[str, ...],
         push_weights: bool,
+        strategy: Any = None,
     ) -> None:
         self.backend = backend
         self.chat = chat
@@ -46,6 +47,9 @@ class LocalRollouts:
         self.config = config
         self.stop = stop
         self.push_weights = push_weights
+        # How a group's samples are generated: the run's `rollout_strategy` (built by trainers.parts;
+        # None: independent episodes, `IndependentRollouts`).
+        self.strategy = strategy if strategy is not None else IndependentRollouts(config, {})
 
     def generate(
         self,
@@ -60,7 +64,7 @@ class LocalRollouts:
         first_group: int = 0,
     ) -> list[list[Rollout]]:
         cfg = self.config
-        return generate_rollouts(
+        return self.strategy.generate(
             self.backend,
             self.chat,
             self.make_env,
