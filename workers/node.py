@@ -1,6 +1,7 @@
 """This worker process, as the dashboard's Workers page shows it: a heartbeat thread that reports
 queues, CPUs, GPUs, the Ray address and the size of that Ray cluster, how busy the machine is (CPU,
-memory, and GPU utilisation and memory where NVML is present) and the run it is executing."""
+memory, and GPU utilisation and memory where NVML is present), the training parts it has
+(`trainers.parts`) and the run it is executing."""
 
 from __future__ import annotations
 
@@ -218,7 +219,19 @@ def report(stopped: bool = False, *, measure: bool = False) -> None:
         usage=measure_usage(),
         models=_state.setdefault("models", _servable_models()),
         ray_resources=ray_resources(measure=measure),
+        parts=_state.setdefault("parts", _parts()),
     )
+
+
+def _parts() -> list[dict]:
+    """The training parts this worker has (read once: installing a part package means a restart)."""
+    from trainers.parts import part_catalogue
+
+    try:
+        return part_catalogue()
+    except Exception:  # informational until a launch asks: never stop the heartbeat over it
+        log.exception("could not list the training parts this worker has")
+        return []
 
 
 def _servable_models() -> list[str]:

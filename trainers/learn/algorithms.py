@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 Groups = Sequence[Sequence[float]]
 
@@ -94,6 +95,22 @@ def group_local(algorithm: str, scale_rewards: str = "auto") -> bool:
     """Whether a group's advantages depend on that group alone (so they are known as soon as it is scored):
     not when they are whitened over the whole batch."""
     return (DEFAULT_SCALE[algorithm] if scale_rewards == "auto" else scale_rewards) != "batch"
+
+
+class BuiltinEstimator:
+    """The built-in estimators as registered parts (`trainers.parts`): the config's `algorithm` names the
+    baseline and the default scale, `scale_rewards` and `advantage_epsilon` the rest."""
+
+    def __init__(self, config: Any, options: dict[str, Any]) -> None:
+        self.algorithm, self.scale_rewards = config.algorithm, config.scale_rewards
+        self.epsilon = config.advantage_epsilon
+
+    def advantages(self, groups: Groups) -> list[list[float]]:
+        return advantages(groups, self.algorithm, self.scale_rewards, self.epsilon)
+
+    @property
+    def group_local(self) -> bool:
+        return group_local(self.algorithm, self.scale_rewards)
 
 
 def grpo_advantages(groups: Groups, epsilon: float = 1e-6) -> list[list[float]]:

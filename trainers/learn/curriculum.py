@@ -43,8 +43,9 @@ CURRICULUM_KNOBS: dict[str, Any] = {
             "description": "tasks: the environment's task stream in order; from_failures: WebRL's curriculum — "
             "failed tasks seed new ones from the environment's generator, kept while the policy's success "
             "rate on them is in the band, with a replay buffer of past successes mixed in.",
-            "enum": ["tasks", "from_failures"],
             "default": "tasks",
+            "minLength": 1,
+            "x-part": "task_source",
         }
     ),
     "curriculum_variants": _knob(
@@ -301,3 +302,23 @@ def attach_curriculum(trainer: Any) -> None:
 
     sampler.sample = sample_and_observe
     trainer.task_pool = pool
+
+
+class EnvironmentTasks:
+    """The built-in `tasks` task source (`trainers.parts`): the sampler's own stream, left as it is."""
+
+    def __init__(self, config: Any, options: dict[str, Any]) -> None:
+        pass
+
+    def attach(self, trainer: Any) -> None:
+        pass
+
+
+class CurriculumFromFailures:
+    """The built-in `from_failures` task source (`trainers.parts`): a `TaskPool` (`attach_curriculum`)."""
+
+    def __init__(self, config: Any, options: dict[str, Any]) -> None:
+        pass
+
+    def attach(self, trainer: Any) -> None:
+        attach_curriculum(trainer)

@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from trainers.parts import build_part
 from trainers.run_config import RunConfig
 from trainers.sdk.cancel import check_cancel
 
@@ -66,17 +67,11 @@ class RolloutWorker:
         if hasattr(probe, "close"):
             probe.close()
         self.version = 0
-        from trainers.rollout.branching import EntropyMonitor
-
-        self.monitor = EntropyMonitor()  # AEPO's running entropy after tool results, per worker
+        self.strategy = build_part("rollout_strategy", config)  # the run's (trainers.parts)
 
     def generate(self, tasks: list[Any], seeds: list[list[int]], options: dict[str, Any]) -> list[list[Any]]:
-        from trainers.rollout.branched import generate_with_strategy
-
         cfg = self.config
-        return generate_with_strategy(
-            cfg,
-            self.monitor,
+        return self.strategy.generate(
             self.backend,
             self.chat,
             self.make_env,

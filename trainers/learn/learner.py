@@ -21,23 +21,21 @@ from typing import Any
 
 import torch
 
-from trainers.learn import algorithms, branch_credit, checkpoint, turn_credit
+from trainers.learn import branch_credit, checkpoint, turn_credit
 from trainers.learn.losses import completion_logprob_parts, completion_logprobs
 from trainers.learn.metrics import UpdateTotals, update_metrics
 from trainers.learn.step import MicroBatch, UpdatePlan, corrects_staleness, learner_step, plan_update
+from trainers.parts import build_part
 from trainers.run_config import RunConfig
 
 
-def assign_advantages(groups: Sequence[Sequence[Any]], config: RunConfig) -> None:
-    """Each trained rollout's advantage (the run's estimator over its group) and, with per-turn rewards,
-    its per-token advantages (`trainers.learn.turn_credit`); with branching rollouts' hard attribution,
-    a shared prefix's tokens get the mean advantage of the rollouts that share it."""
-    advantages = algorithms.advantages(
-        [[r.reward for r in g] for g in groups],
-        config.algorithm,
-        config.scale_rewards,
-        config.advantage_epsilon,
-    )
+def assign_advantages(groups: Sequence[Sequence[Any]], config: RunConfig, estimator: Any = None) -> None:
+    """Each trained rollout's advantage (the run's estimator over its group: `estimator`, or the one the
+    config's `algorithm` names, `trainers.parts`) and, with per-turn rewards, its per-token advantages
+    (`trainers.learn.turn_credit`); with branching rollouts' hard attribution, a shared prefix's tokens get
+    the mean advantage of the rollouts that share it."""
+    estimator = estimator if estimator is not None else build_part("advantage_estimator", config)
+    advantages = estimator.advantages([[r.reward for r in g] for g in groups])
     for group, group_adv in zip(groups, advantages, strict=True):
         steps = turn_credit.step_advantages([r.turn_rewards for r in group], config.advantage_epsilon)
         for rollout, adv, turn_steps in zip(group, group_adv, steps, strict=True):

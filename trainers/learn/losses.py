@@ -146,6 +146,46 @@ def clipped_ratio(
     return torch.where(ratio > upper, upper * ratio / ratio.detach(), bounded)
 
 
+class PpoClipLoss:
+    """The built-in `ppo_clip` loss part (`trainers.parts`): `policy_loss` with the run's clip range, KL
+    coefficient, aggregation and AEPO's entropy-balanced clip (`entropy_balanced_clip`)."""
+
+    def __init__(self, config: Any, options: dict[str, Any]) -> None:
+        self.clip_low, self.clip_high = config.clip_low, config.clip_high
+        self.loss_agg, self.kl_coef = config.loss_agg, config.kl_coef
+        self.entropy_balanced = bool(getattr(config, "entropy_balanced_clip", False))
+
+    def __call__(
+        self,
+        logp: torch.Tensor,
+        old_logp: torch.Tensor,
+        advantages: torch.Tensor,
+        mask: torch.Tensor,
+        *,
+        ref_logp: torch.Tensor | None = None,
+        is_weights: torch.Tensor | None = None,
+        num_sequences: float | None = None,
+        num_tokens: float | None = None,
+        norm_constant: float | None = None,
+    ) -> tuple[torch.Tensor, LossStats]:
+        return policy_loss(
+            logp,
+            old_logp,
+            advantages,
+            mask,
+            self.clip_low,
+            self.clip_high,
+            self.loss_agg,
+            ref_logp=ref_logp,
+            kl_coef=self.kl_coef,
+            num_sequences=num_sequences,
+            num_tokens=num_tokens,
+            norm_constant=norm_constant,
+            is_weights=is_weights,
+            entropy_balanced=self.entropy_balanced,
+        )
+
+
 def truncated_importance_weights(
     learner_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor, cap: float
 ) -> torch.Tensor:

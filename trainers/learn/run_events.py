@@ -11,9 +11,10 @@ import logging
 import time
 from typing import Any
 
-from trainers.learn import algorithms, token_stats
+from trainers.learn import token_stats
 from trainers.learn.learner import assign_advantages
 from trainers.learn.step import loss_mask
+from trainers.parts import build_part
 from trainers.rollout.episodes import Rollout
 from trainers.run_config import RunConfig
 from trainers.sdk import wire
@@ -113,6 +114,8 @@ class GroupReporter:
 
     def __init__(self, config: RunConfig, events: RunEvents, learner: Any) -> None:
         self.config, self.events, self.learner = config, events, learner
+        # The run's advantage estimator (trainers.parts), built once.
+        self.estimator = build_part("advantage_estimator", config)
         self.step = 0
         self._waiting: list[list[Rollout]] = []
 
@@ -123,15 +126,15 @@ class GroupReporter:
         cfg = self.config
         if not kept:
             self._send(group, dropped=True)
-        elif algorithms.group_local(cfg.algorithm, cfg.scale_rewards):
-            assign_advantages([group], cfg)
+        elif getattr(self.estimator, "group_local", False):
+            assign_advantages([group], cfg, self.estimator)
             self._send(group)
         else:
             self._waiting.append(group)
 
     def finish(self, kept: list[list[Rollout]]) -> None:
         """Every group is scored: the advantages over the batch, and the groups that waited for them."""
-        assign_advantages(kept, self.config)
+        assign_advantages(kept, self.config, self.estimator)
         for group in self._waiting:
             self._send(group)
         self._waiting = []

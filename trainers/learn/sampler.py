@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainers.learn import algorithms
+from trainers.parts import build_part
 from trainers.rollout.episodes import Rollout
 from trainers.rollout.local import LocalRollouts
 from trainers.rubrics.judge_models import prefetch_judges
@@ -44,9 +45,10 @@ def make_rollouts(
         return RayRollouts(cfg, learner.policy_state_dict, policy_version, learner_device=learner.device)
     from trainers.rollout.backends import make_backend
 
+    strategy = build_part("rollout_strategy", cfg)  # the run's (trainers.parts)
     if cfg.backend == "vllm":
         backend = make_backend("vllm", model_name=cfg.model, tokenizer=learner.tokenizer, seed=cfg.seed)
-        rollouts = LocalRollouts(backend, chat, make_env, cfg, stop, push_weights=True)
+        rollouts = LocalRollouts(backend, chat, make_env, cfg, stop, push_weights=True, strategy=strategy)
         if policy_version > 0 or learner.lora:
             rollouts.update_weights(learner.policy_state_dict, policy_version)
         return rollouts
@@ -72,13 +74,13 @@ def make_rollouts(
         backend = make_backend(
             "transformers", model=learner.model, tokenizer=learner.tokenizer, precision=learner.precision
         )
-        return LocalRollouts(backend, chat, make_env, cfg, stop, push_weights=False)
+        return LocalRollouts(backend, chat, make_env, cfg, stop, push_weights=False, strategy=strategy)
 
     sampler = load_model(cfg.model, learner.device, asked).eval()
     for p in sampler.parameters():
         p.requires_grad_(False)
     backend = make_backend("transformers", model=sampler, tokenizer=learner.tokenizer)
-    rollouts = LocalRollouts(backend, chat, make_env, cfg, stop, push_weights=True)
+    rollouts = LocalRollouts(backend, chat, make_env, cfg, stop, push_weights=True, strategy=strategy)
     rollouts.update_weights(learner.policy_state_dict, policy_version)
     return rollouts
 

@@ -22,8 +22,9 @@ from typing import Any
 import torch
 
 from trainers.learn import turn_credit
-from trainers.learn.losses import LogprobPart, policy_loss, truncated_importance_weights
+from trainers.learn.losses import LogprobPart, truncated_importance_weights
 from trainers.learn.metrics import UpdateTotals
+from trainers.parts import build_part
 from trainers.run_config import RunConfig
 from trainers.sdk.cancel import check_cancel
 
@@ -148,6 +149,7 @@ def learner_step(
     for key in ("forward", "backward", "optimizer"):
         times.setdefault(key, 0.0)
     old_logps: dict[tuple[int, int], torch.Tensor] = {}
+    loss_fn = build_part("loss", config)  # the run's `policy_loss` (trainers.parts)
     epochs = config.updates_per_batch
     for epoch in range(epochs):
         # None, not zeros: the first backward pass then writes each gradient instead of adding it to a zero
@@ -190,21 +192,16 @@ def learner_step(
                     logp.shape[1],
                     logp.device,
                 )
-                loss, stats = policy_loss(
+                loss, stats = loss_fn(
                     logp,
                     old,
                     adv,
                     mask,
-                    config.clip_low,
-                    config.clip_high,
-                    config.loss_agg,
                     ref_logp=ref,
-                    kl_coef=config.kl_coef,
                     is_weights=is_weights,
                     num_sequences=plan.num_sequences,
                     num_tokens=plan.num_tokens,
                     norm_constant=plan.norm_constant,
-                    entropy_balanced=config.entropy_balanced_clip,
                 )
                 t1 = time.perf_counter()
                 # Getting this part may have run the previous prompt's own backward pass.

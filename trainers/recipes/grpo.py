@@ -32,6 +32,7 @@ from trainers.learn.metrics import StepSample, step_metrics
 from trainers.learn.run_events import GroupReporter, RunEvents, judge_metrics, trajectory_item
 from trainers.learn.sampler import Sampler
 from trainers.learn.setup import build_run
+from trainers.parts import build_part
 from trainers.rollout.episodes import Rollout
 from trainers.rubrics.alarms import AlarmWatch
 from trainers.run_config import RunConfig
@@ -171,10 +172,8 @@ class Trainer:
             log=self.log,
             on_scored=self.reporter.scored,
         )
-        if cfg.curriculum == "from_failures":  # WebRL's task source (trainers.learn.curriculum)
-            from trainers.learn.curriculum import attach_curriculum
-
-            attach_curriculum(self)
+        # The run's task source (`curriculum`, trainers.parts): WebRL's curriculum from failures, say.
+        build_part("task_source", cfg).attach(self)
         self._setup_done = True
 
     def policy_state_dict(self) -> dict[str, torch.Tensor]:

@@ -323,12 +323,18 @@ class _Tree:
         return by_budget
 
 
-def generate_with_strategy(
-    config: Any, monitor: branching.EntropyMonitor, *args: Any, split: str = "train", **kwargs: Any
-) -> list[list[Rollout]]:
-    """The run's rollout strategy (`rollout_strategy`): branching trees for training groups when asked,
-    else `generate_rollouts`; held-out evaluation is always independent samples. The arguments are
-    `generate_rollouts`' (the in-process rollouts and the Ray rollout workers both call this)."""
-    if split == "train" and getattr(config, "rollout_strategy", "independent") == "branching":
-        return generate_branching_rollouts(*args, config=config, monitor=monitor, split=split, **kwargs)
-    return generate_rollouts(*args, split=split, **kwargs)
+class BranchingRollouts:
+    """The built-in `branching` rollout strategy (`trainers.parts`): ARPO/AEPO's trees for training groups,
+    independent samples for held-out evaluation. It keeps AEPO's running entropy after tool results
+    (`branching.EntropyMonitor`) across the steps of its process (the trainer's, or a Ray rollout worker's)."""
+
+    def __init__(self, config: Any, options: dict[str, Any]) -> None:
+        self.config = config
+        self.monitor = branching.EntropyMonitor()
+
+    def generate(self, *args: Any, split: str = "train", **kwargs: Any) -> list[list[Rollout]]:
+        if split == "train":
+            return generate_branching_rollouts(
+                *args, config=self.config, monitor=self.monitor, split=split, **kwargs
+            )
+        return generate_rollouts(*args, split=split, **kwargs)

@@ -49,18 +49,6 @@ def _knob(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 BRANCHING_KNOBS: dict[str, Any] = {
-    "rollout_strategy": _knob(
-        {
-            "type": "string",
-            "title": "Rollout strategy",
-            "description": "independent: each sample of a group is a whole episode of its own; branching: "
-            "ARPO/AEPO's entropy-adaptive tree — a few global samples, and partial rollouts branched "
-            "from the prefix where the model's entropy rises after a tool result, within the group's "
-            "budget (group size). Evaluation is always independent.",
-            "enum": ["independent", "branching"],
-            "default": "independent",
-        }
-    ),
     "branch_initial_samples": _knob(
         {
             "type": "integer",

@@ -273,6 +273,16 @@ def generate_rollouts(
     return [[e.rollout for e in group] for group in episodes]
 
 
+class IndependentRollouts:
+    """The built-in `independent` rollout strategy (`trainers.parts`): `generate_rollouts` as it is."""
+
+    def __init__(self, config: Any, options: dict[str, Any]) -> None:
+        pass
+
+    def generate(self, *args: Any, **kwargs: Any) -> list[list[Rollout]]:
+        return generate_rollouts(*args, **kwargs)
+
+
 def _start_episode(
     env: Any,
     chat: ChatFormat,

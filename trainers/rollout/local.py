@@ -6,10 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from trainers.rollout.branched import generate_with_strategy
-from trainers.rollout.branching import EntropyMonitor
 from trainers.rollout.chat import ChatFormat
-from trainers.rollout.episodes import GenerationProgress, Rollout
+from trainers.rollout.episodes import GenerationProgress, IndependentRollouts, Rollout
 
 
 class SamplingKnobs(Protocol):
@@ -23,8 +21,6 @@ class SamplingKnobs(Protocol):
     def temperature(self) -> float: ...
     @property
     def top_p(self) -> float: ...
-    @property
-    def rollout_strategy(self) -> str: ...
 
 
 class LocalRollouts:
@@ -43,6 +39,7 @@ class LocalRollouts:
         config: SamplingKnobs,
         stop: tuple[str, ...],
         push_weights: bool,
+        strategy: Any = None,
     ) -> None:
         self.backend = backend
         self.chat = chat
@@ -50,7 +47,9 @@ class LocalRollouts:
         self.config = config
         self.stop = stop
         self.push_weights = push_weights
-        self.monitor = EntropyMonitor()  # the entropy after tool results, across steps (branching rollouts)
+        # How a group's samples are generated: the run's `rollout_strategy` (built by trainers.parts;
+        # None: independent episodes, `IndependentRollouts`).
+        self.strategy = strategy if strategy is not None else IndependentRollouts(config, {})
 
     def generate(
         self,
@@ -65,9 +64,7 @@ class LocalRollouts:
         first_group: int = 0,
     ) -> list[list[Rollout]]:
         cfg = self.config
-        return generate_with_strategy(
-            cfg,
-            self.monitor,
+        return self.strategy.generate(
             self.backend,
             self.chat,
             self.make_env,

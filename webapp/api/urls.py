@@ -190,6 +190,7 @@ urlpatterns = [
     path("kinds/environments/", experiment_apis.EnvironmentKindListView.as_view(), name="environment-kinds"),
     path("kinds/criteria/", experiment_apis.CriterionKindListView.as_view(), name="criterion-kinds"),
     path("presets/", experiment_apis.PresetListView.as_view(), name="presets"),
+    path("parts/", experiment_apis.PartListView.as_view(), name="parts"),
     # Personal API tokens.
     path("tokens/", account_apis.TokenListView.as_view(), name="tokens"),
     path("tokens/<int:pk>/", account_apis.TokenDetailView.as_view(), name="token"),

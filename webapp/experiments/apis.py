@@ -28,6 +28,7 @@ from trainers.config import (
     resolve_run_config,
 )
 from trainers.envs.preview import preview_environment
+from trainers.parts import PART_KNOBS
 from trainers.registry import KindSpec, criterion_kinds, environment_kinds
 from webapp.api.base import (
     FORBIDDEN,
@@ -41,6 +42,7 @@ from webapp.experiments import selectors
 from webapp.experiments import serializers as s
 from webapp.experiments import services as experiment_services
 from webapp.experiments.models import Checkpoint, Environment, Rubric, Run
+from webapp.experiments.parts import parts_by_kind, worker_parts
 from webapp.projects.access import (
     Capability,
     access_checkpoint,
@@ -616,3 +618,16 @@ class PresetListView(APIView):
             "defaults": default_run_config(),
         }
         return Response(s.PresetsSerializer(body).data)
+
+
+class PartListView(APIView):
+    @extend_schema(
+        parameters=[s.PartFilterSerializer],
+        responses=OpenApiTypes.OBJECT,
+        summary="Training parts the online workers have (of ?queue=), with docstrings and option schemas",
+    )
+    def get(self, request: Request) -> Response:
+        queue = parse(s.PartFilterSerializer, request.query_params).get("queue") or None
+        catalogue, where = worker_parts(queue)
+        grouped = parts_by_kind(catalogue)
+        return Response({"queue": queue, "where": where, "knobs": PART_KNOBS, "parts": grouped})

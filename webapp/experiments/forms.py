@@ -34,6 +34,7 @@ from trainers.registry import (
 from trainers.rubrics import AGGREGATIONS, describe_path
 from webapp.core.dispatch import Queue
 from webapp.experiments.models import Environment, EnvironmentVersion, Rubric
+from webapp.experiments.parts import run_form_schema
 from webapp.experiments.schema_forms import SchemaForm
 from webapp.projects.models import Project
 
@@ -522,8 +523,8 @@ class RunLauncher:
         model = data.get(self.MODEL_FIELD, "") if data is not None else start.get("model", DEFAULT_MODEL)
         # What the form's note says about the model as typed (run_create.js refreshes it).
         self.recommendation = recommendation_for(str(model))
-        self.knobs = SchemaForm(
-            RUN_CONFIG_SCHEMA, data, values=start, prefix="knob", exclude=RUN_FORM_EXCLUDED_KNOBS
+        self.knobs = SchemaForm(  # the part knobs offer what the workers have (webapp.experiments.parts)
+            run_form_schema(), data, values=start, prefix="knob", exclude=RUN_FORM_EXCLUDED_KNOBS
         )
 
     MODEL_FIELD = "knob-model"
@@ -555,6 +556,7 @@ class RunLauncher:
             "name": data.get("name", ""),
             "preset": preset,
             "overrides": overrides_from(preset, self.knobs.values()),
+            "queue": data.get("queue"),  # the parts it names must be on this queue's workers
         }
 
     def add_remaining_errors(self, errors: Mapping[str, list[str]]) -> None:
@@ -626,7 +628,7 @@ class ForkForm:
         )
         start = resolve_run_config(run.preset, run.overrides or {})
         self.knobs = SchemaForm(
-            RUN_CONFIG_SCHEMA, data, values=start, prefix="knob", exclude=RUN_FORM_EXCLUDED_KNOBS
+            run_form_schema(), data, values=start, prefix="knob", exclude=RUN_FORM_EXCLUDED_KNOBS
         )
 
     def is_valid(self) -> bool:

@@ -335,6 +335,12 @@ class RunFilterSerializer(serializers.Serializer):
     )
 
 
+class PartFilterSerializer(serializers.Serializer):
+    queue = serializers.ChoiceField(
+        choices=Queue.choices, required=False, help_text="only the workers serving this queue"
+    )
+
+
 class RunUpdateSerializer(serializers.Serializer):
     tags = serializers.ListField(
         child=serializers.CharField(max_length=200, allow_blank=True),

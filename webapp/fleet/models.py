@@ -34,6 +34,12 @@ class WorkerNode(models.Model):
         blank=True,
         help_text="judge models it can load (trainers.rubrics.judge_models.servable_models)",
     )
+    parts = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="the training parts it has (trainers.parts.part_catalogue): [{'kind', 'name', 'title', "
+        "'description', 'options_schema', 'source', 'version'}]",
+    )
     ray_address = models.CharField(max_length=200, blank=True)
     ray_resources = models.JSONField(
         default=dict,

@@ -28,6 +28,7 @@ def worker_report(
     usage: dict | None = None,
     models: list[str] | None = None,
     ray_resources: dict[str, float] | None = None,
+    parts: list[dict] | None = None,
 ) -> WorkerNode:
     """Record a worker's heartbeat: what it serves, what it has, the Ray cluster it runs on
     (`ray_resources`: Ray's totals, {} when unknown; None keeps what the worker reported before — a run's
@@ -35,7 +36,10 @@ def worker_report(
 
     Its current run is the one it names or, when it names none, the active run it claimed (`Run.worker`):
     under Celery's prefork pool a child process trains while the parent sends the heartbeats without
-    knowing the child's run, and the Workers page showed the worker idle 10 s into every run."""
+    knowing the child's run, and the Workers page showed the worker idle 10 s into every run.
+
+    `parts`: the training parts it has (`trainers.parts.part_catalogue`, names, versions, docstrings and
+    option schemas), which the run form, the API and the launch check read; None keeps what it reported."""
     now = timezone.now()
     if current_run_id is None and not stopped:
         current_run_id = (
@@ -55,6 +59,7 @@ def worker_report(
             "judge_models": models or [],
             "ray_address": ray_address,
             **({"ray_resources": ray_resources} if ray_resources is not None else {}),
+            **({"parts": parts} if parts is not None else {}),
             "pid": pid,
             "last_seen": now,
             "current_run_id": current_run_id,
@@ -68,6 +73,7 @@ def worker_report(
             "judge_models": models or [],
             "ray_address": ray_address,
             "ray_resources": ray_resources or {},
+            "parts": parts or [],
             "pid": pid,
             "last_seen": now,
             "started_at": now,

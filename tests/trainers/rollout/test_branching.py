@@ -15,8 +15,9 @@ from tests.trainers.conftest import ToyEnv, _Step
 from trainers.learn.branch_credit import hard_token_advantages, token_owners
 from trainers.learn.learner import assign_advantages
 from trainers.learn.losses import policy_loss
+from trainers.parts import build_part
 from trainers.rollout import branching
-from trainers.rollout.branched import generate_branching_rollouts, generate_with_strategy
+from trainers.rollout.branched import generate_branching_rollouts
 from trainers.rollout.chat import ChatFormat
 from trainers.rollout.episodes import Rollout
 from trainers.run_config import RunConfig
@@ -146,7 +147,9 @@ def test_the_consecutive_branch_penalty_keeps_paths_from_branching_at_tool_step_
         for r in group:
             if r.branch:
                 points[r.branch["parent"]].append(r.branch["turn"])
-        return sum(any(b - a == 2 for a, b in zip(sorted(t), sorted(t)[1:])) for t in points.values())
+        return sum(
+            any(b - a == 2 for a, b in zip(sorted(t), sorted(t)[1:], strict=False)) for t in points.values()
+        )
 
     free = branching_config(branch_threshold=-1.0, branch_base_probability=1.0, branch_initial_samples=1)
     assert sum(back_to_back(g) for g in grow(backend, free)) > 0
@@ -184,11 +187,12 @@ def test_evaluation_and_the_independent_strategy_never_branch(backend):
             "branch_base_probability": 1.0,
         }
     )
-    [evaluated] = generate_with_strategy(cfg, branching.EntropyMonitor(), *args, split="eval", **options)
-    [independent] = generate_with_strategy(
-        cfg.replace(rollout_strategy="independent"), None, *args, **options
+    strategy = build_part("rollout_strategy", cfg)  # the registered built-in (trainers.parts)
+    [evaluated] = strategy.generate(*args, split="eval", **options)
+    [independent] = build_part("rollout_strategy", cfg.replace(rollout_strategy="independent")).generate(
+        *args, **options
     )
-    [trained] = generate_with_strategy(cfg, branching.EntropyMonitor(), *args, **options)
+    [trained] = strategy.generate(*args, **options)
     assert all(r.branch is None for r in evaluated + independent)
     assert any(r.branch for r in trained)
 

@@ -24,6 +24,7 @@ from webapp.experiments.models import (
     Run,
     RunStatus,
 )
+from webapp.experiments.parts import worker_parts
 from webapp.experiments.services.definitions import prefixed_errors, require_name
 from webapp.experiments.signals import run_launched
 from webapp.projects.models import Project
@@ -41,12 +42,13 @@ def run_issue_ingest_token(run: Run) -> str:
 
 
 def run_config_errors(
-    *, name: str, preset: str, overrides: dict[str, Any]
+    *, name: str, preset: str, overrides: dict[str, Any], queue: str | None = None
 ) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """The resolved knobs of `preset` ← `overrides` and what is wrong with them and the name, as
     {"name" | "preset" | "config.<knob>": [messages]} ({} when valid). run_create refuses with these,
     and the run form asks it too while other fields are still wrong, so a person sees every error in
-    one pass."""
+    one pass. The parts the knobs name (advantage estimator, loss, rollout strategy, task source) must be
+    ones an online worker of `queue` has (None: of any queue; `webapp.experiments.parts`)."""
     errors: dict[str, list[str]] = {}
     try:
         require_name(name)
@@ -56,7 +58,9 @@ def run_config_errors(
         knobs = resolve_run_config(preset, overrides)
     except (KeyError, ValueError) as exc:
         return {}, {**errors, "preset": [str(exc).strip("'\"")]}
-    return knobs, {**errors, **prefixed_errors(validate_run_config(knobs), "config")}
+    catalogue, where = worker_parts(queue)
+    knob_errors = validate_run_config(knobs, parts=catalogue, parts_where=where)
+    return knobs, {**errors, **prefixed_errors(knob_errors, "config")}
 
 
 @transaction.atomic
@@ -93,7 +97,7 @@ def run_create(
     if not isinstance(overrides, dict):
         errors["overrides"] = ["Must be a JSON object of knob values."]
         overrides = {}
-    knobs, knob_errors = run_config_errors(name=name, preset=preset, overrides=overrides)
+    knobs, knob_errors = run_config_errors(name=name, preset=preset, overrides=overrides, queue=queue)
     errors.update(knob_errors)
     if errors:  # every problem at once: the name, the choices and every knob
         raise ValidationError(errors)
