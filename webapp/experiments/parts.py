@@ -38,7 +38,9 @@ def worker_parts(queue: str | None = None) -> tuple[list[dict[str, Any]], str]:
         return [{**part, "workers": []} for part in part_catalogue()], "this machine"
     merged: dict[tuple[str, str], dict[str, Any]] = {}
     for node in nodes:
-        for part in node.parts or []:
+        # A worker that reported no parts (one from before the report) is taken to have this install's:
+        # unknown refuses nothing, as the Ray capacity check does.
+        for part in node.parts or part_catalogue():
             key = (str(part.get("kind")), str(part.get("name")))
             entry = merged.setdefault(key, {**part, "workers": []})
             entry["workers"].append(
