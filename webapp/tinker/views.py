@@ -189,7 +189,10 @@ def asample(request: HttpRequest, user: Any) -> dict[str, Any]:
         user=user, sampling_session_id=payload.get("sampling_session_id"), body=body
     )
     # One id per requested sample: the SDK stamps them on the sequences (and names them in later datums).
-    return {**_future(request_id), "sample_sequence_ids": [f"{request_id}-{i}" for i in range(body["num_samples"])]}
+    return {
+        **_future(request_id),
+        "sample_sequence_ids": [f"{request_id}-{i}" for i in range(body["num_samples"])],
+    }
 
 
 @csrf_exempt
