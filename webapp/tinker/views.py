@@ -178,9 +178,10 @@ def create_sampling_session(request: HttpRequest, user: Any) -> dict[str, Any]:
 @endpoint
 def asample(request: HttpRequest, user: Any) -> dict[str, Any]:
     payload = _json(request)
+    num_samples = int(payload.get("num_samples", 1))
     body = {
         "prompt": wire.tokens_of_model_input(payload.get("prompt")),
-        "num_samples": int(payload.get("num_samples", 1)),
+        "num_samples": num_samples,
         "sampling_params": payload.get("sampling_params") or {},
         "prompt_logprobs": bool(payload.get("prompt_logprobs")),
         "model_path": payload.get("model_path"),
@@ -189,7 +190,10 @@ def asample(request: HttpRequest, user: Any) -> dict[str, Any]:
         user=user, sampling_session_id=payload.get("sampling_session_id"), body=body
     )
     # One id per requested sample: the SDK stamps them on the sequences (and names them in later datums).
-    return {**_future(request_id), "sample_sequence_ids": [f"{request_id}-{i}" for i in range(body["num_samples"])]}
+    return {
+        **_future(request_id),
+        "sample_sequence_ids": [f"{request_id}-{i}" for i in range(num_samples)],
+    }
 
 
 @csrf_exempt
