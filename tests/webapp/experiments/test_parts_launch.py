@@ -156,6 +156,6 @@ def test_the_run_form_shows_the_refusal_on_the_knob(client_for, project, environ
     (message,) = field_errors(response.content, "knob-rollout_strategy")
     assert message == (
         "Rollout strategy 'temperature_ladder' is not installed on any online worker of the gpu queue. "
-        "Installed: independent."
+        "Installed: branching, independent."
     )
     assert not Run.objects.filter(name="median").exists()
