@@ -52,9 +52,9 @@ def main() -> None:
     import transformers
 
     from trainers.cli import load_config
-    from trainers.learn.reward_training import train_reward_model
     from trainers.recipes.dpo import train_dpo
     from trainers.recipes.grpo import Trainer
+    from trainers.recipes.reward_model import train_reward_model
     from trainers.rubrics.alarms import run_alarm, trajectory_flag
     from trainers.rubrics.reward_model import assess_reliability
     from trainers.texts import trajectory_text

@@ -481,8 +481,7 @@ FILES_OVER = {
     "trainers/sdk/wire.py": 735,
 }
 FUNCTIONS_OVER = {
-    "trainers/learn/reward_training.py:fit_head": 121,
-    "trainers/learn/reward_training.py:train_reward_model": 142,
+    "trainers/recipes/reward_model.py:train_reward_model": 133,
 }
 
 

@@ -1,6 +1,6 @@
 """What a worker does with a queued reward model: claim it, read its snapshot, train, record the result.
 
-Runs on a Celery worker (`workers.reward_tasks`), never in the web process: `trainers.learn.reward_training`
+Runs on a Celery worker (`workers.reward_tasks`), never in the web process: `trainers.recipes.reward_model`
 and with it torch are imported inside `execute_reward_training` only. Unlike a policy run, the whole
 job is one short function on the worker, so it writes its few status rows straight to the database
 instead of streaming events over the ingestion API.
@@ -75,7 +75,7 @@ def execute_reward_training(reward_model_id: int, *, task_id: str = "", hostname
 
 
 def _train(reward_model: RewardModel) -> str:
-    from trainers.learn.reward_training import train_reward_model
+    from trainers.recipes.reward_model import train_reward_model
 
     snapshot = reward_model.snapshot
     pairs = training_pairs(snapshot_pairs(snapshot))

@@ -1,4 +1,4 @@
-"""Train a learned reward model (Bradley–Terry) from preference pairs.
+"""The parts of training a learned reward model (Bradley–Terry) from preference pairs.
 
 A pair is `{"prompt", "chosen", "rejected"}` (extra keys are ignored): the annotator preferred the
 response `chosen` to `rejected` for `prompt`. The frozen base model (the default policy model unless
@@ -16,24 +16,22 @@ head.safetensors), which the `learned_reward` rubric criterion loads. Feature st
 folded into the head's first layer, so the saved head reads raw embeddings. The bias centres the
 training texts' scores at 0 (the Bradley–Terry loss does not determine it).
 
-No Django here: the dashboard's worker task calls `train_reward_model` with pairs it read itself.
+These are the parts; the recipe that composes them is `trainers.recipes.reward_model.train_reward_model`
+(the dashboard's worker task calls it with pairs it read itself). No Django here.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import random
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from trainers.models import BUNDLED_GGUF, DEFAULT_MODEL, resolve_model_source
-from trainers.rubrics.reward_model import BUILTIN_SMOLLM2, SMOLLM2_GGUF, save_reward_model
+from trainers.rubrics.reward_model import BUILTIN_SMOLLM2, SMOLLM2_GGUF
 from trainers.sdk.cancel import check_cancel
 
 log = logging.getLogger(__name__)
@@ -273,6 +271,111 @@ def pairwise_stats(chosen_scores: Any, rejected_scores: Any) -> tuple[float, flo
     return loss, accuracy
 
 
+def _standardiser(chosen: Any, rejected: Any) -> tuple[Any, Any]:
+    """The training texts' mean and spread (a floor keeps constant dimensions finite)."""
+    import torch
+
+    every = torch.cat([chosen, rejected])
+    return every.mean(dim=0), every.std(dim=0, unbiased=False).clamp(min=1e-6)
+
+
+def _new_head(head: str, dim: int, hidden_units: int, lr: float, weight_decay: float, generator: Any):
+    """The head to train and its optimizer: the linear one from zero under full-batch L-BFGS, the MLP
+    from a seeded initialisation under AdamW."""
+    import torch
+
+    if head == "linear":
+        net: Any = torch.nn.Linear(dim, 1)
+        torch.nn.init.zeros_(net.weight)
+        torch.nn.init.zeros_(net.bias)
+        return net, torch.optim.LBFGS(net.parameters(), lr=1.0, max_iter=1, line_search_fn="strong_wolfe")
+    first, last = torch.nn.Linear(dim, hidden_units), torch.nn.Linear(hidden_units, 1)
+    with torch.no_grad():
+        bound = 1 / math.sqrt(dim)
+        first.weight.uniform_(-bound, bound, generator=generator)
+        first.bias.uniform_(-bound, bound, generator=generator)
+        last.weight.uniform_(-1 / math.sqrt(hidden_units), 1 / math.sqrt(hidden_units), generator=generator)
+        last.bias.zero_()
+    net = torch.nn.Sequential(first, torch.nn.ReLU(), last)
+    return net, torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
+
+
+def _bt_loss(net: Any, chosen: Any, rejected: Any) -> Any:
+    import torch.nn.functional as F
+
+    return -F.logsigmoid(net(chosen).squeeze(-1) - net(rejected).squeeze(-1)).mean()
+
+
+def _train_epoch(
+    net: Any,
+    optimizer: Any,
+    zc: Any,
+    zr: Any,
+    *,
+    linear: bool,
+    weight_decay: float,
+    batch_size: int,
+    generator: Any,
+) -> None:
+    """One epoch: an L-BFGS iteration on the L2-regularised loss (linear), or shuffled mini-batches (MLP)."""
+    import torch
+
+    if linear:
+
+        def closure() -> Any:
+            optimizer.zero_grad()
+            loss = _bt_loss(net, zc, zr) + 0.5 * weight_decay * net.weight.pow(2).sum()
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+        return
+    permutation = torch.randperm(zc.shape[0], generator=generator)
+    for start in range(0, zc.shape[0], batch_size):
+        index = permutation[start : start + batch_size]
+        loss = _bt_loss(net, zc[index], zr[index])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def _curve_point(net: Any, epoch: int, train: tuple[Any, Any], held_out: tuple[Any, Any] | None) -> dict:
+    import torch
+
+    net.eval()
+    with torch.no_grad():
+        point = {"epoch": float(epoch)}
+        point["train_loss"], point["train_accuracy"] = pairwise_stats(
+            net(train[0]).squeeze(-1), net(train[1]).squeeze(-1)
+        )
+        if held_out is not None:
+            point["eval_loss"], point["eval_accuracy"] = pairwise_stats(
+                net(held_out[0]).squeeze(-1), net(held_out[1]).squeeze(-1)
+            )
+    return point
+
+
+def _folded(net: Any, linear: bool, mean: Any, std: Any, every_text: Any) -> FittedHead:
+    """The trained head over raw embeddings: the standardisation folded into its first layer, the bias
+    centring the training texts' scores at 0 (the Bradley–Terry loss does not determine it)."""
+    import torch
+
+    with torch.no_grad():
+        if linear:
+            fitted = FittedHead(weight=(net.weight.reshape(-1) / std).clone(), bias=0.0)
+        else:
+            first, last = net[0], net[2]
+            hidden_weight = first.weight / std
+            fitted = FittedHead(
+                weight=last.weight.reshape(-1).clone(),
+                bias=0.0,
+                hidden_weight=hidden_weight.clone(),
+                hidden_bias=(first.bias - hidden_weight @ mean).clone(),
+            )
+        fitted.bias = -float(fitted.score(every_text).mean())
+    return fitted
+
+
 def fit_head(
     chosen: Any,
     rejected: Any,
@@ -299,101 +402,35 @@ def fit_head(
     held-out on a 32-d toy set). The MLP head trains with AdamW on shuffled mini-batches from a seeded
     initialisation. Returns the head and a learning curve (≤ `curve_points` points)."""
     import torch
-    import torch.nn.functional as F
 
     if head not in HEADS:
         raise ValueError(f"unknown head {head!r}; choose one of {', '.join(HEADS)}")
     generator = torch.Generator().manual_seed(seed)
-    all_train = torch.cat([chosen, rejected])
-    mean = all_train.mean(dim=0)
-    std = all_train.std(dim=0, unbiased=False).clamp(min=1e-6)
-
-    def standard(x: Any) -> Any:
-        return (x - mean) / std
-
-    zc, zr = standard(chosen), standard(rejected)
+    mean, std = _standardiser(chosen, rejected)
+    train = ((chosen - mean) / std, (rejected - mean) / std)
     has_eval = eval_chosen is not None and len(eval_chosen) > 0
-    ec, er = (standard(eval_chosen), standard(eval_rejected)) if has_eval else (None, None)
-
-    dim = chosen.shape[1]
-    if head == "linear":
-        layers = torch.nn.Linear(dim, 1)
-        torch.nn.init.zeros_(layers.weight)
-        torch.nn.init.zeros_(layers.bias)
-        net: Any = layers  # a Linear here, a Sequential below
-        optimizer: Any = torch.optim.LBFGS(
-            net.parameters(), lr=1.0, max_iter=1, line_search_fn="strong_wolfe"
-        )
-    else:
-        first, last = torch.nn.Linear(dim, hidden_units), torch.nn.Linear(hidden_units, 1)
-        with torch.no_grad():
-            bound = 1 / math.sqrt(dim)
-            first.weight.uniform_(-bound, bound, generator=generator)
-            first.bias.uniform_(-bound, bound, generator=generator)
-            last.weight.uniform_(
-                -1 / math.sqrt(hidden_units), 1 / math.sqrt(hidden_units), generator=generator
-            )
-            last.bias.zero_()
-        net = torch.nn.Sequential(first, torch.nn.ReLU(), last)
-        optimizer = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
-
-    def bt_loss(c: Any, r: Any) -> Any:
-        return -F.logsigmoid(net(c).squeeze(-1) - net(r).squeeze(-1)).mean()
-
-    n = zc.shape[0]
+    held_out = ((eval_chosen - mean) / std, (eval_rejected - mean) / std) if has_eval else None
+    linear = head == "linear"
+    net, optimizer = _new_head(head, chosen.shape[1], hidden_units, lr, weight_decay, generator)
     record_every = max(1, epochs // max(1, curve_points))
     curve: list[dict[str, float]] = []
     for epoch in range(1, epochs + 1):
         check_cancel()
         net.train()
-        if head == "linear":
-
-            def closure() -> Any:
-                optimizer.zero_grad()
-                loss = bt_loss(zc, zr) + 0.5 * weight_decay * net.weight.pow(2).sum()
-                loss.backward()
-                return loss
-
-            optimizer.step(closure)
-        else:
-            permutation = torch.randperm(n, generator=generator)
-            for start in range(0, n, batch_size):
-                index = permutation[start : start + batch_size]
-                loss = bt_loss(zc[index], zr[index])
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
+        _train_epoch(
+            net,
+            optimizer,
+            *train,
+            linear=linear,
+            weight_decay=weight_decay,
+            batch_size=batch_size,
+            generator=generator,
+        )
         if epoch % record_every == 0 or epoch == epochs:
-            net.eval()
-            with torch.no_grad():
-                point = {"epoch": float(epoch)}
-                point["train_loss"], point["train_accuracy"] = pairwise_stats(
-                    net(zc).squeeze(-1), net(zr).squeeze(-1)
-                )
-                if has_eval:
-                    point["eval_loss"], point["eval_accuracy"] = pairwise_stats(
-                        net(ec).squeeze(-1), net(er).squeeze(-1)
-                    )
-            curve.append(point)
+            curve.append(_curve_point(net, epoch, train, held_out))
         if progress is not None:
             progress(epoch, epochs)
-
-    with torch.no_grad():
-        if head == "linear":
-            w = net.weight.reshape(-1) / std
-            fitted = FittedHead(weight=w.clone(), bias=0.0)
-        else:
-            first, last = net[0], net[2]
-            hidden_weight = first.weight / std
-            hidden_bias = first.bias - hidden_weight @ mean
-            fitted = FittedHead(
-                weight=last.weight.reshape(-1).clone(),
-                bias=0.0,
-                hidden_weight=hidden_weight.clone(),
-                hidden_bias=hidden_bias.clone(),
-            )
-        fitted.bias = -float(fitted.score(all_train).mean())  # centre the training texts' scores at 0
-    return fitted, curve
+    return _folded(net, linear, mean, std, torch.cat([chosen, rejected])), curve
 
 
 def distinct_texts(data: list[PreferencePair], input_template: str) -> tuple[list[str], list[int], list[int]]:
@@ -431,150 +468,6 @@ def training_score_scale(
     return {"mean": float(train_scores.mean()), "std": max(float(train_scores.std(unbiased=False)), 1e-6)}
 
 
-def train_reward_model(
-    pairs: Iterable[Mapping[str, Any] | PreferencePair],
-    *,
-    out_dir: str | Path,
-    model: str = DEFAULT_MODEL,
-    seed: int = 0,
-    epochs: int = 100,
-    lr: float = 1e-2,
-    weight_decay: float = 1e-2,
-    batch_size: int = 32,
-    held_out_fraction: float = 0.2,
-    head: str = "linear",
-    hidden_units: int = 64,
-    max_length: int = 1024,
-    input_template: str = DEFAULT_TEMPLATE,
-    response_text: str = "transcript",
-    device: str = "auto",
-    embed_batch_size: int = 16,
-    provenance: Mapping[str, Any] | None = None,
-    progress: ProgressFn | None = None,
-    encoder: tuple[Any, Any] | None = None,
-) -> RewardTrainingResult:
-    """Train a Bradley–Terry reward model on `pairs` and save it in `out_dir`.
-
-    `input_template` renders the text that is scored ({prompt}, {response}); `response_text` records
-    what the pairs' responses are ("transcript", as `trainers.texts.trajectory_text` renders them, or
-    "final_answer"), so the `learned_reward` criterion renders trajectories the same way. `progress(phase, fraction)` is
-    called as work advances (phase: "load", "embed", "fit", "save"). `encoder` reuses an already
-    loaded (model, tokenizer) pair from `load_encoder`."""
-    import torch
-
-    started = time.perf_counter()
-    data = as_pairs(pairs)
-    if len(data) < 2:
-        raise PreferenceDataError(
-            f"need at least 2 preference pairs to train a reward model, got {len(data)}"
-        )
-    if head not in HEADS:
-        raise ValueError(f"unknown head {head!r}; choose one of {', '.join(HEADS)}")
-    base_path, base_gguf = base_model_reference(model)
-    train_index, eval_index = split_by_prompt(data, held_out_fraction, seed)
-    torch.manual_seed(seed)
-    report = progress or (lambda phase, fraction: None)
-
-    report("load", 0.0)
-    if encoder is None:
-        encoder = load_encoder(model, device)
-    base, tokenizer = encoder
-    loaded = time.perf_counter()
-
-    texts, chosen_ids, rejected_ids = distinct_texts(data, input_template)
-    report("embed", 0.0)
-    embeddings = embed_texts(
-        base,
-        tokenizer,
-        texts,
-        max_length=max_length,
-        batch_size=embed_batch_size,
-        progress=lambda done, total: report("embed", done / total),
-    )
-    embedded = time.perf_counter()
-    log.info("embedded %d distinct texts in %.1fs", len(texts), embedded - loaded)
-
-    def rows(indices: list[int], ids: list[int]) -> Any:
-        return embeddings[[ids[i] for i in indices]] if indices else embeddings[:0]
-
-    fitted, curve = fit_head(
-        rows(train_index, chosen_ids),
-        rows(train_index, rejected_ids),
-        eval_chosen=rows(eval_index, chosen_ids),
-        eval_rejected=rows(eval_index, rejected_ids),
-        head=head,
-        hidden_units=hidden_units,
-        epochs=epochs,
-        lr=lr,
-        weight_decay=weight_decay,
-        batch_size=batch_size,
-        seed=seed,
-        progress=lambda epoch, total: report("fit", epoch / total),
-    )
-    fitted_at = time.perf_counter()
-
-    # Final numbers from the saved (folded) head on raw embeddings: what the criterion will compute.
-    scores = fitted.score(embeddings)
-    train_loss, train_accuracy = split_stats(scores, chosen_ids, rejected_ids, train_index)
-    held_out_loss, held_out_accuracy = (
-        split_stats(scores, chosen_ids, rejected_ids, eval_index) if eval_index else (None, None)
-    )
-    score_scale = training_score_scale(scores, chosen_ids, rejected_ids, train_index)
-
-    report("save", 0.0)
-    directory = Path(out_dir)
-    result = RewardTrainingResult(
-        path=directory,
-        held_out_accuracy=held_out_accuracy,
-        train_accuracy=train_accuracy,
-        n_train=len(train_index),
-        n_eval=len(eval_index),
-        curve=curve,
-        held_out_loss=held_out_loss,
-        train_loss=train_loss,
-        head=head,
-        seconds={"load": loaded - started, "embed": embedded - loaded, "fit": fitted_at - embedded},
-        score_scale=score_scale,
-    )
-    save_reward_model(
-        directory,
-        weight=fitted.weight.numpy(),
-        bias=fitted.bias,
-        hidden_weight=None if fitted.hidden_weight is None else fitted.hidden_weight.numpy(),
-        hidden_bias=None if fitted.hidden_bias is None else fitted.hidden_bias.numpy(),
-        base_model_path=base_path,
-        gguf_file=base_gguf,
-        max_length=max_length,
-        input_template=input_template,
-        response_text=response_text,
-        score_scale=score_scale,
-        provenance={
-            **dict(provenance or {}),
-            "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "base_model": model,
-            "n_pairs": len(data),
-            "n_train": result.n_train,
-            "n_eval": result.n_eval,
-            "held_out_accuracy": held_out_accuracy,
-            "train_accuracy": train_accuracy,
-            "training": {
-                "seed": seed,
-                "epochs": epochs,
-                "lr": lr,
-                "weight_decay": weight_decay,
-                "batch_size": batch_size,
-                "held_out_fraction": held_out_fraction,
-                "head": head,
-                "hidden_units": hidden_units if head == "mlp" else None,
-            },
-        },
-    )
-    (directory / CURVE_FILE).write_text(json.dumps(curve))
-    result.seconds["total"] = time.perf_counter() - started
-    report("save", 1.0)
-    return result
-
-
 __all__ = [
     "HEADS",
     "TRAINING_SCHEMA",
@@ -588,5 +481,4 @@ __all__ = [
     "load_encoder",
     "pairwise_stats",
     "split_by_prompt",
-    "train_reward_model",
 ]

@@ -42,7 +42,7 @@ class RewardModel(BackgroundJob):
     version = models.PositiveIntegerField()
     # PROTECT: a reward model's training data must stay inspectable while the model exists.
     snapshot = models.ForeignKey(PreferenceSnapshot, on_delete=models.PROTECT, related_name="reward_models")
-    # Training knobs as trainers.learn.reward_training.train_reward_model takes them (head, epochs, lr, seed…).
+    # Training knobs as trainers.recipes.reward_model.train_reward_model takes them (head, epochs, lr, seed…).
     params = models.JSONField(default=dict)
     queue = models.CharField(max_length=8, choices=Queue.choices, default=Queue.CPU)
     # Below this held-out accuracy the model is "not reliable" (see reliability()).

@@ -19,8 +19,8 @@ from trainers.learn.reward_training import (
     load_encoder,
     pairwise_stats,
     split_by_prompt,
-    train_reward_model,
 )
+from trainers.recipes.reward_model import train_reward_model
 from trainers.registry import validate_config
 from trainers.rubrics import score_group
 from trainers.rubrics.reward_model import load_reward_model, read_metadata

@@ -231,7 +231,8 @@ def test_marked_turns_train_a_step_level_reward_that_the_trainer_credits(run, pr
     Bradley–Terry reward model on the bundled model → scored per turn, a new broken answer's turn gets a
     negative reward → its tokens get a lower advantage than the call before it."""
     from trainers.learn import turn_credit
-    from trainers.learn.reward_training import load_encoder, train_reward_model
+    from trainers.learn.reward_training import load_encoder
+    from trainers.recipes.reward_model import train_reward_model
     from trainers.rubrics import score_group
     from trainers.types import Task, Trajectory, Turn
     from workers.reward_execution import training_pairs
