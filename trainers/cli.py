@@ -270,6 +270,36 @@ def cmd_dpo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reward_model(args: argparse.Namespace) -> int:
+    """A Bradley–Terry reward model on a JSONL of text preference pairs (a snapshot's "reward-model pairs"
+    download); `--set model=<checkpoint directory>` embeds with any run's checkpoint as the frozen base."""
+    from trainers.learn.reward_training import TRAINING_SCHEMA, PreferenceDataError
+    from trainers.recipes.reward_model import train_reward_model
+    from trainers.registry import validate_config
+
+    try:
+        records = [json.loads(line) for line in Path(args.pairs).read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot read pairs {args.pairs}: {exc}") from exc
+    knobs: dict[str, Any] = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CliError(f"--set wants key=value, not {item!r}")
+        knobs[key] = read_yaml(value)
+    model = knobs.pop("model", None)
+    errors = validate_config(TRAINING_SCHEMA, knobs)
+    if errors:
+        raise CliError("; ".join(f"{field}: {' '.join(messages)}" for field, messages in errors.items()))
+    out = Path(args.out) if args.out else _default_out(args.pairs)
+    try:
+        result = train_reward_model(records, out_dir=out, **({"model": model} if model else {}), **knobs)
+    except (PreferenceDataError, ValueError) as exc:
+        raise CliError(str(exc)) from exc
+    print(json.dumps(result.metrics(), sort_keys=True))
+    return 0
+
+
 def cmd_presets(args: argparse.Namespace) -> int:
     keys = sorted({k for preset in PRESETS.values() for k in preset})
     print("knob".ljust(20) + "".join(name.ljust(26) for name in PRESETS))
@@ -323,6 +353,16 @@ def build_parser() -> argparse.ArgumentParser:
     dpo.add_argument("--resume", help="checkpoint directory of a DPO run to continue")
     dpo.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a DPO knob")
     dpo.set_defaults(func=cmd_dpo)
+    reward = sub.add_parser(
+        "reward-model",
+        help="a Bradley-Terry reward model on a JSONL of preference pairs (any checkpoint as base)",
+    )
+    reward.add_argument("pairs", help="JSON lines of {prompt, chosen, rejected} texts")
+    reward.add_argument("--out", help="the reward model's directory; default runs/<name>-<time>")
+    reward.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a training knob, or model="
+    )
+    reward.set_defaults(func=cmd_reward_model)
     preview = sub.add_parser(
         "preview", help="show what the model would see with an environment config (or why not)"
     )

@@ -161,3 +161,26 @@ def test_exponents_without_a_dot_are_numbers_in_files_and_overrides(tmp_path):
     config = load_config(EXAMPLE, ["learning_rate=3E-4", "max_grad_norm=1e0", "model=1e5x"])
     assert config["learning_rate"] == 3e-4 and config["max_grad_norm"] == 1.0
     assert config["model"] == "1e5x"  # text that only looks alike stays text
+
+
+@pytest.mark.slow
+def test_a_reward_model_trains_from_a_jsonl_of_pairs_on_any_base(tmp_path, tiny_model_path):
+    """`reward-model`: the snapshot's text pairs → a Bradley–Terry model directory the `learned_reward`
+    criterion loads; `--set model=` names the frozen base (a checkpoint directory works as any local model)."""
+    pairs = tmp_path / "pairs.jsonl"
+    rows = [
+        {"prompt": f"What is {a} + {a}?", "chosen": f"It is {2 * a}.", "rejected": "I do not know."}
+        for a in range(8)
+    ]
+    pairs.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "rm"
+    trained = run_cli(
+        "reward-model", str(pairs), "--out", str(out), "--set", f"model={tiny_model_path}",
+        "--set", "epochs=5", "--set", "held_out_fraction=0.25",
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    summary = json.loads(trained.stdout.strip().splitlines()[-1])
+    assert summary["n_train"] == 6 and summary["n_eval"] == 2 and (out / "reward_model.json").exists()
+
+    refused = run_cli("reward-model", str(pairs), "--set", "epochs=0")
+    assert refused.returncode != 0 and "epochs" in refused.stderr
