@@ -152,11 +152,14 @@ class ProgressSink:
 
 
 def _summary(values: dict[str, Any], keys: tuple[str, ...]) -> str:
+    """`name=value` for the keys present, each named by its metric name less `eval/` (the line says it is
+    an evaluation) and `/mean`: `reward=…`, `accuracy=…` (a task's), `dpo/accuracy=…` (a preference's)."""
     parts = []
     for key in keys:
         value = values.get(key)
         if isinstance(value, (int, float)):
-            parts.append(f"{key.split('/')[-2] if key.endswith('/mean') else key.split('/')[-1]}={value:.3g}")
+            name = key.removeprefix("eval/").removesuffix("/mean")
+            parts.append(f"{name}={value:.3g}")
     return " ".join(parts)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -234,10 +235,17 @@ class RayWorkerDied(RuntimeError):
     """A rollout worker's or learner shard's process ended under a running step."""
 
 
+# How long a failed task's error waits for word of a dead peer (Ray reports a SIGKILL'd actor in well
+# under a second; a collective's peers fail as soon as their connection to it drops, often sooner).
+PEER_DEATH_GRACE_S = 10.0
+
+
 def ray_get(refs: list[Any], who: str, doing: str) -> list[Any]:
     """`ray.get`, except that an actor whose process died (killed, out of memory, node lost) fails the
     step with a sentence saying who and what it was doing: Ray does not restart our actors, and a run
-    that stops saying why can be resumed, where one that waits cannot."""
+    that stops saying why can be resumed, where one that waits cannot. A task that failed because a
+    peer died under it (a learner shard's collective: gloo's "Connection reset by peer") says the
+    death too: the peer's error is only its echo."""
     import ray
 
     try:
@@ -249,7 +257,13 @@ def ray_get(refs: list[Any], who: str, doing: str) -> list[Any]:
             check_cancel()
             ready, pending = ray.wait(pending, num_returns=1, timeout=1.0)
             if ready:
-                ray.get(ready)
+                try:
+                    ray.get(ready)
+                except ray.exceptions.RayTaskError:
+                    death = _death_among(pending)
+                    if death is None:
+                        raise
+                    raise death from None
         return ray.get(refs)
     except ray.exceptions.RayActorError as exc:
         text = str(exc).strip()
@@ -258,6 +272,25 @@ def ray_get(refs: list[Any], who: str, doing: str) -> list[Any]:
             f"{who} died while {doing}: {cause} The run stops here; resume it from its last "
             "checkpoint (or turn on auto_resume)."
         ) from exc
+
+
+def _death_among(refs: list[Any], grace_s: float = PEER_DEATH_GRACE_S) -> Any:
+    """The RayActorError of the first of `refs` whose actor turns out dead within `grace_s`, else None
+    (peers still in a collective are not waited for past it)."""
+    import ray
+
+    deadline = time.monotonic() + grace_s
+    pending = list(refs)
+    while pending and (left := deadline - time.monotonic()) > 0:
+        ready, pending = ray.wait(pending, num_returns=1, timeout=left)
+        for ref in ready:
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError as exc:
+                return exc
+            except Exception:  # noqa: BLE001, S112 — another echo of the same failure: look on
+                continue
+    return None
 
 
 class RayRollouts:

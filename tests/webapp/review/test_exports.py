@@ -117,36 +117,30 @@ def test_parquet_loads_with_hugging_face_datasets(snapshot, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="known broken after this round's merges (stop 42 note): DPO no longer runs TRL's DPOTrainer (train_dpo takes no callbacks): rewrite against trainers.recipes.dpo",
-    strict=False,
-)
-def test_both_exports_train_a_step_of_trls_dpo_trainer(snapshot, tmp_path, tiny_model_path):
-    """The real DPOTrainer, one optimizer step on each export — in float32: TRL's bf16 default would run
-    every matrix product on an AVX2 CPU through torch's fallback kernel (a default-sized step went from
-    ~38 s to ~6 min). The tiny random Llama (no download): what is proved is that TRL reads the files."""
-    from transformers import TrainerCallback
-
+def test_both_exports_train_a_step_of_our_dpo(snapshot, tmp_path, tiny_model_path):
+    """Each download, read back as a script would, trains a DPO step (trainers.recipes.dpo, the recipe a
+    snapshot's "Train the policy with DPO" runs): every row is tokenized — tool calls and results of the
+    conversational one, the transcripts of the text one — and the step's loss and DPO numbers come out.
+    The tiny random Llama (no download): what is proved is that DPO reads the files."""
     from trainers.recipes.dpo import train_dpo
-
-    bf16: list[bool] = []
-
-    class Precision(TrainerCallback):
-        def on_train_begin(self, args, state, control, **kwargs):
-            bf16.append(args.bf16)
+    from trainers.sdk.events import MemorySink
 
     for name, data in (("dpo", exports.dpo_jsonl(snapshot)), ("dpo-text", exports.dpo_text_jsonl(snapshot))):
         path = tmp_path / f"{name}.jsonl"
         path.write_bytes(data)
+        sink = MemorySink()
         result = train_dpo(
             exports.read_dpo_jsonl(path.read_bytes()),
             {"model": tiny_model_path, "max_steps": 1, "batch_size": 3, "max_length": 128, "device": "cpu"},
             out_dir=tmp_path / name,
-            callbacks=[Precision()],
+            sink=sink,
         )
-        assert result.steps == 1 and result.metrics["loss"] > 0
-        assert {"rewards/chosen", "rewards/rejected", "rewards/margins"} <= set(result.metrics)
-    assert bf16 == [False, False]
+        assert result.status == "SUCCEEDED" and result.steps == 1, name
+        said = " | ".join(e.get("message", "") for e in sink.of_type("phase"))
+        assert "tokenizing 3 of 3 pairs" in said and "step 1 of 1: 3 of 3 pairs" in said, name
+        (step,) = [e["values"] for e in sink.of_type("metrics") if e["split"] == "train"]
+        assert step["loss"] > 0 and {"dpo/margin", "dpo/accuracy", "dpo/reward_chosen"} <= set(step), name
+        assert [c["step"] for c in sink.of_type("checkpoint")] == [1], name
 
 
 def test_ties_and_both_bad_are_left_out_of_the_exports(project, users, run):
