@@ -146,7 +146,9 @@ def test_the_consecutive_branch_penalty_keeps_paths_from_branching_at_tool_step_
         for r in group:
             if r.branch:
                 points[r.branch["parent"]].append(r.branch["turn"])
-        return sum(any(b - a == 2 for a, b in zip(sorted(t), sorted(t)[1:])) for t in points.values())
+        return sum(
+            any(b - a == 2 for a, b in zip(sorted(t), sorted(t)[1:], strict=False)) for t in points.values()
+        )
 
     free = branching_config(branch_threshold=-1.0, branch_base_probability=1.0, branch_initial_samples=1)
     assert sum(back_to_back(g) for g in grow(backend, free)) > 0
