@@ -1,7 +1,8 @@
 """A branched group on its group page, in real headless Chromium on a real daphne server: the trainer reports
 the group through the real ingestion API (as `rollout_strategy: branching` sends it, each branch with its
-parent, shared prefix and entropy); the page draws it as a tree — branches under their parents, where and
-why each branched, reward, advantage and own tool calls — with model text escaped."""
+parent, shared prefix and entropy); the open run page's feed marks the group branched, live, and links to the
+group page, which draws it as a tree — branches under their parents, where and why each branched, reward,
+advantage and own tool calls — with model text escaped."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import sign_in, wait_until_following
 from tests.conftest import PASSWORD
 from tests.webapp.factories import make_run
 
@@ -92,6 +93,9 @@ def test_a_branched_group_is_drawn_as_a_tree(project, environment, rubric, users
             },
         ),
     ]
+    sign_in(page, server, "bob", PASSWORD)
+    page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
+    wait_until_following(page)
     response = requests.post(
         f"{server}/api/runs/{run.pk}/events",
         data=json.dumps({"events": [{"seq": 1, "type": "trajectories", "step": 1, "items": items}]}),
@@ -99,9 +103,11 @@ def test_a_branched_group_is_drawn_as_a_tree(project, environment, rubric, users
         timeout=20,
     )
     assert response.status_code == 200, response.text
-
-    sign_in(page, server, "bob", PASSWORD)
-    page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/groups/1/0/")
+    # Live: the run page's feed marks the group as branched, without a reload, and links to its tree.
+    badge = page.locator("[data-feed-branches]")
+    expect(badge).to_have_text("⑂ 2 branches")
+    badge.click()
+    expect(page).to_have_url(re.compile(rf"/runs/{run.pk}/groups/1/0/\?split=train$"))
     tree = page.locator("[data-branch-tree]")
     nodes = tree.locator("[data-node]")
     expect(nodes).to_have_count(4)

@@ -231,3 +231,11 @@ class EntropyMonitor:
     @property
     def tool_entropy(self) -> float | None:
         return self.tool_entropy_sum / self.tool_steps if self.tool_steps else None
+
+
+def spent_tool_calls(turns: Sequence[tuple[str, str | None]], branch: dict[str, Any] | None) -> int:
+    """The tool calls a trajectory made on its own segment, from its turns' (role, tool name) in order: a
+    branch's shared prefix was run once, by its parent (its environment was copied, not replayed), so the
+    sum over a group is what the group spent. A whole sample's are all of its calls."""
+    start = int((branch or {}).get("turn") or 0)
+    return sum(1 for index, (role, tool) in enumerate(turns) if index >= start and role == "assistant" and tool)

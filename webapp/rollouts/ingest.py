@@ -567,6 +567,8 @@ def group_summaries(trajectories: list[Trajectory], items: list[dict[str, Any]])
                 "best": _sample_summary(*ranked[-1]),
                 "worst": _sample_summary(*ranked[0]),
                 "hacking": {"count": len(flags), "message": flags[0].message} if flags else None,
+                # Samples branched off others (rollout_strategy branching): the feed links to the tree.
+                "branches": sum(1 for t, _ in members if t.branch),
             }
         )
     return out

@@ -41,6 +41,14 @@ function groupHead(step, group) {
     flag.title = "Every sample got the same reward, so every advantage is 0.";
     head.appendChild(flag);
   }
+  if (group.branches && root.dataset.groupsUrl) {
+    const tree = text("a", "⑂ " + group.branches + " branch" + (group.branches === 1 ? "" : "es"), "badge branches");
+    tree.href = root.dataset.groupsUrl + encodeURIComponent(String(step)) + "/" +
+      encodeURIComponent(String(group.group)) + "/?split=" + encodeURIComponent(group.split);
+    tree.title = "A branching-rollouts group: see its tree (where it branched and why).";
+    tree.setAttribute("data-feed-branches", "");
+    head.appendChild(tree);
+  }
   if (group.hacking) {
     const alarm = text("span", "possible reward hacking (" + group.hacking.count + ")", "badge hacking");
     alarm.title = group.hacking.message;

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainers.rollout.branching import spent_tool_calls
 from webapp.rollouts.models import Trajectory, Turn
 
 # The tool result a branch point follows, as the tree shows it (the page links to the whole trajectory).
@@ -39,11 +40,10 @@ def branch_tree(members: Sequence[Trajectory]) -> list[BranchNode]:
     turns = _turns(members)
     nodes: dict[int, BranchNode] = {}
     for m in members:
+        mine = turns.get(m.pk, [])
+        own = spent_tool_calls([(t.role, t.tool_name) for t in mine], m.branch)
         start = int((m.branch or {}).get("turn") or 0)
-        own = sum(
-            1 for t in turns.get(m.pk, []) if t.index >= start and t.role == "assistant" and t.tool_name
-        )
-        result = next((t.text for t in turns.get(m.pk, []) if t.index == start - 1), "") if m.branch else ""
+        result = next((t.text for t in mine if t.index == start - 1), "") if m.branch else ""
         nodes[m.sample_index] = BranchNode(m, 0, own, m.branch, result[:RESULT_PREVIEW_CHARS])
     roots: list[BranchNode] = []
     for sample, node in sorted(nodes.items()):
