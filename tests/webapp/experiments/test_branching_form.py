@@ -16,7 +16,9 @@ def test_the_branching_knobs_are_a_group_of_the_run_form_with_their_help():
     form = SchemaForm(RUN_CONFIG_SCHEMA, exclude=RUN_FORM_EXCLUDED_KNOBS)
     group = dict(form.groups(KNOB_GROUPS))["Branching rollouts (ARPO, AEPO)"]
     assert [bound.name for bound in group] == list(BRANCHING_KNOBS)
-    assert "after a tool result" in group[0].help_text
+    assert "the turn after each tool result" in group[1].help_text  # the entropy window (k)
+    # The strategy itself is chosen with the sampling knobs (a registered part: trainers.parts).
+    assert "branching" in form["rollout_strategy"].help_text
     html = form.as_div()
     assert "ARPO" in html and "Entropy window (k)" in html and "Branch factor (Z)" in html
 
