@@ -73,6 +73,8 @@ class ExperienceLibrary:
     def _apply_one(self, edit: Edit, record: dict[str, Any]) -> str:
         text = " ".join(edit.text.split())[:MAX_EXPERIENCE_CHARS]
         record["text"] = text
+        if edit.op != "delete" and echoes_the_format(text):
+            return "repeats the instructions' placeholder"
         known = {t.casefold() for t in self.items.values()}
         if edit.op == "add":
             if not text:
@@ -108,6 +110,20 @@ class ExperienceLibrary:
     def from_dict(cls, data: dict[str, Any], max_items: int = 30) -> ExperienceLibrary:
         items = {str(i["id"]): str(i["text"]) for i in data.get("items", [])}
         return cls(max_items=max_items, items=items, next_number=int(data.get("next_number", len(items) + 1)))
+
+
+# The placeholders of EDIT_FORMAT: a small model often copies them back as its "insight" (SmolLM2-135M
+# did in bench/training_free.py); an edit that is one of them is refused, not put in every later prompt.
+_PLACEHOLDERS = (
+    "one short, general insight that would help on similar tasks",
+    "the improved text of experience g",
+)
+
+
+def echoes_the_format(text: str) -> bool:
+    """Whether an edit's text is (or merely wraps) one of the edit format's placeholders."""
+    plain = " ".join(text.strip().strip("<>").split()).casefold().rstrip(".")
+    return any(plain == placeholder or placeholder in plain for placeholder in _PLACEHOLDERS)
 
 
 def _target(raw: Any) -> str:

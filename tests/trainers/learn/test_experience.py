@@ -59,6 +59,24 @@ def test_the_library_applies_edits_and_says_why_it_refused_some():
     assert ExperienceLibrary.from_dict(library.to_dict()).items == library.items
 
 
+def test_an_edit_that_copies_the_formats_placeholder_is_refused():
+    """SmolLM2-135M answered `ADD: <one short, general insight …>` verbatim: that is no experience."""
+    library = ExperienceLibrary()
+    records = library.apply(
+        parse_edits(
+            "ADD: <one short, general insight that would help on similar tasks>\n"
+            "ADD: Check the units before answering.\n"
+            "MODIFY G2: <the improved text of experience G2>"
+        )
+    )
+    assert [(r["applied"], r["reason"]) for r in records] == [
+        (False, "repeats the instructions' placeholder"),
+        (True, ""),
+        (False, "repeats the instructions' placeholder"),
+    ]
+    assert list(library.items.values()) == ["Check the units before answering."]
+
+
 def test_the_prompt_shows_the_library_and_the_contrast():
     library = ExperienceLibrary()
     assert library.prompt_block() == ""
