@@ -6,7 +6,8 @@ policy it trained is the checkpoint's: its held-out log-probs before its first D
 checkpoint (loaded here as any run loads a model) gives the same pairs — and not the base model's.
 
 Plumbing, not learning: the runs train the tiny random Llama (`tiny_model_path`); a regex on its words
-is the reward, so its groups' rewards differ and its LoRA update moves the policy."""
+is the reward (an "h" in its answer: about half of the random words it samples have one), so its
+groups' rewards differ and its LoRA updates move the policy."""
 
 from __future__ import annotations
 
@@ -81,11 +82,11 @@ def test_dpo_from_a_lora_grpo_runs_checkpoint_trains_the_checkpoints_policy(
     )  # fmt: skip
     rubric = rubric_create(
         project=project,
-        name="says e",
+        name="says h",
         user=users["alice"],
         spec={
             "aggregation": "weighted_sum",
-            "criteria": [{"name": "says e", "kind": "regex", "weight": 1.0, "params": {"pattern": "e"}}],
+            "criteria": [{"name": "says h", "kind": "regex", "weight": 1.0, "params": {"pattern": "h"}}],
         },
     )
     with celery_worker("cpu", name="dpo-from-grpo", DASHBOARD_URL=server):
@@ -162,9 +163,9 @@ def test_dpo_from_a_lora_grpo_runs_checkpoint_trains_the_checkpoints_policy(
     started = (at_start("eval/dpo/logp_chosen"), at_start("eval/dpo/logp_rejected"))
     from_checkpoint = held_out_logprobs(checkpoint.path, held, knobs["max_length"])
     from_base = held_out_logprobs(tiny_model_path, held, knobs["max_length"])
-    assert started == pytest.approx(from_checkpoint, rel=1e-5, abs=1e-4), (started, from_checkpoint)
+    assert started == pytest.approx(from_checkpoint, rel=1e-6, abs=1e-5), (started, from_checkpoint)
     # …and the checkpoint is not the base model (the GRPO steps moved it): the equality above says which.
-    assert max(abs(a - b) for a, b in zip(from_checkpoint, from_base, strict=True)) > 1e-3, (
+    assert max(abs(a - b) for a, b in zip(from_checkpoint, from_base, strict=True)) > 1e-4, (
         from_checkpoint,
         from_base,
     )
