@@ -8,6 +8,7 @@ import json
 import pytest
 import requests
 from django.contrib.auth import get_user_model
+from playwright.sync_api import expect
 
 from tests.browser.conftest import elsewhere, sign_in, wait_until_following
 
@@ -157,8 +158,10 @@ def test_the_run_page_loads_history_and_then_follows_the_run_live(live_run, serv
     # The header rendered with the page learns when the run finished.
     page.wait_for_function("document.querySelector('[data-run-finished_at]').textContent !== '—'")
     run.refresh_from_db()
-    assert page.locator("[data-run-finished_at]").inner_text() == run.finished_at.strftime(
-        "%Y-%m-%d %H:%M:%S"
+    finished = page.locator("[data-run-finished_at] time[data-when=seconds]")
+    expect(finished).to_have_attribute("data-localized", "1")  # in the reader's zone (static/js/when.js)
+    assert finished.evaluate("(t) => new Date(t.getAttribute('datetime')).getTime()") == pytest.approx(
+        run.finished_at.timestamp() * 1000, abs=1
     )
 
     # Smoothing and another x-axis redraw from the same data.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import requests
@@ -28,7 +28,15 @@ PAGE_STATE = """() => {
   const shown = (node) => Boolean(node) && !node.closest('[hidden]');
   const words = (node) => node.textContent.replace(/\\s+/g, ' ').trim();
   const all = (selector) => Array.from(document.querySelectorAll(selector));
+  const instantOf = (cell) => new Date(cell.querySelector('time').getAttribute('datetime')).toISOString().slice(0, 16);
   const texts = (selector) => all(selector).map((node) => shown(node) ? words(node) : null);
+  // A time ({% when %} and static/js/when.js: its text is in the reader's zone) as the instant it names,
+  // to the second, so a page without JavaScript (UTC text) and one with it compare: "—" when there is none.
+  const instants = (selector) => all(selector).map((node) => {
+    if (!shown(node)) return null;
+    const time = node.querySelector('time[datetime]');
+    return time ? new Date(time.getAttribute('datetime')).toISOString().slice(0, 19) : words(node);
+  });
   const phase = document.querySelector('[data-live-phase]');
   const bar = document.querySelector('[data-live-phase-progress]');
   const errorPanel = document.querySelector('[data-run-error-panel]');
@@ -37,11 +45,12 @@ PAGE_STATE = """() => {
     cancelRequested: all('[data-run-cancel-requested], [data-live-cancel]').map(shown),
     actions: all('[data-run-action]').filter(shown).map((node) => node.dataset.runAction),
     error: shown(errorPanel) ? words(document.querySelector('[data-run-error]')) : null,
-    started: texts('[data-run-started_at]'),
-    finished: texts('[data-run-finished_at]'),
-    heartbeat: texts('[data-run-heartbeat_at]'),
+    started: instants('[data-run-started_at]'),
+    finished: instants('[data-run-finished_at]'),
+    heartbeat: instants('[data-run-heartbeat_at]'),
     worker: texts('[data-run-worker]'),
-    checkpoints: all('[data-run-checkpoints] tbody tr').map((row) => Array.from(row.cells).map(words).join(' | ')),
+    checkpoints: all('[data-run-checkpoints] tbody tr').map((row) => Array.from(row.cells).map(
+      (cell) => cell.querySelector('time[datetime]') ? instantOf(cell) : words(cell)).join(' | ')),
     startFrom: all('[data-start-from-checkpoint] a').filter(shown).map((link) => words(link) + ' ' + link.getAttribute('href')),
     hackingAlarm: shown(document.querySelector('[data-hacking-alarm]')),
     step: texts('[data-live-step]'),
@@ -145,9 +154,13 @@ class Watch:
     def settle(self) -> None:
         """Wait until the page shows the run's latest heartbeat: every message of the last change is in."""
         self.run.refresh_from_db()
-        expected = self.run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S") if self.run.heartbeat_at else "—"
+        beat = self.run.heartbeat_at
+        expected = beat.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S") if beat else "—"
         self.wait_for(
-            f"document.querySelector('[data-run-heartbeat_at]').textContent === {json.dumps(expected)}"
+            "(() => { const cell = document.querySelector('[data-run-heartbeat_at]');"
+            " const time = cell.querySelector('time[datetime]');"
+            " return (time ? new Date(time.getAttribute('datetime')).toISOString().slice(0, 19)"
+            f" : cell.textContent) === {json.dumps(expected)}; }})()"
         )
 
     def agrees_with_a_reload(self) -> dict:
@@ -361,3 +374,57 @@ def test_running_then_lost(queued_run, server, watch):
     watch.wait_for_status("Lost")
     lost = watch.agrees_with_a_reload()
     assert "stopped reporting" in lost["error"] and lost["actions"] == ["resume", "fork"]
+
+
+def test_the_live_times_are_in_the_readers_zone(queued_run, server, browser):
+    """A reader in Tokyo keeps the run page open while it starts, beats, logs and saves a checkpoint: the
+    times that arrive live (Started, Last heartbeat, the checkpoint's, the log's) are Tokyo's, the zone
+    named, as the page renders them on a reload — never UTC unnamed."""
+    from zoneinfo import ZoneInfo
+
+    from playwright.sync_api import expect
+
+    project, run, token = queued_run
+    tokyo = ZoneInfo("Asia/Tokyo")
+    context = browser.new_context(timezone_id="Asia/Tokyo", locale="en-GB", bypass_csp=True)
+    try:
+        page = new_page(context)
+        sign_in(page, server, "alice", PASSWORD)
+        page.goto(f"{server}/p/{project.slug}/runs/{run.pk}/")
+        wait_until_following(page)
+        claim(run)
+        trainer = Trainer(server, run, token)
+        trainer.report(
+            {"type": "status", "status": "RUNNING"},
+            {"type": "log", "level": "info", "message": "loaded the model"},
+            {"type": "checkpoint", "step": 1, "path": "/runs/ckpt/step-1", "metrics": {}},
+        )
+        page.wait_for_function("document.querySelectorAll('[data-checkpoint-step]').length === 1")
+        page.wait_for_function("document.querySelector('[data-run-started_at] time') !== null")
+        run.refresh_from_db()
+
+        started = page.locator("[data-run-started_at] time[data-when=seconds]")
+        expect(started).to_have_attribute("data-localized", "1")
+        assert started.inner_text() == run.started_at.astimezone(tokyo).strftime("%-d %b %Y, %H:%M:%S GMT+9")
+        assert "Asia/Tokyo" in started.get_attribute("title")
+        beat = page.locator("[data-run-heartbeat_at] time[data-when=seconds]")
+        expect(beat).to_have_attribute("data-localized", "1")
+        assert beat.inner_text().endswith("GMT+9")
+        saved = page.locator("[data-checkpoint-step='1'] time[data-when=exact]")
+        assert saved.inner_text() == run.checkpoints.get().created_at.astimezone(tokyo).strftime(
+            "%-d %b %Y, %H:%M GMT+9"
+        )
+        log = page.locator("[data-live-log]")
+        expect(log).to_contain_text("loaded the model")
+        line = log.locator("div", has_text="loaded the model").inner_text()
+        hour = int(line[:2])
+        assert hour == datetime.now(tokyo).hour or hour == (datetime.now(tokyo).hour - 1) % 24, line
+        expect(page.locator("[data-live-log-zone]")).to_have_text(", times in Asia/Tokyo")
+
+        # A reload renders the same times (the server's UTC text, rewritten by when.js in the zone).
+        page.reload()
+        expect(started).to_have_attribute("data-localized", "1")
+        assert started.inner_text() == run.started_at.astimezone(tokyo).strftime("%-d %b %Y, %H:%M:%S GMT+9")
+        assert saved.inner_text().endswith("GMT+9")
+    finally:
+        context.close()

@@ -1,7 +1,8 @@
 // The checkpoints table and the "start a new run from step N" links under it
 // (templates/experiments/run_detail.html renders the same rows), rebuilt from Checkpoint.summary() as
 // the snapshot, status events and checkpoint events bring them.
-import { text, utc } from "./dom.js";
+import { timeElement } from "../when.js";
+import { text } from "./dom.js";
 import { state } from "./state.js";
 
 function byStep(a, b) { return a.step - b.step; }
@@ -26,7 +27,10 @@ function checkpointRow(c, downloadUrl) {
   // The key metrics as columns, already formatted by Checkpoint.summary() (4 significant digits).
   (c.key_metrics || []).forEach(function (value) { row.appendChild(text("td", value, "num metric")); });
   row.appendChild(text("td", c.metrics_text || "", "small"));
-  row.appendChild(text("td", c.created_at ? utc(c.created_at, 16) || "" : "", "small"));
+  const created = text("td", "", "small");
+  const when = c.created_at ? timeElement(c.created_at, "exact") : null;  // as the template's {% when %}
+  if (when !== null) created.appendChild(when);
+  row.appendChild(created);
   const weights = text("td", "", "small");
   if (!c.deleted && c.id && downloadUrl) {
     const link = text("a", "safetensors");

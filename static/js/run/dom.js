@@ -26,12 +26,6 @@ export function fmt(value) {
   return typeof value === "number" ? fixed(value, 3) : "—";
 }
 
-// Same format as the template's (UTC, the server's TIME_ZONE): "Y-m-d H:i:s" (length 19) or "Y-m-d H:i" (16).
-export function utc(iso, length) {
-  const when = new Date(iso);
-  return isNaN(when.getTime()) ? null : when.toISOString().replace("T", " ").slice(0, length);
-}
-
 // GET a JSON answer of the page's own API (the session cookie signs it in).
 export function getJson(url) {
   return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });

@@ -1,13 +1,19 @@
 // The log tail: the last LOG_LINES lines — the trainer's log events, checkpoints saved and status
 // changes — kept scrolled to the bottom unless the reader scrolled up.
+import { clockTime, zoneName } from "../when.js";
 import { text } from "./dom.js";
 import { state, ui } from "./state.js";
 
 export const LOG_LINES = 200;
 
+// The log's lines carry times of day in the reader's zone: its heading names the zone once.
+document.querySelectorAll("[data-live-log-zone]").forEach(function (node) {
+  node.textContent = ", times in " + zoneName;
+});
+
 function clock(seconds) {
   if (typeof seconds !== "number") return "";
-  return new Date(seconds * 1000).toISOString().slice(11, 19) + " ";
+  return clockTime(new Date(seconds * 1000)) + " ";
 }
 
 function addLogLine(line, level) {

@@ -2,9 +2,9 @@
 // cancel-requested badges, the action buttons, the error banner, Started / Finished / Last heartbeat, the
 // worker, the peak memory, the stalled badge, the queue panel, the checkpoints — kept true from
 // Run.page_state() (the snapshot and every status event carry it), and the reward-hacking alarm banner.
+import { timeElement } from "../when.js";
 import { setAlarmExamples } from "./alarm_examples.js";
 import { setCheckpoints } from "./checkpoints.js";
-import { utc } from "./dom.js";
 import { showConnection } from "./live_bar.js";
 import { showPhase } from "./phase.js";
 import { setQueue } from "./queue.js";
@@ -56,9 +56,10 @@ function setError(message) {
 export function setTimes(source) {
   ["started_at", "finished_at", "heartbeat_at"].forEach(function (name) {
     if (!source[name]) return;
-    const when = utc(source[name], 19);
-    if (when === null) return;
-    document.querySelectorAll("[data-run-" + name + "]").forEach(function (cell) { cell.textContent = when; });
+    document.querySelectorAll("[data-run-" + name + "]").forEach(function (cell) {
+      const when = timeElement(source[name], "seconds");  // as the template's {% when … "seconds" %}
+      if (when !== null) cell.replaceChildren(when);
+    });
   });
 }
 
@@ -92,10 +93,10 @@ export function setStall(stall) {
     badge.hidden = !stall;
     if (!stall) return;
     badge.textContent = "stalled: no progress for " + stall.for;
-    const since = utc(stall.since, 19);
+    const since = timeElement(stall.since, "seconds");
     if (since !== null) {
       badge.title = "The trainer still sends heartbeats but has reported no metrics, trajectories, "
-        + "checkpoints or phase since " + since + ": it may be hung (generation, learner, a tool).";
+        + "checkpoints or phase since " + since.textContent + ": it may be hung (generation, learner, a tool).";
     }
   });
 }

@@ -22,6 +22,9 @@ def test_an_exact_time_is_utc_named_and_machine_readable():
         "2026-11-29 05:15 UTC</time>"
     )
     assert ">05:15 UTC<" in render('{% when moment "time" %}', moment=moment)
+    # a run's clock (started, finished, last heartbeat) keeps its seconds
+    assert 'data-when="seconds"' in render('{% when moment "seconds" %}', moment=moment)
+    assert ">2026-11-29 05:15:46 UTC<" in render('{% when moment "seconds" %}', moment=moment)
 
 
 def test_a_relative_time_says_how_long_ago_or_until_and_keeps_the_exact_one():

@@ -9,6 +9,7 @@ the template engine (settings.TEMPLATES), so no template needs to load it:
     {% when comment.created_at %}              → "5 minutes ago", exact on hover
     {% when slot.expires_at "exact" %}         → "29 Nov 2026, 06:15 CET"
     {% when slot.expires_at "time" %}          → "06:15 CET" (a time later today)
+    {% when run.heartbeat_at "seconds" %}      → "29 Nov 2026, 06:15:46 CET" (a run's clock: seconds count)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from django.utils.timesince import timesince, timeuntil
 
 register = template.Library()
 
-STYLES = ("relative", "exact", "time")
+STYLES = ("relative", "exact", "seconds", "time")
 
 
 def _utc_text(value: datetime, style: str) -> str:
@@ -31,6 +32,8 @@ def _utc_text(value: datetime, style: str) -> str:
         return utc.strftime("%H:%M UTC")
     if style == "exact":
         return utc.strftime("%Y-%m-%d %H:%M UTC")
+    if style == "seconds":
+        return utc.strftime("%Y-%m-%d %H:%M:%S UTC")
     now = timezone.now()
     if value > now:
         return f"in {timeuntil(value, now)}"
