@@ -235,12 +235,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_dpo(args: argparse.Namespace) -> int:
-    """DPO on a JSONL of preference pairs (prompt / chosen / rejected, text or chat messages: a snapshot's
-    "DPO JSON lines" download); `--set model=<checkpoint directory>` starts from any run's checkpoint."""
-    from trainers.learn.dpo import DPOConfigError, dpo_config
-    from trainers.recipes.dpo import train_dpo
-
+def _pairs_and_knobs(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
+    """The JSON lines of `args.pairs` and the `--set key=value` knobs (values read as YAML)."""
     try:
         records = [json.loads(line) for line in Path(args.pairs).read_text().splitlines() if line.strip()]
     except (OSError, ValueError) as exc:
@@ -251,6 +247,16 @@ def cmd_dpo(args: argparse.Namespace) -> int:
         if not sep:
             raise CliError(f"--set wants key=value, not {item!r}")
         knobs[key] = read_yaml(value)
+    return records, knobs
+
+
+def cmd_dpo(args: argparse.Namespace) -> int:
+    """DPO on a JSONL of preference pairs (prompt / chosen / rejected, text or chat messages: a snapshot's
+    "DPO JSON lines" download); `--set model=<checkpoint directory>` starts from any run's checkpoint."""
+    from trainers.learn.dpo import DPOConfigError, dpo_config
+    from trainers.recipes.dpo import train_dpo
+
+    records, knobs = _pairs_and_knobs(args)
     try:
         max_steps = dpo_config(knobs)["max_steps"]
     except DPOConfigError as exc:
@@ -280,16 +286,7 @@ def cmd_reward_model(args: argparse.Namespace) -> int:
     from trainers.recipes.reward_model import train_reward_model
     from trainers.registry import validate_config
 
-    try:
-        records = [json.loads(line) for line in Path(args.pairs).read_text().splitlines() if line.strip()]
-    except (OSError, ValueError) as exc:
-        raise CliError(f"cannot read pairs {args.pairs}: {exc}") from exc
-    knobs: dict[str, Any] = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise CliError(f"--set wants key=value, not {item!r}")
-        knobs[key] = read_yaml(value)
+    records, knobs = _pairs_and_knobs(args)
     model = knobs.pop("model", None)
     errors = validate_config(TRAINING_SCHEMA, knobs)
     if errors:
