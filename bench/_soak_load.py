@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 
 import requests
 
-METRIC_KEYS = [f"train/metric_{i}" for i in range(20)] + ["reward/mean", "reward/std", "kl", "entropy", "loss"]
+METRIC_KEYS = [f"train/metric_{i}" for i in range(20)] + [
+    "reward/mean",
+    "reward/std",
+    "kl",
+    "entropy",
+    "loss",
+]
 
 
 @dataclass
@@ -50,7 +56,9 @@ class Record:
         return any(start <= at <= end + grace_s for start, end in self.outages)
 
 
-def timed_request(session: requests.Session, record: Record, kind: str, name: str, method: str, url: str, **kw):
+def timed_request(
+    session: requests.Session, record: Record, kind: str, name: str, method: str, url: str, **kw
+):
     started = time.perf_counter()
     try:
         response = session.request(method, url, timeout=30, **kw)
@@ -125,7 +133,14 @@ def trajectory_group(step: int, samples: int = 4) -> list[dict]:
 # --- readers and annotators ----------------------------------------------------------------------------------
 
 
-def reader(base: str, cookie: dict, paths: list[tuple[str, str, str]], record: Record, stop: threading.Event, pause_s: float) -> None:
+def reader(
+    base: str,
+    cookie: dict,
+    paths: list[tuple[str, str, str]],
+    record: Record,
+    stop: threading.Event,
+    pause_s: float,
+) -> None:
     """A teammate clicking around: each (kind, name, path) in turn, with a pause between."""
     session = requests.Session()
     session.cookies.update(cookie)
@@ -138,32 +153,69 @@ def reader(base: str, cookie: dict, paths: list[tuple[str, str, str]], record: R
 
 
 def annotator(
-    base: str, token: str, slug: str, runs: list[int], record: Record, stop: threading.Event, pause_s: float, who: int
+    base: str,
+    token: str,
+    slug: str,
+    runs: list[int],
+    record: Record,
+    stop: threading.Event,
+    pause_s: float,
+    who: int,
 ) -> None:
     """An annotator judging through the API: find a trajectory of an external run in the explorer list,
     read its turn judgements, mark its assistant turn wrong, tag it and comment on it."""
     session = requests.Session()
     session.headers["Authorization"] = f"Bearer {token}"
     while not stop.is_set():
-        query = f"run={random.choice(runs)}&page_size=20"
+        query = f"run={random.choice(runs)}"
         listing = timed_request(
-            session, record, "api", "explorer list", "GET", f"{base}/api/projects/{slug}/trajectories/?{query}"
+            session,
+            record,
+            "api",
+            "explorer list",
+            "GET",
+            f"{base}/api/projects/{slug}/trajectories/?{query}",
         )
         external = listing.json().get("results", []) if listing is not None and listing.ok else []
         if not external:
             stop.wait(pause_s)
             continue
         target = random.choice(external)["id"]
-        timed_request(session, record, "api", "turn judgements", "GET", f"{base}/api/trajectories/{target}/turn-judgements/")
+        timed_request(
+            session,
+            record,
+            "api",
+            "turn judgements",
+            "GET",
+            f"{base}/api/trajectories/{target}/turn-judgements/",
+        )
         answer = timed_request(
-            session, record, "api", "judge a turn", "POST", f"{base}/api/trajectories/{target}/turn-judgements/",
+            session,
+            record,
+            "api",
+            "judge a turn",
+            "POST",
+            f"{base}/api/trajectories/{target}/turn-judgements/",
             json={"verdict": "wrong", "turn_index": 1},
         )
         if answer is not None and answer.status_code == 201:
             record.count("turn judgements")
-        timed_request(session, record, "api", "tag", "POST", f"{base}/api/trajectories/{target}/tags/", json={"name": f"soak-{who}"})
         timed_request(
-            session, record, "api", "comment", "POST", f"{base}/api/trajectories/{target}/comments/",
+            session,
+            record,
+            "api",
+            "tag",
+            "POST",
+            f"{base}/api/trajectories/{target}/tags/",
+            json={"name": f"soak-{who}"},
+        )
+        timed_request(
+            session,
+            record,
+            "api",
+            "comment",
+            "POST",
+            f"{base}/api/trajectories/{target}/comments/",
             json={"body": f"annotator {who}: the sum is off by one"},
         )
         record.count("comments")
@@ -182,7 +234,9 @@ class Watch:
     reconnects: int = 0
 
 
-async def subscriber(ws_base: str, origin: str, cookie: str, watch: Watch, record: Record, stop: asyncio.Event) -> None:
+async def subscriber(
+    ws_base: str, origin: str, cookie: str, watch: Watch, record: Record, stop: asyncio.Event
+) -> None:
     """A run page's live connection, as static/js/live.js keeps it: resume from the last sequence number on
     a reconnect or a gap; each live event's delay from the trainer's clock (`time`) to its arrival."""
     from websockets.asyncio.client import connect
@@ -190,9 +244,11 @@ async def subscriber(ws_base: str, origin: str, cookie: str, watch: Watch, recor
     while not stop.is_set():
         try:
             url = f"{ws_base}/ws/runs/{watch.run_id}/?last_seq={watch.last_seq}"
-            async with connect(url, origin=origin, additional_headers=[("Cookie", cookie)], max_queue=None) as ws:
+            async with connect(
+                url, origin=origin, additional_headers=[("Cookie", cookie)], max_queue=None
+            ) as ws:
                 await follow(ws, watch, record, stop)
-        except (OSError, asyncio.TimeoutError, Exception) as exc:  # noqa: BLE001 — a dropped socket: reconnect
+        except (TimeoutError, OSError, Exception) as exc:  # noqa: BLE001 — a dropped socket: reconnect
             if stop.is_set():
                 return
             record.count(f"websocket drops ({type(exc).__name__})")
@@ -228,7 +284,9 @@ async def follow(ws, watch: Watch, record: Record, stop: asyncio.Event) -> None:
             record.add("live", "event", (arrived - event["time"]) * 1000, 200)
 
 
-def watch_pages(ws_base: str, origin: str, cookie: str, watches: list[Watch], record: Record, stop: threading.Event) -> None:
+def watch_pages(
+    ws_base: str, origin: str, cookie: str, watches: list[Watch], record: Record, stop: threading.Event
+) -> None:
     """Every subscriber in one event loop (this thread), until `stop`."""
 
     async def main() -> None:

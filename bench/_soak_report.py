@@ -9,7 +9,11 @@ FULL_WARMUP_S = 600.0  # the goal's "first ten minutes"
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))] if ordered else float("nan")
+    return (
+        ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+        if ordered
+        else float("nan")
+    )
 
 
 def latency_table(record, duration: float) -> None:
@@ -21,7 +25,11 @@ def latency_table(record, duration: float) -> None:
         rows = [("all " + kind + ("s" if kind != "live" else " events"), None)]
         rows += [(name, name) for k, name in names if k == kind and kind != "live"]
         for label, name in rows:
-            picked = [s for s in record.samples if s.kind == kind and (name is None or s.name == name) and 0 < s.status < 400]
+            picked = [
+                s
+                for s in record.samples
+                if s.kind == kind and (name is None or s.name == name) and 0 < s.status < 400
+            ]
             first = [s.ms for s in picked if s.at < window]
             last = [s.ms for s in picked if s.at >= duration - window]
             print(
@@ -40,10 +48,14 @@ def error_answers(record) -> int:
         key = f"{s.name} → {s.status or 'no connection'}"
         bucket[key] = bucket.get(key, 0) + 1
     total = sum(1 for s in record.samples if s.kind != "live")
-    print(f"\nerror answers: {sum(outside.values())} of {total} requests outside the web restart"
-          + (f" ({', '.join(f'{k} ×{n}' for k, n in sorted(outside.items()))})" if outside else ""))
+    print(
+        f"\nerror answers: {sum(outside.values())} of {total} requests outside the web restart"
+        + (f" ({', '.join(f'{k} ×{n}' for k, n in sorted(outside.items()))})" if outside else "")
+    )
     if during:
-        print(f"  during the restart (+5 s), not counted: {', '.join(f'{k} ×{n}' for k, n in sorted(during.items()))}")
+        print(
+            f"  during the restart (+5 s), not counted: {', '.join(f'{k} ×{n}' for k, n in sorted(during.items()))}"
+        )
     if record.counters:
         print(f"  counters: {', '.join(f'{k} {n}' for k, n in sorted(record.counters.items()))}")
     return sum(outside.values())
@@ -60,7 +72,12 @@ def sent_vs_stored(trainers, seeded: dict) -> bool:
     for t in trainers:
         points = MetricPoint.objects.filter(run_id=t.run_id).count()
         trajectories = Trajectory.objects.filter(run_id=t.run_id).count()
-        same = points == t.points and trajectories == t.trajectories and not t.stats.get("dropped") and not t.stats.get("rejected")
+        same = (
+            points == t.points
+            and trajectories == t.trajectories
+            and not t.stats.get("dropped")
+            and not t.stats.get("rejected")
+        )
         ok &= same and t.finished_ok
         print(
             f"  {t.name} (run {t.run_id}): metric points logged {t.points:,} stored {points:,}; trajectories logged "
@@ -81,7 +98,9 @@ def sent_vs_stored(trainers, seeded: dict) -> bool:
 def memory_table(samples: list[tuple[float, dict]], duration: float) -> list[str]:
     """Each process's memory at a few moments, and its growth after the warm-up; returns the flagged."""
     warmup = FULL_WARMUP_S if duration >= 2 * FULL_WARMUP_S else duration / 3
-    print(f"\nresident memory (MiB) and CPU; growth = end vs {warmup:.0f} s into the process's life (goal ≤ 10 %)")
+    print(
+        f"\nresident memory (MiB) and CPU; growth = end vs {warmup:.0f} s into the process's life (goal ≤ 10 %)"
+    )
     series: dict[tuple[str, int], list[tuple[float, int, float]]] = {}
     for at, sample in samples:
         for role, (generation, rss, cpu) in sample.items():
@@ -103,7 +122,12 @@ def memory_table(samples: list[tuple[float, dict]], duration: float) -> list[str
         label = f"{role}" + (f" (#{generation})" if generation > 1 else "")
         shown = f"{growth * 100:+7.1f}%" if growth is not None else f"{'–':>8}"
         flag = growth is not None and growth > GROWTH_LIMIT and "bytes" not in role
-        print(f"  {label[:34]:34} " + " ".join(at(m) for m in marks) + f" {shown} {cores:9.2f}" + ("  GROWS" if flag else ""))
+        print(
+            f"  {label[:34]:34} "
+            + " ".join(at(m) for m in marks)
+            + f" {shown} {cores:9.2f}"
+            + ("  GROWS" if flag else "")
+        )
         if flag:
             flagged.append(label)
     return flagged
@@ -126,10 +150,18 @@ def run_states(seeded: dict, trainers, timeline: dict, ended: dict) -> bool:
         elif run.pk in ended["cancelled"]:
             should = "CANCELLED"
         else:
-            should = "SUCCEEDED" if run.current_step >= run.resolved_config.get("max_steps", 0) else "(unfinished)"
-        right = run.status == should or (should == "CANCELLED" and run.status == "SUCCEEDED" and run.current_step >= run.resolved_config.get("max_steps", 0))
+            should = (
+                "SUCCEEDED" if run.current_step >= run.resolved_config.get("max_steps", 0) else "(unfinished)"
+            )
+        right = run.status == should or (
+            should == "CANCELLED"
+            and run.status == "SUCCEEDED"
+            and run.current_step >= run.resolved_config.get("max_steps", 0)
+        )
         ok &= right
-        print(f"  {run.name:14} run {run.pk}: {run.status:9} at step {run.current_step:5}  should be {should}  {'ok' if right else 'WRONG'}")
+        print(
+            f"  {run.name:14} run {run.pk}: {run.status:9} at step {run.current_step:5}  should be {should}  {'ok' if right else 'WRONG'}"
+        )
     return ok
 
 
@@ -144,10 +176,22 @@ def report(args, record, trainers, watches, seeded: dict, timeline: dict, ended:
     stored_ok = sent_vs_stored(trainers, seeded)
     flagged = memory_table(timeline["samples"], args.duration)
     states_ok = run_states(seeded, trainers, timeline, ended)
-    problems = [p for p, bad in [("error answers", errors), ("lost events", not stored_ok), ("wrong run states", not states_ok)] if bad]
+    problems = [
+        p
+        for p, bad in [
+            ("error answers", errors),
+            ("lost events", not stored_ok),
+            ("wrong run states", not states_ok),
+        ]
+        if bad
+    ]
     print(
         f"\nRESULT {'ok' if not problems else 'PROBLEMS: ' + ', '.join(problems)}; growing > 10 %: "
         f"{', '.join(flagged) or 'none'}"
-        + ("" if args.duration >= 2 * FULL_WARMUP_S else " (a short soak: growth after a third of it, not after ten minutes)")
+        + (
+            ""
+            if args.duration >= 2 * FULL_WARMUP_S
+            else " (a short soak: growth after a third of it, not after ten minutes)"
+        )
     )
     return not problems

@@ -133,7 +133,16 @@ class Stack:
                 *(sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1"),
                 *("--port", str(self.port), "--workers", "2", "--no-access-log", "--log-level", "warning"),
             ]
-        return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "webapp.asgi:application"]
+        return [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "webapp.asgi:application",
+        ]
 
     def worker_command(self, name: str, queue: str, beat: bool = False) -> list[str]:
         command = [
@@ -159,7 +168,9 @@ class Stack:
             "web": Proc("web", self.web_command(), logs / "web.log"),
             "worker-1": Proc("worker-1", self.worker_command("soak-w1", "cpu"), logs / "worker-1.log"),
             "worker-2": Proc("worker-2", self.worker_command("soak-w2", "cpu"), logs / "worker-2.log"),
-            "control": Proc("control", self.worker_command("soak-control", "control", beat=True), logs / "control.log"),
+            "control": Proc(
+                "control", self.worker_command("soak-control", "control", beat=True), logs / "control.log"
+            ),
         }
         for proc in self.procs.values():
             proc.start(self.env)
@@ -262,7 +273,13 @@ class Stack:
 
         # The machine's Redis serves others too: its used_memory is the honest figure, its RSS is not ours.
         info = redis.Redis.from_url(self.env["REDIS_URL"]).info()
-        return {"redis (used_memory)": (1, int(info["used_memory"]), float(info["used_cpu_sys"] + info["used_cpu_user"]))}
+        return {
+            "redis (used_memory)": (
+                1,
+                int(info["used_memory"]),
+                float(info["used_cpu_sys"] + info["used_cpu_user"]),
+            )
+        }
 
     def database_sample(self) -> dict[str, tuple[int, int, float]]:
         if self.kind == "embedded":
@@ -271,11 +288,16 @@ class Stack:
         import psycopg
 
         with psycopg.connect(
-            urlparse(self.env["DATABASE_URL"])._replace(scheme="postgresql", query="").geturl(), autocommit=True
+            urlparse(self.env["DATABASE_URL"])._replace(scheme="postgresql", query="").geturl(),
+            autocommit=True,
         ) as conn:
-            pids = [row[0] for row in conn.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [SOAK_DATABASE]
-            )]
+            pids = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                    [SOAK_DATABASE],
+                )
+            ]
             size = conn.execute("SELECT pg_database_size(%s)", [SOAK_DATABASE]).fetchone()[0]
         rss, cpu = 0, 0.0
         for pid in pids:
@@ -288,4 +310,7 @@ class Stack:
                 cpu += times.user + times.system
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-        return {"postgres backends (private)": (len(pids), rss, cpu), "postgres (database bytes)": (1, int(size), 0.0)}
+        return {
+            "postgres backends (private)": (len(pids), rss, cpu),
+            "postgres (database bytes)": (1, int(size), 0.0),
+        }

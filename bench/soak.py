@@ -32,7 +32,10 @@ The bench stops every process it starts and removes its state folder.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -47,25 +50,44 @@ from bench._soak_report import report  # noqa: E402
 from bench._soak_stack import Stack, create_database  # noqa: E402
 
 QUICK = "--quick" in sys.argv[1:]
-TRAINING_KNOBS = {"group_size": 2, "prompts_per_step": 1, "max_new_tokens": 8, "eval_tasks": 0, "checkpoint_every": 5}
+TRAINING_KNOBS = {
+    "group_size": 2,
+    "prompts_per_step": 1,
+    "max_new_tokens": 8,
+    "eval_tasks": 0,
+    "checkpoint_every": 5,
+}
 
 
 def arguments() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--smoke", action="store_true", help="≈ 2 min, for CI")
     parser.add_argument("--quick", action="store_true", help="≈ 5 min of load")
     parser.add_argument("--stack", choices=["embedded", "postgres"], default="embedded")
     sizes = {"duration": 1800, "subscribers": 30, "rate": 1000.0, "annotators": 5, "readers": 3, "steps": 150}
     if QUICK:
-        sizes = {"duration": 300, "subscribers": 10, "rate": 250.0, "annotators": 3, "readers": 2, "steps": 20}
+        sizes = {
+            "duration": 300,
+            "subscribers": 10,
+            "rate": 250.0,
+            "annotators": 3,
+            "readers": 2,
+            "steps": 20,
+        }
     if SMOKE:
         sizes = {"duration": 40, "subscribers": 4, "rate": 50.0, "annotators": 2, "readers": 1, "steps": 30}
     parser.add_argument("--duration", type=float, default=sizes["duration"], help="seconds of load")
     parser.add_argument("--subscribers", type=int, default=sizes["subscribers"])
-    parser.add_argument("--rate", type=float, default=sizes["rate"], help="metric points/s per external trainer")
+    parser.add_argument(
+        "--rate", type=float, default=sizes["rate"], help="metric points/s per external trainer"
+    )
     parser.add_argument("--annotators", type=int, default=sizes["annotators"])
     parser.add_argument("--readers", type=int, default=sizes["readers"])
-    parser.add_argument("--steps", type=int, default=sizes["steps"], help="max_steps of the second training run")
+    parser.add_argument(
+        "--steps", type=int, default=sizes["steps"], help="max_steps of the second training run"
+    )
     return parser.parse_args()
 
 
@@ -100,8 +122,13 @@ def seed(stack: Stack, args: argparse.Namespace) -> dict:
         project=project, name="arith", kind="arithmetic_calculator", config={"max_turns": 1}, user=owner
     )
     rubric = rubric_create(
-        project=project, name="r", user=owner,
-        spec={"aggregation": "weighted_sum", "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}]},
+        project=project,
+        name="r",
+        user=owner,
+        spec={
+            "aggregation": "weighted_sum",
+            "criteria": [{"name": "correct", "kind": "numeric_match", "weight": 1.0, "params": {}}],
+        },
     )
     knobs = dict(TRAINING_KNOBS)
     if SMOKE:
@@ -111,16 +138,26 @@ def seed(stack: Stack, args: argparse.Namespace) -> dict:
     # The first run is long (it is the one the killed worker will hold), the second ends by itself, the
     # third waits for a free worker.
     runs = [
-        run_create(project=project, name=f"training {i + 1}", environment=environment, rubric=rubric, preset="grpo",
-                   overrides={**knobs, "max_steps": steps}, user=owner)[0].pk
+        run_create(
+            project=project,
+            name=f"training {i + 1}",
+            environment=environment,
+            rubric=rubric,
+            preset="grpo",
+            overrides={**knobs, "max_steps": steps},
+            user=owner,
+        )[0].pk
         for i, steps in enumerate([100_000, args.steps, 100_000])
     ]
     client = Client()
     client.force_login(viewer)
     session = client.cookies[settings.SESSION_COOKIE_NAME].value
     return {
-        "slug": project.slug, "runs": runs, "owner_token": api_token_create(user=owner, name="sdk")[1],
-        "annotator_tokens": annotator_tokens, "cookie": {settings.SESSION_COOKIE_NAME: session},
+        "slug": project.slug,
+        "runs": runs,
+        "owner_token": api_token_create(user=owner, name="sdk")[1],
+        "annotator_tokens": annotator_tokens,
+        "cookie": {settings.SESSION_COOKIE_NAME: session},
     }
 
 
@@ -128,7 +165,10 @@ def start_load(stack: Stack, args: argparse.Namespace, seeded: dict, record, sto
     """Trainers, browsers, readers and annotators, each in its thread. Returns (trainers, watches, threads)."""
     from bench._soak_load import Trainer, Watch, annotator, reader, watch_pages
 
-    trainers = [Trainer(stack.url, seeded["owner_token"], seeded["slug"], f"external {i + 1}", args.rate) for i in range(2)]
+    trainers = [
+        Trainer(stack.url, seeded["owner_token"], seeded["slug"], f"external {i + 1}", args.rate)
+        for i in range(2)
+    ]
     threads = [threading.Thread(target=t.run, args=(stop,), name=t.name) for t in trainers]
     for thread in threads:
         thread.start()
@@ -165,7 +205,8 @@ def start_load(stack: Stack, args: argparse.Namespace, seeded: dict, record, sto
 
 
 def kill_a_busy_worker(stack: Stack, runs: list[int], record) -> int | None:
-    """SIGKILL the training worker holding one of the runs, then start its replacement. Returns the run."""
+    """SIGKILL the training worker holding one of the runs and start its replacement (as compose's restart
+    policy does), without waiting for it to be ready. Returns the run."""
     from webapp.experiments.models import Run
 
     for run in Run.objects.filter(pk__in=runs, status="RUNNING").order_by("pk"):
@@ -173,19 +214,31 @@ def kill_a_busy_worker(stack: Stack, runs: list[int], record) -> int | None:
         if role is None:
             continue
         stack.kill_worker(role)
-        print(f"  {record.now():6.0f} s  killed {role} (SIGKILL) holding run {run.pk}", flush=True)
-        took = stack.restart(role)
-        print(f"  {record.now():6.0f} s  its replacement is ready ({took:.0f} s)", flush=True)
+        print(
+            f"  {record.now():6.0f} s  killed {role} (SIGKILL) holding run {run.pk} at step {run.current_step}",
+            flush=True,
+        )
+        stack.procs[role].start(stack.env)
         return run.pk
     print(f"  {record.now():6.0f} s  no training run was RUNNING on a worker: nothing killed", flush=True)
     return None
+
+
+def restart_web(stack: Stack, record) -> None:
+    """Stop the web server as a deploy does (SIGTERM) and start it again; the outage is recorded so its
+    refused connections are told apart from error answers."""
+    started = record.now()
+    record.outages.append((started, started + 3600))
+    took = stack.restart("web")
+    record.outages[-1] = (started, record.now())
+    print(f"  {record.now():6.0f} s  web server restarted, serving again after {took:.1f} s", flush=True)
 
 
 def drive(stack: Stack, args: argparse.Namespace, seeded: dict, record, stop: threading.Event) -> dict:
     """The load's timeline: memory samples; a worker killed at 35 %, the web server restarted at 55 %."""
     samples: list[tuple[float, dict]] = []
     kill_at, restart_at = 0.35 * args.duration, 0.55 * args.duration
-    killed_run, restarted = None, False
+    killed_run, restarter = None, None
     interval = max(2.0, args.duration / 150)
     next_sample = 0.0
     while (now := record.now()) < args.duration:
@@ -194,19 +247,19 @@ def drive(stack: Stack, args: argparse.Namespace, seeded: dict, record, stop: th
             next_sample = now + interval
         if killed_run is None and now >= kill_at:
             killed_run = kill_a_busy_worker(stack, seeded["runs"], record) or 0
-        if not restarted and now >= restart_at:
-            started = record.now()
-            record.outages.append((started, started + 3600))
-            took = stack.restart("web")
-            record.outages[-1] = (started, record.now())
-            print(f"  {record.now():6.0f} s  web server restarted, serving again after {took:.1f} s", flush=True)
-            restarted = True
+        if restarter is None and now >= restart_at:
+            restarter = threading.Thread(target=restart_web, args=(stack, record), daemon=True)
+            restarter.start()
         time.sleep(0.5)
+    if restarter is not None:
+        restarter.join()
     samples.append((record.now(), stack.sample()))
     return {"samples": samples, "killed_run": killed_run or None}
 
 
-def wind_down(stack: Stack, seeded: dict, trainers, threads, stop: threading.Event, killed_run: int | None) -> dict:
+def wind_down(
+    stack: Stack, seeded: dict, trainers, threads, stop: threading.Event, killed_run: int | None
+) -> dict:
     """Stop the load, cancel the training runs still going, wait for every run's final state."""
     from webapp.experiments.models import Run
     from webapp.experiments.services import run_request_cancel
@@ -226,7 +279,25 @@ def wind_down(stack: Stack, seeded: dict, trainers, threads, stop: threading.Eve
         if not open_runs:
             break
         time.sleep(1)
+    else:
+        dump_stuck_workers(stack)
     return {"cancelled": cancelled, "every": every}
+
+
+def dump_stuck_workers(stack: Stack) -> None:
+    """A run that did not end: each training worker's Python stacks (py-spy, where installed) beside its log."""
+    spy = Path(sys.executable).parent / "py-spy"
+    for role in ("worker-1", "worker-2"):
+        proc = stack.procs[role]
+        if not spy.exists() or proc.popen is None or proc.popen.poll() is not None:
+            continue
+        dump = subprocess.run(
+            [str(spy), "dump", "--pid", str(proc.popen.pid)], capture_output=True, text=True
+        )
+        (proc.log.parent / f"{role}.stacks.txt").write_text(dump.stdout + dump.stderr)
+    print(
+        "  a run did not reach a final state in time: the workers' stacks are beside their logs", flush=True
+    )
 
 
 def main() -> None:
@@ -246,6 +317,8 @@ def main() -> None:
     from bench._soak_load import Record
 
     stop = threading.Event()
+    ok = False
+    logging.getLogger("trainers.sdk").setLevel(logging.ERROR)  # retries are counted in the SDK's stats
     try:
         stack.start_redis()
         seeded = seed(stack, args)
@@ -256,9 +329,17 @@ def main() -> None:
         timeline = drive(stack, args, seeded, record, stop)
         ended = wind_down(stack, seeded, trainers, threads, stop, timeline["killed_run"])
         ok = report(args, record, trainers, watches, seeded, timeline, ended)
+    except BaseException:
+        ok = False
+        raise
     finally:
         stop.set()
         stack.stop()
+        if not ok:
+            kept = ROOT / "var" / "soak-logs"
+            shutil.rmtree(kept, ignore_errors=True)
+            shutil.copytree(var_dir / "logs", kept, dirs_exist_ok=True)
+            print(f"the processes' logs: {kept}")
         stack.remove_state()
     sys.exit(0 if ok else 1)
 
