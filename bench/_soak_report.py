@@ -111,7 +111,7 @@ def memory_table(samples: list[tuple[float, dict]], duration: float) -> list[str
     for (role, generation), points in sorted(series.items()):
         born = points[0][0]
 
-        def at(t: float) -> str:
+        def at(t: float, points=points) -> str:
             near = [p for p in points if abs(p[0] - t) <= max(3.0, duration / 100)]
             return f"{near[0][1] / 2**20:7.0f}" if near else f"{'–':>7}"
 
