@@ -227,6 +227,11 @@ class Stack:
             from webapp.embedded import stop_embedded_redis
 
             stop_embedded_redis(self.var_dir)
+            if self.redis_pid is not None:  # it writes its log as it exits: gone before the folder is removed
+                try:
+                    psutil.Process(self.redis_pid).wait(timeout=10)
+                except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+                    pass
         else:
             import redis
 
