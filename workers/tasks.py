@@ -19,7 +19,11 @@ def execute_run(self, run_id: int) -> str:
 def reap_lost_runs() -> list[int]:
     """Runs, reward-model trainings and queue judges whose worker stopped heartbeating: LOST / failed; the
     queued runs of a worker that went silent are told."""
-    from webapp.fleet.services import announce_silent_workers, heartbeats_could_be_written
+    from webapp.fleet.services import (
+        announce_silent_workers,
+        heartbeats_could_be_written,
+        ingestion_could_be_heard,
+    )
     from webapp.fleet.services import reap_lost_runs as reap
     from webapp.review.services.judges import queue_judges_reap_lost
     from webapp.rewards.services import reward_models_reap_lost
@@ -29,7 +33,8 @@ def reap_lost_runs() -> list[int]:
     reward_models_reap_lost()
     queue_judges_reap_lost()
     announce_silent_workers()  # the runs waiting on a dead worker's queues learn it (same 15 s period)
-    return reap()
+    # An external run reports only through the web server: its silence means nothing while that was away.
+    return reap(include_external=ingestion_could_be_heard())
 
 
 @app.task(name=Task.DISPATCH_PENDING, ignore_result=True)

@@ -58,6 +58,9 @@ def task_id(kind: str, key: str) -> str:
     return f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
+EXHAUSTED_SPACE_ATTEMPTS = 16
+
+
 def draw_tasks(
     make: Callable[[random.Random, int], tuple[str, Task]],
     *,
@@ -78,10 +81,16 @@ def draw_tasks(
     rng = random.Random(f"{kind}:{split}:{seed}")
     tasks: list[Task] = []
     seen: set[str] = set()
+    # Once a task found no fresh candidate the space is used up: later ones stop looking after a few
+    # candidates. Searching all 400 for each of a 100k-step run's tasks kept its setup busy for minutes,
+    # deaf to Cancel (found by bench/soak.py: a run of max_steps 100000 never reached step 1).
+    budget = max_attempts_per_task
     for index in range(n):
         chosen: tuple[str, Task] | None = None
         repeat: tuple[str, Task] | None = None
-        for _ in range(max_attempts_per_task):
+        for attempt in range(max_attempts_per_task):
+            if attempt >= budget and repeat is not None:
+                break
             key, task = make(rng, index)
             if split_of(key, eval_fraction) != split:
                 continue
@@ -89,6 +98,8 @@ def draw_tasks(
                 chosen = (key, task)
                 break
             repeat = repeat or (key, task)
+        if chosen is None:
+            budget = EXHAUSTED_SPACE_ATTEMPTS
         chosen = chosen or repeat
         if chosen is None:
             raise ValueError(

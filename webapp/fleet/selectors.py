@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
-from webapp.experiments.models import ACTIVE_STATUSES, Run, RunStatus
+from webapp.experiments.models import ACTIVE_STATUSES, Run, RunOrigin, RunStatus
 from webapp.fleet.models import ONLINE_WITHIN, WorkerNode
 
 
@@ -43,18 +43,18 @@ def lost_jobs(
     ]
 
 
-def lost_run_ids(*, now=None, timeout_s: int | None = None) -> list[int]:
+def lost_run_ids(*, now=None, timeout_s: int | None = None, include_external: bool = True) -> list[int]:
     """Active runs whose heartbeat is older than the timeout. A run is heartbeated by every batch its
     trainer reports (through the web server) and, while a dashboard worker trains it, by that worker's
     training process straight to the database (`workers.execution.beating`): a web restart does not lose
-    a healthy run, a killed worker does."""
+    a dashboard worker's healthy run, a killed worker does. An external run is heartbeated through the web
+    server alone: `include_external=False` leaves those out while the web server may have been away."""
     now = now or timezone.now()
     since = now - timedelta(seconds=timeout_s if timeout_s is not None else settings.RUN_HEARTBEAT_TIMEOUT_S)
-    return list(
-        Run.objects.filter(
-            status__in=[RunStatus.STARTING, RunStatus.RUNNING], heartbeat_at__lt=since
-        ).values_list("pk", flat=True)
-    )
+    silent = Run.objects.filter(status__in=[RunStatus.STARTING, RunStatus.RUNNING], heartbeat_at__lt=since)
+    if not include_external:
+        silent = silent.exclude(origin=RunOrigin.EXTERNAL)
+    return list(silent.values_list("pk", flat=True))
 
 
 def online_workers() -> QuerySet[WorkerNode]:

@@ -88,18 +88,22 @@ def worker_report(
     return node
 
 
-def reap_lost_runs(*, now=None, timeout_s: int | None = None) -> list[int]:
+def reap_lost_runs(*, now=None, timeout_s: int | None = None, include_external: bool = True) -> list[int]:
     """Mark runs whose worker stopped heartbeating as LOST (and resume those whose `auto_resume` knob asks
     for it). Returns the ids it marked LOST.
 
     A run is heartbeated by every ingested batch (the trainer's sink sends a heartbeat event when it
     has nothing else to say); STARTING runs are heartbeated by the worker before the trainer starts, and a
-    worker's training process heartbeats its run directly (`lost_run_ids`).
+    worker's training process heartbeats its run directly (`lost_run_ids`). `include_external=False`
+    spares the external runs (the beat's reaper passes it while the web server may have been away:
+    `ingestion_could_be_heard`).
     """
     now = now or timezone.now()
     timeout = timedelta(seconds=timeout_s if timeout_s is not None else settings.RUN_HEARTBEAT_TIMEOUT_S)
     lost = []
-    for run_id in lost_run_ids(now=now, timeout_s=int(timeout.total_seconds())):
+    for run_id in lost_run_ids(
+        now=now, timeout_s=int(timeout.total_seconds()), include_external=include_external
+    ):
         with transaction.atomic():
             if run_transition(
                 run_id,
@@ -156,6 +160,29 @@ def heartbeats_could_be_written(*, now=None, watch: DatabaseWatch | None = None)
     except DatabaseError:
         watch.failed()
         raise
+    return watch.answered(now) >= settings.RUN_HEARTBEAT_TIMEOUT_S
+
+
+_web_watch = DatabaseWatch()
+
+
+def ingestion_could_be_heard(*, now=None, watch: DatabaseWatch | None = None, timeout_s: float = 5.0) -> bool:
+    """Whether an external trainer could have reached the web server for a full heartbeat timeout: the
+    beat's reaper asks the web server's /healthz (DASHBOARD_URL, as the workers report) on each pass, with
+    `DatabaseWatch`'s rule for gaps. An external run is heartbeated only through the web server, and its
+    SDK, refused during a restart, backs off up to 30 s before it tries again: found by bench/soak.py, a
+    web restart that took 34 s under load made both healthy external runs LOST at the first reap after
+    it (their final SUCCEEDED arrived and was ignored). A web server that does not answer counts as away."""
+    import requests
+
+    now, watch = now or timezone.now(), watch or _web_watch
+    try:
+        up = requests.get(f"{settings.DASHBOARD_URL.rstrip('/')}/healthz", timeout=timeout_s).ok
+    except requests.RequestException:
+        up = False
+    if not up:
+        watch.failed()
+        return False
     return watch.answered(now) >= settings.RUN_HEARTBEAT_TIMEOUT_S
 
 

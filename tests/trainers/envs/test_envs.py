@@ -353,3 +353,21 @@ def test_from_dataset_reports_bad_files_clearly(tmp_path):
         'line 6: "tools"',
     ):
         assert fragment in message
+
+
+def test_a_long_runs_tasks_repeat_quickly_once_the_task_space_is_used_up():
+    """Issue 39 (bench/soak.py): a run of 100k steps drew every step's task up front, searching 400
+    candidates for a fresh one each time once the space was used up — its setup was busy for minutes, deaf
+    to Cancel. After the first task that finds none, later ones look at a few candidates only."""
+    from trainers.envs.base import EXHAUSTED_SPACE_ATTEMPTS, Task, draw_tasks
+
+    calls = [0]
+
+    def make(rng, index):
+        calls[0] += 1
+        key = str(rng.randint(1, 20))  # twenty tasks in all
+        return key, Task(id=key, prompt=f"task {key}", answer=key, meta={})
+
+    tasks = draw_tasks(make, kind="tiny", split="train", n=5000, seed=0, eval_fraction=0.0)
+    assert len(tasks) == 5000 and len({t.id for t in tasks}) == 20  # every task once before repeats
+    assert calls[0] < 5000 * EXHAUSTED_SPACE_ATTEMPTS + 400 * 25  # not 400 candidates a task

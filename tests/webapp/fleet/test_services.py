@@ -254,3 +254,46 @@ def test_the_workers_page_is_for_the_members_who_launch_runs(client_for, project
     for person in ("alice", "bob"):
         assert client_for(person).get("/workers/").status_code == 200
         assert 'href="/workers/"' in client_for(person).get(f"/p/{project.slug}/").content.decode()
+
+
+def test_an_external_run_is_not_lost_while_the_web_server_it_reports_through_was_away(
+    project, users, db, settings
+):
+    """Issue 39 (bench/soak.py): a web restart that took 34 s under load made two healthy SDK runs LOST —
+    they report only through the web server, and their SDK backs off before retrying. The beat's reaper
+    judges external runs only once the web server has answered its /healthz for a full heartbeat timeout;
+    a dashboard worker's run, heartbeated straight to the database, is judged as before."""
+    import http.server
+    import threading
+
+    from webapp.fleet.services import REAP_PERIOD_S, DatabaseWatch, ingestion_could_be_heard
+    from webapp.rollouts.external import external_run_create
+
+    class Healthz(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/healthz" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Healthz)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings.RUN_HEARTBEAT_TIMEOUT_S = 45
+    watch, t0 = DatabaseWatch(), timezone.now()
+
+    def heard_at(seconds: float) -> bool:
+        return ingestion_could_be_heard(now=t0 + timedelta(seconds=seconds), watch=watch, timeout_s=2)
+
+    try:
+        settings.DASHBOARD_URL = f"http://127.0.0.1:{server.server_address[1]}"
+        assert [heard_at(s * REAP_PERIOD_S) for s in range(5)] == [False, False, False, True, True]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert heard_at(90) is False  # the web server is away
+    external, _ = external_run_create(project=project, user=users["bob"], name="sdk")
+    Run.objects.filter(pk=external.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=300))
+    assert reap_lost_runs(timeout_s=45, include_external=False) == []
+    assert Run.objects.get(pk=external.pk).status == "RUNNING"
+    assert reap_lost_runs(timeout_s=45) == [external.pk]  # once the web server has answered long enough
