@@ -30,9 +30,17 @@ from tests.kind_examples import buildable_config
 from trainers.registry import criterion_kinds, environment_kinds
 
 # What each run kind (webapp.experiments.models.RunKind) runs: the function workers/execution.py calls.
-RUN_KINDS = {"rl": "trainers.recipes.grpo:train", "dpo": "trainers.recipes.dpo:train_dpo"}
+RUN_KINDS = {
+    "rl": "trainers.recipes.grpo:train",
+    "dpo": "trainers.recipes.dpo:train_dpo",
+    "tinker": "trainers.tinker.serve:serve",  # a Tinker API client's session, served on a worker
+}
 # What a run kind imports lazily, only once a run starts (a missing extra shows up only there).
-RUN_KIND_IMPORTS = {"rl": ["ray", "torch", "transformers"], "dpo": ["trl", "datasets"]}
+RUN_KIND_IMPORTS = {
+    "rl": ["ray", "torch", "transformers"],
+    "dpo": ["trl", "datasets"],
+    "tinker": ["torch", "transformers", "peft", "tinker"],
+}
 
 
 @pytest.mark.parametrize("name", sorted(environment_kinds()))
