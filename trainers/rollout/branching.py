@@ -238,4 +238,6 @@ def spent_tool_calls(turns: Sequence[tuple[str, str | None]], branch: dict[str, 
     branch's shared prefix was run once, by its parent (its environment was copied, not replayed), so the
     sum over a group is what the group spent. A whole sample's are all of its calls."""
     start = int((branch or {}).get("turn") or 0)
-    return sum(1 for index, (role, tool) in enumerate(turns) if index >= start and role == "assistant" and tool)
+    return sum(
+        1 for index, (role, tool) in enumerate(turns) if index >= start and role == "assistant" and tool
+    )
