@@ -480,9 +480,7 @@ MAX_FUNCTION_LINES = 120
 FILES_OVER = {
     "trainers/sdk/wire.py": 735,
 }
-FUNCTIONS_OVER = {
-    "trainers/recipes/reward_model.py:train_reward_model": 133,
-}
+FUNCTIONS_OVER: dict[str, int] = {}
 
 
 def product_files() -> list[Path]:

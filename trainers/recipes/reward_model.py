@@ -143,35 +143,11 @@ def train_reward_model(
     )
 
     report("save", 0.0)
-    training = {
-        "seed": seed,
-        "epochs": epochs,
-        "lr": lr,
-        "weight_decay": weight_decay,
-        "batch_size": batch_size,
-        "held_out_fraction": held_out_fraction,
-        "head": head,
-        "hidden_units": hidden_units if head == "mlp" else None,
-    }
-    _save(
-        result,
-        fitted,
-        base_reference,
-        max_length,
-        input_template,
-        response_text,
-        {
-            **dict(provenance or {}),
-            "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "base_model": model,
-            "n_pairs": len(data),
-            "n_train": result.n_train,
-            "n_eval": result.n_eval,
-            "held_out_accuracy": held_out_accuracy,
-            "train_accuracy": train_accuracy,
-            "training": training,
-        },
-    )
+    knobs: dict[str, Any] = {"seed": seed, "epochs": epochs, "lr": lr, "weight_decay": weight_decay}
+    knobs["batch_size"] = batch_size
+    knobs |= {"held_out_fraction": held_out_fraction, "head": head}
+    knobs["hidden_units"] = hidden_units if head == "mlp" else None
+    _save(result, fitted, model, base_reference, max_length, input_template, response_text, provenance, knobs)
     result.seconds["total"] = time.perf_counter() - started
     report("save", 1.0)
     return result
@@ -180,13 +156,16 @@ def train_reward_model(
 def _save(
     result: RewardTrainingResult,
     fitted: FittedHead,
+    model: str,
     base_reference: tuple[str, str | None],
     max_length: int,
     input_template: str,
     response_text: str,
-    provenance: dict[str, Any],
+    provenance: Mapping[str, Any] | None,
+    knobs: dict[str, Any],
 ) -> None:
-    """The model in the `trainers.rubrics.reward_model` format, and its learning curve beside it."""
+    """The model in the `trainers.rubrics.reward_model` format (what it was trained from and with in its
+    provenance), and its learning curve beside it."""
     base_path, base_gguf = base_reference
     save_reward_model(
         result.path,
@@ -200,6 +179,16 @@ def _save(
         input_template=input_template,
         response_text=response_text,
         score_scale=result.score_scale,
-        provenance=provenance,
+        provenance={
+            **dict(provenance or {}),
+            "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "base_model": model,
+            "n_pairs": result.n_train + result.n_eval,
+            "n_train": result.n_train,
+            "n_eval": result.n_eval,
+            "held_out_accuracy": result.held_out_accuracy,
+            "train_accuracy": result.train_accuracy,
+            "training": knobs,
+        },
     )
     (result.path / CURVE_FILE).write_text(json.dumps(result.curve))
