@@ -146,15 +146,15 @@ $(HARBOR_STAMP):
 
 venv-harbor: $(HARBOR_STAMP)
 
-# tinker-cookbook, the client side of the Tinker API, for tests/workers/test_tinker_cookbook.py (its
-# unmodified sl_loop / rl_loop against our service): 0.5.8 pins transformers <= 5.5.4, older than the main
-# venv's, so it has a venv of its own (torch first, the CPU wheel, as for vLLM). clients/
-# rollout_studio_cookbook.py goes in with a .pth file: it adds the models this deployment serves to the
-# cookbook's model table, so a recipe picks a renderer for SmolLM2 (docs/tinker.md).
+# tinker-cookbook (with its math-rl extra, which rl_loop imports), the client side of the Tinker API, for
+# tests/workers/test_tinker_cookbook.py (its unmodified sl_loop / rl_loop against our service): 0.5.8 pins
+# transformers <= 5.5.4, older than the main venv's, so it has a venv of its own (torch first, the CPU
+# wheel, as for vLLM). clients/rollout_studio_cookbook.py goes in with a .pth file: it adds the models this
+# deployment serves to the cookbook's model table, so a recipe picks a renderer for SmolLM2 (docs/tinker.md).
 $(COOKBOOK_STAMP): $(STAMP) constraints.txt locks/cookbook.txt clients/rollout_studio_cookbook.py
 	test -x $(COOKBOOK_PY) || $(PYTHON) -m venv $(COOKBOOK_VENV)
 	$(COOKBOOK_PY) -m pip install -q -c constraints.txt torch
-	$(UV_INSTALL) --python $(COOKBOOK_PY) -c locks/cookbook.txt 'tinker-cookbook==0.5.8' 'tinker==0.38.*'
+	$(UV_INSTALL) --python $(COOKBOOK_PY) -c locks/cookbook.txt 'tinker-cookbook[math-rl]==0.5.8' 'tinker==0.38.*'
 	cp clients/rollout_studio_cookbook.py clients/rollout_studio_cookbook.pth \
 	  "$$($(COOKBOOK_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 	touch $(COOKBOOK_STAMP)

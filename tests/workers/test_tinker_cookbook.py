@@ -91,7 +91,7 @@ def metrics_of(log_path) -> list[dict]:
 def test_unmodified_sl_loop_and_rl_loop_run_to_completion(project, users, offline_caches, tmp_path):
     _, raw = api_token_create(user=users["bob"], name="cookbook")
     with (
-        asgi_server(TINKER_SESSION_TIMEOUT_S="8") as url,
+        asgi_server(TINKER_SESSION_TIMEOUT_S="25") as url,
         celery_worker("cpu", DASHBOARD_URL=url),
     ):
         sl_log = tmp_path / "sl"
@@ -114,7 +114,7 @@ def test_unmodified_sl_loop_and_rl_loop_run_to_completion(project, users, offlin
         assert MetricPoint.objects.filter(run=sl_run, key="loss").count() == 2
         # One checkpoint per step: the final state and sampler weights share step 2.
         wait_for(lambda: Checkpoint.objects.filter(run=sl_run).exists(), 60, "the final checkpoint")
-        # The recipe exits without closing its session: the run ends once its heartbeats stop.
+        # The recipe exits without closing its session: the run ends once its heartbeats (every 10 s) stop.
         wait_for(lambda: Run.objects.get(pk=sl_run.pk).status == "SUCCEEDED", 60, "the sl_loop run's end")
 
         rl_log = tmp_path / "rl"
