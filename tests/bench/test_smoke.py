@@ -35,8 +35,8 @@ MARKER = "ROLLOUT_BENCH_SMOKE"
 # The bench lane runs in two halves of about equal time (tests/parallel.py): the smokes by their time, the
 # longest first, dealt alternately; a new bench goes in the first half until it is placed here.
 BY_TIME = (
-    "learning preference_loop async demo_first_step cuda_check demo_step trainer_vs_trl dpo_vs_trl memory "
-    "training_free learner_shards vllm_vs_hf token_stats_trainer eval_wave gateway live_latency ingest year "
+    "learning preference_loop async demo_first_step cuda_check demo_step tinker_overhead trainer_vs_trl dpo_vs_trl "
+    "memory training_free learner_shards vllm_vs_hf token_stats_trainer eval_wave gateway live_latency ingest year "
     "explorer env_overhead metric_curves huge_trajectory trajectory_view token_stats"
 ).split()
 SECOND_HALF = set(BY_TIME[1::2])
