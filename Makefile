@@ -24,11 +24,13 @@ HARBOR_STAMP := $(HARBOR_VENV)/.installed
 COOKBOOK_VENV := .venv-cookbook
 COOKBOOK_PY := $(COOKBOOK_VENV)/bin/python
 COOKBOOK_STAMP := $(COOKBOOK_VENV)/.installed
+SDK024_VENV := .venv-tinker024
+SDK024_STAMP := $(SDK024_VENV)/.installed
 VLLM_VENV := .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: test-deploy deploy-images clean-deploy demo test test-serial test-fast lint bench test-tools clean venv-vllm test-vllm screenshots venv-mcp2 venv-vf04 venv-harbor venv-cookbook stop-test-redis lock
+.PHONY: test-deploy deploy-images clean-deploy demo test test-serial test-fast lint bench test-tools clean venv-vllm test-vllm screenshots venv-mcp2 venv-vf04 venv-harbor venv-cookbook venv-tinker024 stop-test-redis lock
 
 # The tests' own verifiers environment package (tests/fixtures/vf_word_tools) is installed like any
 # environment a user brings, editable so that changing it needs no reinstall.
@@ -63,10 +65,10 @@ demo: $(STAMP)
 # whatever PYTHONDONTWRITEBYTECODE says (as the lanes: scripts/run_tests.py says why).
 TEST_WORKERS ?= 2
 
-test: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP) $(COOKBOOK_STAMP) $(VLLM_STAMP)
+test: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP) $(COOKBOOK_STAMP) $(SDK024_STAMP) $(VLLM_STAMP)
 	ROLLOUT_STUDIO_VAR=var/test $(PY) scripts/run_tests.py; status=$$?; $(MAKE) stop-test-redis; exit $$status
 
-test-serial: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP) $(COOKBOOK_STAMP)
+test-serial: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP) $(COOKBOOK_STAMP) $(SDK024_STAMP)
 	env -u PYTHONDONTWRITEBYTECODE ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest; status=$$?; $(MAKE) stop-test-redis; exit $$status
 
 test-fast: $(STAMP)
@@ -161,18 +163,27 @@ $(COOKBOOK_STAMP): $(STAMP) constraints.txt locks/cookbook.txt clients/rollout_s
 
 venv-cookbook: $(COOKBOOK_STAMP)
 
+# The Tinker SDK from before its protobuf change (0.24: JSON bodies unless client/config asks for protobuf),
+# for tests/workers/test_tinker_sdk_json.py: its own small venv (no torch), as 0.38 is in the main one.
+$(SDK024_STAMP): $(STAMP) constraints.txt locks/tinker024.txt
+	test -x $(SDK024_VENV)/bin/python || $(PYTHON) -m venv $(SDK024_VENV)
+	$(UV_INSTALL) --python $(SDK024_VENV)/bin/python -c locks/tinker024.txt 'tinker==0.24.*'
+	touch $(SDK024_STAMP)
+
+venv-tinker024: $(SDK024_STAMP)
+
 # Rewrite the locks from the venvs as they are now — after changing a dependency, installing it and seeing
 # the suite pass: no editable packages, no pip or setuptools, versions without a local label (torch's
 # +cpu: constraints.txt's pin is the plain version, which the CPU and the CUDA builds both satisfy).
 lock: $(STAMP)
-	@for pair in main:$(VENV) vllm:$(VLLM_VENV) mcp2:$(MCP2_VENV) vf04:$(VF04_VENV) cookbook:$(COOKBOOK_VENV); do \
+	@for pair in main:$(VENV) vllm:$(VLLM_VENV) mcp2:$(MCP2_VENV) vf04:$(VF04_VENV) cookbook:$(COOKBOOK_VENV) tinker024:$(SDK024_VENV); do \
 	  name=$${pair%%:*}; venv=$${pair#*:}; test -x $$venv/bin/python || continue; \
 	  { echo "# $$venv at the versions the suite passed with; \`make lock\` rewrites this file."; \
 	    $(UV) pip freeze -q --python $$venv/bin/python --exclude-editable | sed -E 's/\+[a-z0-9.]+$$//' \
 	    | grep -vE '^(pip|setuptools|wheel)=='; } > locks/$$name.txt; echo "wrote locks/$$name.txt"; done
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(MCP2_VENV) $(VF04_VENV) $(HARBOR_VENV) $(COOKBOOK_VENV) var
+	rm -rf $(VENV) $(VLLM_VENV) $(MCP2_VENV) $(VF04_VENV) $(HARBOR_VENV) $(COOKBOOK_VENV) $(SDK024_VENV) var
 
 # The deploy tier (not in `make test`): the compose stack built and run on this machine's Docker —
 # bootstrap, a GRPO run over two Ray nodes followed over the websocket (tests/deploy/test_compose_stack.py).
