@@ -5,7 +5,9 @@ and a real Celery worker with the bundled SmolLM2 — named by its hub id, as a 
 data (no_robots, gsm8k) and the tokenizer read offline from caches this test prepares
 (tests/fixtures/cookbook/offline_cache.py). Each recipe is a run of kind `tinker` on the dashboard with
 its loss curve, its samples and its checkpoints, and the recipe's own metrics.jsonl / checkpoints.jsonl
-are written as against the hosted service.
+are written as against the hosted service. (The 135M model's completions rarely earn gsm8k's reward, so
+rl_loop usually skips its training steps — all advantages zero; its importance_sampling step is what
+test_tinker_sdk.py and tests/browser/test_tinker_live.py run.)
 """
 
 from __future__ import annotations
