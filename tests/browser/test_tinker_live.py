@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from tests.browser.conftest import sign_in, wait_until_following
 from tests.processes import celery_worker
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser]
+pytestmark = pytest.mark.slow  # the browser marker comes with tests/browser/
 tinker = pytest.importorskip("tinker")
 from tinker import types  # noqa: E402
 
