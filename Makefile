@@ -21,11 +21,16 @@ VF04_STAMP := $(VF04_VENV)/.installed
 VF04_FIXTURE := tests/fixtures/vf04_echo
 HARBOR_VENV := .venv-harbor
 HARBOR_STAMP := $(HARBOR_VENV)/.installed
+COOKBOOK_VENV := .venv-cookbook
+COOKBOOK_PY := $(COOKBOOK_VENV)/bin/python
+COOKBOOK_STAMP := $(COOKBOOK_VENV)/.installed
+SDK024_VENV := .venv-tinker024
+SDK024_STAMP := $(SDK024_VENV)/.installed
 VLLM_VENV := .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: test-deploy deploy-images clean-deploy demo test test-serial test-fast lint bench test-tools clean venv-vllm test-vllm screenshots venv-mcp2 venv-vf04 venv-harbor stop-test-redis lock
+.PHONY: test-deploy deploy-images clean-deploy demo test test-serial test-fast lint bench test-tools clean venv-vllm test-vllm screenshots venv-mcp2 venv-vf04 venv-harbor venv-cookbook venv-tinker024 stop-test-redis lock
 
 # The tests' own verifiers environment package (tests/fixtures/vf_word_tools) is installed like any
 # environment a user brings, editable so that changing it needs no reinstall.
@@ -60,10 +65,10 @@ demo: $(STAMP)
 # whatever PYTHONDONTWRITEBYTECODE says (as the lanes: scripts/run_tests.py says why).
 TEST_WORKERS ?= 2
 
-test: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP) $(VLLM_STAMP)
+test: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP) $(COOKBOOK_STAMP) $(SDK024_STAMP) $(VLLM_STAMP)
 	ROLLOUT_STUDIO_VAR=var/test $(PY) scripts/run_tests.py; status=$$?; $(MAKE) stop-test-redis; exit $$status
 
-test-serial: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP)
+test-serial: $(STAMP) test-tools $(MCP2_STAMP) $(VF04_STAMP) $(HARBOR_STAMP) $(COOKBOOK_STAMP) $(SDK024_STAMP)
 	env -u PYTHONDONTWRITEBYTECODE ROLLOUT_STUDIO_VAR=var/test $(PY) -m pytest; status=$$?; $(MAKE) stop-test-redis; exit $$status
 
 test-fast: $(STAMP)
@@ -143,18 +148,42 @@ $(HARBOR_STAMP):
 
 venv-harbor: $(HARBOR_STAMP)
 
+# tinker-cookbook (with its math-rl extra, which rl_loop imports), the client side of the Tinker API, for
+# tests/workers/test_tinker_cookbook.py (its unmodified sl_loop / rl_loop against our service): 0.5.8 pins
+# transformers <= 5.5.4, older than the main venv's, so it has a venv of its own (torch first, the CPU
+# wheel, as for vLLM). clients/rollout_studio_cookbook.py goes in with a .pth file: it adds the models this
+# deployment serves to the cookbook's model table, so a recipe picks a renderer for SmolLM2 (docs/tinker.md).
+$(COOKBOOK_STAMP): $(STAMP) constraints.txt locks/cookbook.txt clients/rollout_studio_cookbook.py
+	test -x $(COOKBOOK_PY) || $(PYTHON) -m venv $(COOKBOOK_VENV)
+	$(COOKBOOK_PY) -m pip install -q -c constraints.txt torch
+	$(UV_INSTALL) --python $(COOKBOOK_PY) -c locks/cookbook.txt 'tinker-cookbook[math-rl]==0.5.8' 'tinker==0.38.*'
+	cp clients/rollout_studio_cookbook.py clients/rollout_studio_cookbook.pth \
+	  "$$($(COOKBOOK_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+	touch $(COOKBOOK_STAMP)
+
+venv-cookbook: $(COOKBOOK_STAMP)
+
+# The Tinker SDK from before its protobuf change (0.24: JSON bodies unless client/config asks for protobuf),
+# for tests/workers/test_tinker_sdk_json.py: its own small venv (no torch), as 0.38 is in the main one.
+$(SDK024_STAMP): $(STAMP) constraints.txt locks/tinker024.txt
+	test -x $(SDK024_VENV)/bin/python || $(PYTHON) -m venv $(SDK024_VENV)
+	$(UV_INSTALL) --python $(SDK024_VENV)/bin/python -c locks/tinker024.txt 'tinker==0.24.*'
+	touch $(SDK024_STAMP)
+
+venv-tinker024: $(SDK024_STAMP)
+
 # Rewrite the locks from the venvs as they are now — after changing a dependency, installing it and seeing
 # the suite pass: no editable packages, no pip or setuptools, versions without a local label (torch's
 # +cpu: constraints.txt's pin is the plain version, which the CPU and the CUDA builds both satisfy).
 lock: $(STAMP)
-	@for pair in main:$(VENV) vllm:$(VLLM_VENV) mcp2:$(MCP2_VENV) vf04:$(VF04_VENV); do \
+	@for pair in main:$(VENV) vllm:$(VLLM_VENV) mcp2:$(MCP2_VENV) vf04:$(VF04_VENV) cookbook:$(COOKBOOK_VENV) tinker024:$(SDK024_VENV); do \
 	  name=$${pair%%:*}; venv=$${pair#*:}; test -x $$venv/bin/python || continue; \
 	  { echo "# $$venv at the versions the suite passed with; \`make lock\` rewrites this file."; \
 	    $(UV) pip freeze -q --python $$venv/bin/python --exclude-editable | sed -E 's/\+[a-z0-9.]+$$//' \
 	    | grep -vE '^(pip|setuptools|wheel)=='; } > locks/$$name.txt; echo "wrote locks/$$name.txt"; done
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(MCP2_VENV) $(VF04_VENV) $(HARBOR_VENV) var
+	rm -rf $(VENV) $(VLLM_VENV) $(MCP2_VENV) $(VF04_VENV) $(HARBOR_VENV) $(COOKBOOK_VENV) $(SDK024_VENV) var
 
 # The deploy tier (not in `make test`): the compose stack built and run on this machine's Docker —
 # bootstrap, a GRPO run over two Ray nodes followed over the websocket (tests/deploy/test_compose_stack.py).

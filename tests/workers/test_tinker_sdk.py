@@ -33,6 +33,18 @@ def sl_datum(tokenizer, text: str) -> types.Datum:
     )
 
 
+def rl_datum(prompt: list[int], tokens: list[int], logprobs: list[float], advantage: float) -> types.Datum:
+    ob = len(prompt) - 1
+    return types.Datum(
+        model_input=types.ModelInput.from_ints(prompt + tokens[:-1]),
+        loss_fn_inputs={
+            "target_tokens": [0] * ob + tokens,
+            "logprobs": [0.0] * ob + logprobs,
+            "advantages": [0.0] * ob + [advantage] * len(tokens),
+        },
+    )
+
+
 @pytest.fixture
 def sdk_env(monkeypatch):
     monkeypatch.setenv("TINKER_TELEMETRY", "0")
@@ -73,16 +85,29 @@ def test_the_real_sdk_trains_samples_and_the_dashboard_sees_it(project, users, s
         for seq in sampled.sequences:
             assert 0 < len(seq.tokens) <= 6 and len(seq.logprobs) == len(seq.tokens)
             assert all(lp <= 0 for lp in seq.logprobs)
+        # An RL step on what was sampled, datums built as the cookbook's rl_loop builds them: the
+        # samples reach the dashboard with the advantages their datums carried.
+        prompt_tokens = prompt.to_ints()
+        rl_batch = [
+            rl_datum(prompt_tokens, list(seq.tokens), list(seq.logprobs), advantage)
+            for seq, advantage in zip(sampled.sequences, (0.5, -0.5), strict=True)
+        ]
+        client.forward_backward(rl_batch, "importance_sampling").result()
+        client.optim_step(types.AdamParams(learning_rate=1e-3)).result()
         saved = client.save_state("after-sl").result()
         assert saved.path.startswith("tinker://rs-run-")
 
         run = Run.objects.get(kind="tinker")
         assert run.status == "RUNNING" and run.created_by == users["bob"]
         wait_for(lambda: Checkpoint.objects.filter(run=run).exists(), 60, "the checkpoint row")
-        assert MetricPoint.objects.filter(run=run, key="loss").count() == 4
-        assert MetricPoint.objects.filter(run=run, key="grad_norm").count() == 4
-        trajectories = Trajectory.objects.filter(run=run)
+        assert MetricPoint.objects.filter(run=run, key="loss").count() == 5
+        assert MetricPoint.objects.filter(run=run, key="grad_norm").count() == 5
+        trajectories = Trajectory.objects.filter(run=run).order_by("sample_index")
         assert trajectories.count() == 2 and trajectories.first().prompt.startswith("The capital of France")
+        # Identical samples (one seed for both) share the advantage of the last datum made of them.
+        advantage_of = {tuple(seq.tokens): a for seq, a in zip(sampled.sequences, (0.5, -0.5), strict=True)}
+        expected = [advantage_of[tuple(seq.tokens)] for seq in sampled.sequences]
+        assert [t.advantage for t in trajectories] == expected
 
         run_request_cancel(run=run, user=users["bob"])
         wait_for(lambda: status_of(run) == "CANCELLED", 60, "the cancelled run")

@@ -8,9 +8,12 @@
 - `trainers.importers.atif`: ATIF trajectories (Harbor's Agent Trajectory Interchange Format: `.json` /
   `.jsonl` files or folders of them, e.g. a Harbor job; the reward from our own export or Harbor's `result.json`).
 
+- `trainers.importers.cookbook`: a tinker-cookbook recipe's `log_path` (`metrics.jsonl`, `config.json`,
+  `checkpoints.jsonl`), for recipes run against the hosted Tinker service.
+
 Each importer turns files into our events and posts them through `trainers.sdk` (so the same batching,
 retries and limits apply). Rollouts of the same prompt within a step form a group, numbered in file
-order. Command line: `python -m trainers.importers {trl,verl} PATH …` or `python -m trainers.importers atif FILE…
+order. Command line: `python -m trainers.importers {trl,verl,cookbook} PATH …` or `python -m trainers.importers atif FILE…
 --url … --token … --project …`.
 """
 

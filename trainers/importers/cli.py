@@ -1,8 +1,9 @@
-"""`import {trl,verl} PATH` / `import atif FILE…` — the importers on the command line.
+"""`import {trl,verl,cookbook} PATH` / `import atif FILE…` — the importers on the command line.
 
     python -m trainers import trl  ./grpo-out   --url http://studio:8000 --token rsu_… --project agents
     python -m trainers import verl ./rollouts   --eval ./validation --project agents --name "verl gsm8k"
     python -m trainers import atif ./jobs/2026-11-23__10-00-00 more.json --project agents
+    python -m trainers import cookbook /tmp/tinker-examples/rl-loop --project agents   (a recipe's log_path)
     python -m trainers.importers trl ./grpo-out …        (the same, without the trainers CLI)
 
 `--url` / `--token` default to $ROLLOUT_STUDIO_URL / $ROLLOUT_STUDIO_API_TOKEN. A new external run is
@@ -49,7 +50,7 @@ def _config(path: str | None) -> dict[str, Any]:
 
 
 def add_import_arguments(parser: argparse.ArgumentParser) -> None:
-    kinds = parser.add_subparsers(dest="source", required=True, metavar="{trl,verl,atif}")
+    kinds = parser.add_subparsers(dest="source", required=True, metavar="{trl,verl,atif,cookbook}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--url", default=os.environ.get("ROLLOUT_STUDIO_URL"), help="dashboard URL ($ROLLOUT_STUDIO_URL)"
@@ -91,12 +92,18 @@ def add_import_arguments(parser: argparse.ArgumentParser) -> None:
         "atif", parents=[common], help="ATIF trajectories (Harbor): .json / .jsonl files or folders"
     )
     atif.add_argument("paths", nargs="+", metavar="FILE", help="ATIF files, or folders searched for them")
+    cookbook = kinds.add_parser(
+        "cookbook",
+        parents=[common],
+        help="a tinker-cookbook recipe's log_path (metrics.jsonl, checkpoints.jsonl)",
+    )
+    cookbook.add_argument("path", help="the recipe's log_path folder")
 
 
 def add_import_command(subparsers: Any) -> argparse.ArgumentParser:
     """Mount `import` on another CLI's subparsers; the parsed namespace's `func` runs it."""
     parser = subparsers.add_parser(
-        "import", help="import a TRL or verl run, or ATIF trajectories, into the dashboard"
+        "import", help="import a TRL, verl or tinker-cookbook run, or ATIF trajectories, into the dashboard"
     )
     add_import_arguments(parser)
     parser.set_defaults(func=run_import)
@@ -113,7 +120,13 @@ def _open_run(args: argparse.Namespace) -> Run:
     paths = _paths(args)
     name = args.name or Path(paths[0]).resolve().name
     config = {**_config(args.config), "imported_from": ", ".join(str(Path(p).resolve()) for p in paths)}
-    algorithm = {"trl": "trl-grpo", "verl": "verl", "atif": "atif"}[args.source]
+    if args.source == "cookbook" and not args.config:
+        from trainers.importers.cookbook import recipe_config
+
+        config = {**recipe_config(paths[0]), **config}
+    algorithm = {"trl": "trl-grpo", "verl": "verl", "atif": "atif", "cookbook": "tinker-cookbook"}[
+        args.source
+    ]
     return Studio(args.url, args.token).start_run(
         project=args.project, name=name, config=config, algorithm=algorithm
     )
@@ -149,6 +162,10 @@ def run_import(args: argparse.Namespace) -> int:
         from trainers.importers.atif import import_atif
 
         summary = import_atif(args.paths, run, split=args.split, timeout_s=args.timeout)
+    elif args.source == "cookbook":
+        from trainers.importers.cookbook import import_cookbook
+
+        summary = import_cookbook(args.path, run, timeout_s=args.timeout)
     else:
         from trainers.importers.verl import import_verl
 

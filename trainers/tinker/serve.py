@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -45,6 +45,9 @@ class Session:
     trajectories_sent: int = 0
     max_trajectories: int = 20_000
     checkpoint_paths: dict[str, str] = field(default_factory=dict)
+    # Sampled sequences not yet reported, by their whole token sequence (prompt + completion): a later
+    # forward_backward's datum of the same tokens gives its advantage before they go to the dashboard.
+    pending: dict[tuple[int, ...], tuple[int, dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def step(self) -> int:
@@ -54,16 +57,19 @@ class Session:
 
 def serve(session: Session, transport: Transport, stop: Callable[[], str | None]) -> str:
     """Answer requests until `stop()` gives a reason (returned) or the run is cancelled (`Cancelled`)."""
-    while True:
-        if stop_requested():
-            raise Cancelled("cancelled in the dashboard")
-        reason = stop()
-        if reason:
-            return reason
-        request = transport.next_request(1.0)
-        if request is None:
-            continue
-        transport.reply(request["request_id"], answer(session, request))
+    try:
+        while True:
+            if stop_requested():
+                raise Cancelled("cancelled in the dashboard")
+            reason = stop()
+            if reason:
+                return reason
+            request = transport.next_request(1.0)
+            if request is None:
+                continue
+            transport.reply(request["request_id"], answer(session, request))
+    finally:
+        report_samples(session)
 
 
 def answer(session: Session, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,7 +80,10 @@ def answer(session: Session, request: Mapping[str, Any]) -> dict[str, Any]:
     if handler is None:
         return {"error": f"This service does not do {kind!r} requests.", "category": "user"}
     try:
-        return {"result": handler(session, request.get("body") or {})}
+        result = handler(session, request.get("body") or {})
+        if kind in REPORTS_SAMPLES:
+            report_samples(session)
+        return {"result": result}
     except (LossInputError, ValueError, KeyError, TypeError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}", "category": "user"}
     except Cancelled:
@@ -85,6 +94,7 @@ def answer(session: Session, request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _forward(session: Session, body: Mapping[str, Any], *, backward: bool) -> dict[str, Any]:
+    attach_advantages(session, body["data"])
     result = session.model.forward_backward(
         body["data"], body.get("loss_fn", "cross_entropy"), body.get("loss_fn_config"), backward=backward
     )
@@ -166,14 +176,13 @@ def handle_sample(session: Session, body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _report_samples(session: Session, prompt: list[int], sequences: list[dict[str, Any]]) -> None:
-    """Each sampled sequence as a trajectory of the step: the decoded prompt and completion with its
-    tokens and log-probs (the token view). Rewards are the client's own business: 0 here."""
-    if session.trajectories_sent >= session.max_trajectories:
+    """Keep each sampled sequence as a trajectory of the step — the decoded prompt and completion with its
+    tokens and log-probs (the token view) — until a later request reports it (`report_samples`)."""
+    if session.trajectories_sent + len(session.pending) >= session.max_trajectories:
         return
     decode = session.model.tokenizer.decode
     prompt_text = decode(prompt, skip_special_tokens=False)
     task_id = "prompt-" + hashlib.sha256(repr(prompt).encode()).hexdigest()[:12]
-    items = []
     for index, seq in enumerate(sequences):
         tokens = seq["tokens"]
         turns = [
@@ -186,23 +195,52 @@ def _report_samples(session: Session, prompt: list[int], sequences: list[dict[st
                 "token_stats": {"logprob": pack_halves(seq["logprobs"])} if tokens else None,
             },
         ]
-        items.append(
-            {
-                "group": session.samples_this_step,
-                "sample": index,
-                "task_id": task_id,
-                "reward": 0.0,
-                "turns": turns,
-                "prompt": prompt_text,
-                "status": "truncated" if seq["stop_reason"] == "length" else "ok",
-                "policy_version": session.model.version,
-                "prompt_tokens": len(prompt),
-                "completion_tokens": len(tokens),
-            }
-        )
+        item = {
+            "group": session.samples_this_step,
+            "sample": index,
+            "task_id": task_id,
+            "reward": 0.0,
+            "turns": turns,
+            "prompt": prompt_text,
+            "status": "truncated" if seq["stop_reason"] == "length" else "ok",
+            "policy_version": session.model.version,
+            "prompt_tokens": len(prompt),
+            "completion_tokens": len(tokens),
+        }
+        session.pending[(*prompt, *tokens, len(session.pending))] = (session.step, item)
     session.samples_this_step += 1
-    session.trajectories_sent += len(items)
-    session.sink.emit(make_event("trajectories", step=session.step, items=items))
+
+
+def attach_advantages(session: Session, datums: Sequence[Mapping[str, Any]]) -> None:
+    """A datum built from a pending sample (its tokens + its last target are the sample's prompt and
+    completion, as the cookbook's rl_loop builds them) gives that sample its advantage: the sample's
+    own, and per token on the completion (the token view's advantage stat)."""
+    by_sequence: dict[tuple[int, ...], list[dict[str, Any]]] = {}
+    for key, (_, item) in session.pending.items():
+        by_sequence.setdefault(key[:-1], []).append(item)  # identical samples share their advantage
+    for datum in datums:
+        advantages = datum.get("inputs", {}).get("advantages")
+        targets = datum.get("inputs", {}).get("target_tokens")
+        if not advantages or not targets or not targets["data"]:
+            continue
+        for item in by_sequence.get((*datum["tokens"], int(targets["data"][-1])), []):
+            completion = item["turns"][-1]
+            n = len(completion["token_ids"])
+            per_token = [float(a) for a in advantages["data"][-n:]] if n else []
+            item["advantage"] = per_token[-1] if per_token else 0.0
+            if per_token and completion.get("token_stats") is not None:
+                completion["token_stats"]["advantage"] = pack_halves(per_token)
+
+
+def report_samples(session: Session) -> None:
+    """Send the pending samples to the dashboard, a trajectories event per step they were drawn at."""
+    by_step: dict[int, list[dict[str, Any]]] = {}
+    for step, item in session.pending.values():
+        by_step.setdefault(step, []).append(item)
+    session.pending.clear()
+    for step, items in sorted(by_step.items()):
+        session.trajectories_sent += len(items)
+        session.sink.emit(make_event("trajectories", step=step, items=items))
 
 
 def handle_create_model(session: Session, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -219,3 +257,6 @@ HANDLERS: dict[str, Callable[[Session, Mapping[str, Any]], dict[str, Any]]] = {
     "load_weights": handle_load_weights,
     "sample": handle_sample,
 }
+# The requests after which what was sampled before is reported: its step is over (optim_step) or new
+# weights are saved for sampling; serve() reports the rest when the session ends.
+REPORTS_SAMPLES = {"optim_step", "save_weights", "save_weights_for_sampler", "load_weights"}

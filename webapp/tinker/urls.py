@@ -17,6 +17,8 @@ urlpatterns = [
     path("create_model", views.create_model, name="create_model"),
     path("get_info", views.get_info, name="get_info"),
     path("forward_backward", views.forward_backward, name="forward_backward"),
+    # SDKs before the protobuf path (< 0.25, or proto_write_fwdbwd off) send forward() here, as JSON.
+    path("forward", views.forward_backward, {"forward_only": True}, name="forward"),
     path("optim_step", views.optim_step, name="optim_step"),
     path("save_weights", views.save_weights, name="save_weights"),
     path("load_weights", views.load_weights, name="load_weights"),

@@ -1,0 +1,262 @@
+"""What the Tinker-compatible service adds to a step: the same RL loop through the service and in-process.
+
+    python bench/tinker_overhead.py [--steps 6] [--group 8] [--tokens 32] [--port 8766]
+
+The loop is the cookbook's rl_loop step on the bundled SmolLM2 (LoRA rank 8): freeze the weights for
+sampling → sample a group of `--group` completions of `--tokens` tokens → one `forward_backward` with
+`importance_sampling` on them (advantages: reward = length parity, centred) → `optim_step`.
+
+- service: the real `tinker` SDK against `manage.py demo --no-launch` (daphne + a Celery worker + the
+  embedded redis-server, a throwaway state folder): every call goes HTTP → Redis → the worker's
+  `trainers.tinker.serve` and back, protobuf bodies as the SDK sends them.
+- in-process: the same parts the worker calls (`trainers.tinker.compute.TinkerModel`), called directly.
+- our GRPO step (`trainers.recipes.grpo.Trainer`, as bench/demo_step.py runs it) on work of the same size:
+  one prompt of the demo's arithmetic environment, a group of `--group`, `--tokens` new tokens, one turn,
+  LoRA rank 8 — for scale, not the same loop (its rollouts go through an environment and a rubric, its
+  learner micro-batches; `--no-grpo` skips it).
+
+Both run the same seeds, one after the other (not at once: they would share the CPUs). The first step of
+each pays for warm-up and is not counted; the figure is the median step. Prints both, the ratio and the
+goal (the service adds ≤ 10 %). Figures on a loaded machine are noisy: the load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench._measure import smoke_parser  # noqa: E402
+
+PROMPT = "Question: name three colours of the rainbow.\nAnswer:"
+GOAL_OVERHEAD = 0.10
+
+
+def phases(started: float, sampled_at: float) -> dict[str, float]:
+    """A step's seconds: in all, to the samples (weights frozen + sampled), and training on them."""
+    now = time.perf_counter()
+    return {"step": now - started, "sample": sampled_at - started, "train": now - sampled_at}
+
+
+def advantages_of(groups: list[list[int]]) -> list[float]:
+    """The toy reward (1 for an even number of tokens) centred over the group, as rl_loop centres it."""
+    rewards = [1.0 if len(tokens) % 2 == 0 else 0.0 for tokens in groups]
+    mean = sum(rewards) / len(rewards)
+    return [r - mean for r in rewards]
+
+
+def rl_datum(prompt: list[int], tokens: list[int], logprobs: list[float], advantage: float) -> dict[str, Any]:
+    """rl_loop's datum as plain lists: the prompt and all but the last sampled token in, the sampled
+    tokens as targets, their sampling log-probs and the advantage on the completion."""
+    ob = len(prompt) - 1
+    n = ob + len(tokens)
+    return {
+        "tokens": prompt + tokens[:-1],
+        "target_tokens": [0] * ob + tokens,
+        "logprobs": [0.0] * ob + logprobs,
+        "advantages": [0.0] * ob + [advantage] * (n - ob),
+    }
+
+
+def in_process_steps(args: argparse.Namespace) -> list[dict[str, float]]:
+    from trainers.tinker.compute import LoraSpec, TinkerModel
+
+    model = TinkerModel("smollm2-135m", LoraSpec(rank=8, seed=0), device="cpu")
+    prompt = model.tokenizer.encode(PROMPT)
+    params = {"max_tokens": args.tokens, "temperature": 1.0}
+    times = []
+    for step in range(args.steps):
+        started = time.perf_counter()
+        sampler_id = f"step-{step}"
+        model.freeze_for_sampler(sampler_id)
+        sequences = model.sample(prompt, args.group, {**params, "seed": step}, sampler_id)
+        sampled_at = time.perf_counter()
+        advantages = advantages_of([s["tokens"] for s in sequences])
+        datums = []
+        for seq, advantage in zip(sequences, advantages, strict=True):
+            d = rl_datum(prompt, seq["tokens"], seq["logprobs"], advantage)
+            datums.append(
+                {
+                    "tokens": d["tokens"],
+                    "inputs": {
+                        name: {"data": d[name], "dtype": "int64" if name == "target_tokens" else "float32"}
+                        for name in ("target_tokens", "logprobs", "advantages")
+                    },
+                }
+            )
+        model.forward_backward(datums, "importance_sampling")
+        model.optim_step({"learning_rate": 1e-4})
+        times.append(phases(started, sampled_at))
+    return times
+
+
+def service_steps(args: argparse.Namespace, url: str, key: str) -> list[dict[str, float]]:
+    import tinker
+    from tinker import types
+
+    service = tinker.ServiceClient(base_url=url, api_key=key)
+    client = service.create_lora_training_client(base_model="smollm2-135m", rank=8, seed=0)
+    tokenizer = client.get_tokenizer()
+    prompt = tokenizer.encode(PROMPT)
+    times = []
+    for step in range(args.steps):
+        started = time.perf_counter()
+        sampler = client.save_weights_and_get_sampling_client()
+        sampled = sampler.sample(
+            types.ModelInput.from_ints(prompt),
+            args.group,
+            types.SamplingParams(max_tokens=args.tokens, temperature=1.0, seed=step),
+        ).result()
+        sampled_at = time.perf_counter()
+        advantages = advantages_of([list(s.tokens) for s in sampled.sequences])
+        datums = []
+        for seq, advantage in zip(sampled.sequences, advantages, strict=True):
+            d = rl_datum(prompt, list(seq.tokens), list(seq.logprobs or []), advantage)
+            datums.append(
+                types.Datum(
+                    model_input=types.ModelInput.from_ints(d["tokens"]),
+                    loss_fn_inputs={n: d[n] for n in ("target_tokens", "logprobs", "advantages")},
+                )
+            )
+        fb = client.forward_backward(datums, "importance_sampling")
+        optim = client.optim_step(types.AdamParams(learning_rate=1e-4))
+        fb.result(), optim.result()
+        times.append(phases(started, sampled_at))
+    return times
+
+
+def wait_until_up(url: str, demo: subprocess.Popen, timeout_s: float) -> None:
+    import requests
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if demo.poll() is not None:
+            raise RuntimeError("manage.py demo exited before it served")
+        try:
+            if requests.get(f"{url}/healthz", timeout=1).ok:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"manage.py demo did not answer within {timeout_s:.0f} s")
+
+
+def demo_token(env: dict[str, str]) -> str:
+    """A personal API token of the demo user, as the SDK's key (tml-<token>)."""
+    code = (
+        "from django.contrib.auth import get_user_model; "
+        "from webapp.accounts.services import api_token_create; "
+        "from webapp.tinker.services import sdk_key; "
+        "print(sdk_key(api_token_create(user=get_user_model().objects.get(username='demo'), name='bench')[1]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip().splitlines()[-1]
+
+
+def through_the_service(args: argparse.Namespace) -> list[dict[str, float]]:
+    state = Path(tempfile.mkdtemp(prefix="tinker-bench-"))
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env |= {"ROLLOUT_STUDIO_VAR": str(state), "TINKER_TELEMETRY": "0"}
+    url = f"http://127.0.0.1:{args.port}"
+    demo = subprocess.Popen(
+        [sys.executable, "manage.py", "demo", "--no-launch", "--port", str(args.port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_until_up(url, demo, 180)
+        key = demo_token(env)
+        os.environ["TINKER_TELEMETRY"] = "0"
+        return service_steps(args, url, key)
+    finally:
+        os.killpg(demo.pid, signal.SIGINT)
+        try:
+            demo.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(demo.pid, signal.SIGKILL)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def grpo_steps(args: argparse.Namespace) -> list[dict[str, float]]:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from demo_step import demo_config, run
+
+    config = demo_config(
+        args.steps,
+        {
+            "prompts_per_step": 1,
+            "group_size": args.group,
+            "max_new_tokens": args.tokens,
+            "max_turns": 1,
+            "lora": {"enabled": True, "r": 8, "alpha": 32, "dropout": 0.0, "target_modules": ["all-linear"]},
+            "seed": 0,
+        },
+    )
+    steps, _, _ = run(config, baseline=False)
+    return [{"step": float(m["step_time"])} for m in steps]
+
+
+def median_after_warmup(times: list[dict[str, float]], phase: str = "step") -> float:
+    counted = times[1:] if len(times) > 1 else times
+    return statistics.median(t[phase] for t in counted)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--port", type=int, default=8766)
+    parser.add_argument("--no-grpo", action="store_true", help="skip our own GRPO step on the same work")
+    smoke_parser(parser, steps=2, group=2, tokens=4)
+    args = parser.parse_args()
+
+    local = in_process_steps(args)
+    served = through_the_service(args)
+    local_s, served_s = median_after_warmup(local), median_after_warmup(served)
+    overhead = served_s / local_s - 1
+    print(
+        f"loop: sample {args.group} × {args.tokens} tokens → forward_backward (importance_sampling) → optim_step"
+    )
+    for label, times in (("in-process step", local), ("service step", served)):
+        print(
+            f"{label + ':':17} median {median_after_warmup(times) * 1000:.0f} ms over {len(times)} steps "
+            f"(first not counted): sample {median_after_warmup(times, 'sample') * 1000:.0f} ms, "
+            f"forward_backward + optim_step {median_after_warmup(times, 'train') * 1000:.0f} ms"
+        )
+    verdict = "within" if overhead <= GOAL_OVERHEAD else "over"
+    print(f"service / in-process: {served_s / local_s:.2f} (adds {overhead:+.0%}; goal ≤ +10 %: {verdict})")
+    if not args.no_grpo:
+        grpo_s = median_after_warmup(grpo_steps(args))
+        print(
+            f"our GRPO step on work of that size: median {grpo_s * 1000:.0f} ms "
+            f"(service step / GRPO step: {served_s / grpo_s:.2f})"
+        )
+    print(f"load average at the end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
