@@ -60,7 +60,7 @@ def test_the_real_sdk_trains_samples_and_the_dashboard_sees_it(project, users, s
         service = tinker.ServiceClient(base_url=url, api_key=sdk_key(raw))
         names = [m.model_name for m in service.get_server_capabilities().supported_models]
         assert "smollm2-135m" in names
-        client = service.create_lora_training_client(base_model="smollm2-135m", rank=8)
+        client = service.create_lora_training_client(base_model="smollm2-135m", rank=8, seed=0)
         tokenizer = client.get_tokenizer()
         batch = [
             sl_datum(tokenizer, "The capital of France is Paris."),
@@ -69,12 +69,12 @@ def test_the_real_sdk_trains_samples_and_the_dashboard_sees_it(project, users, s
         losses = []
         for _ in range(4):
             fb = client.forward_backward(batch, "cross_entropy")
-            step = client.optim_step(types.AdamParams(learning_rate=5e-3, grad_clip_norm=1.0))
+            step = client.optim_step(types.AdamParams(learning_rate=1e-3, grad_clip_norm=1.0))
             out = fb.result()
             losses.append(out.metrics["loss:sum"])
             assert step.result().metrics["grad_norm"] > 0
             assert len(out.loss_fn_outputs) == 2 and out.loss_fn_outputs[0]["logprobs"].shape[0] > 0
-        assert losses[-1] < losses[0], losses
+        assert losses[-1] < losses[0], losses  # (Adam at 5e-3 on two datums overshot at step 4)
 
         sampler = client.save_weights_and_get_sampling_client()
         prompt = types.ModelInput.from_ints(tokenizer.encode("The capital of France is"))
