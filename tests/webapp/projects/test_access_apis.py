@@ -386,6 +386,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "kinds-environments": Endpoint("GET", lambda w, who: "/api/kinds/environments/", "auth"),
     "kinds-criteria": Endpoint("GET", lambda w, who: "/api/kinds/criteria/", "auth"),
     "presets": Endpoint("GET", lambda w, who: "/api/presets/", "auth"),
+    "parts": Endpoint("GET", lambda w, who: "/api/parts/?queue=cpu", "auth"),
     # review: comments and tags on a trajectory
     "trajectory-comments-list": Endpoint(
         "GET", lambda w, who: f"/api/trajectories/{w.trajectory.pk}/comments/", "read"
@@ -635,6 +636,7 @@ def test_every_api_route_is_in_the_matrix():
         "environment-kinds": {"kinds-environments"},
         "criterion-kinds": {"kinds-criteria"},
         "presets": {"presets"},
+        "parts": {"parts"},
         "tokens": {"tokens-list", "tokens-create"},
         "token": {"token-revoke"},
         "trajectory-comments": {"trajectory-comments-list", "trajectory-comments-create"},
