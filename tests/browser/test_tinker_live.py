@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 
 from tests.browser.conftest import sign_in, wait_until_following
 from tests.processes import celery_worker
+from tests.workers.test_tinker_sdk import tinker_service
 
 pytestmark = pytest.mark.slow  # the browser marker comes with tests/browser/
 tinker = pytest.importorskip("tinker")
@@ -60,8 +61,10 @@ def rl_step(client, prompt: list[int]) -> None:
 def test_a_loops_loss_and_samples_arrive_live_on_its_run_page(researcher_key, server, page, monkeypatch):
     slug, key = researcher_key
     monkeypatch.setenv("TINKER_TELEMETRY", "0")
-    with celery_worker("cpu", name="browser-tinker", DASHBOARD_URL=server):
-        service = tinker.ServiceClient(base_url=server, api_key=key)
+    with (
+        celery_worker("cpu", name="browser-tinker", DASHBOARD_URL=server),
+        tinker_service(base_url=server, api_key=key) as service,
+    ):
         client = service.create_lora_training_client(base_model="smollm2-135m", rank=8)
         run_id = int(client.model_id.removeprefix("rs-run-"))
         prompt = client.get_tokenizer().encode("Question: what colour is the sky?\nAnswer:")

@@ -9,6 +9,8 @@ next call fail saying so.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from tests.processes import asgi_server, celery_worker
@@ -23,6 +25,21 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 tinker = pytest.importorskip("tinker")
 from tinker import types  # noqa: E402
+
+
+@contextlib.contextmanager
+def tinker_service(**kwargs):
+    """A `tinker.ServiceClient` closed when the block ends: its session heartbeat runs in a thread of this
+    process, and left open it outlives the test's server and logs connection errors into later tests (a
+    trainer test's run log caught one in CI)."""
+    service = tinker.ServiceClient(**kwargs)
+    try:
+        yield service
+    finally:
+        try:
+            service.close("success").result(timeout=30)
+        except Exception:  # noqa: BLE001 — a run the test cancelled answers its close with an error
+            pass
 
 
 def sl_datum(tokenizer, text: str) -> types.Datum:
@@ -53,11 +70,16 @@ def sdk_env(monkeypatch):
 
 def test_the_real_sdk_trains_samples_and_the_dashboard_sees_it(project, users, sdk_env):
     _, raw = api_token_create(user=users["bob"], name="sdk")
-    with asgi_server(TINKER_SESSION_TIMEOUT_S="30") as url, celery_worker("cpu", DASHBOARD_URL=url):
+    with (
+        asgi_server(TINKER_SESSION_TIMEOUT_S="30") as url,
+        celery_worker("cpu", DASHBOARD_URL=url),
+        contextlib.ExitStack() as clients,
+    ):
         with pytest.raises(tinker.AuthenticationError):
-            tinker.ServiceClient(base_url=url, api_key="tml-rsu_not-a-token").get_server_capabilities()
+            refused = clients.enter_context(tinker_service(base_url=url, api_key="tml-rsu_not-a-token"))
+            refused.get_server_capabilities()
 
-        service = tinker.ServiceClient(base_url=url, api_key=sdk_key(raw))
+        service = clients.enter_context(tinker_service(base_url=url, api_key=sdk_key(raw)))
         names = [m.model_name for m in service.get_server_capabilities().supported_models]
         assert "smollm2-135m" in names
         client = service.create_lora_training_client(base_model="smollm2-135m", rank=8, seed=0)
