@@ -305,7 +305,10 @@ def dump_stuck_workers(stack: Stack) -> None:
 
 def main() -> None:
     args = arguments()
-    var_dir = Path(tempfile.mkdtemp(prefix="soak-", dir=os.environ.get("ROLLOUT_STUDIO_VAR") or None))
+    parent = os.environ.get("ROLLOUT_STUDIO_VAR") or None
+    if parent:
+        Path(parent).mkdir(parents=True, exist_ok=True)  # a fresh state directory need not exist yet
+    var_dir = Path(tempfile.mkdtemp(prefix="soak-", dir=parent))
     stack = Stack(args.stack, var_dir, heartbeat_timeout_s=20 if SMOKE else 45)
     if args.stack == "postgres":
         create_database(stack.env)
