@@ -99,3 +99,17 @@ def knob_overrides(pairs: list[str]) -> dict:
         except json.JSONDecodeError:
             out[key] = value
     return out
+
+
+def close_trainer(trainer: Any) -> None:
+    """Give back what a bench's in-process `Trainer` holds: its rollout source, its learner, its judges."""
+    trainer.rollouts.close()
+    trainer.learner.close()
+    if getattr(trainer, "judges", None) is not None:
+        trainer.judges.close()
+
+
+def held_out_change(result: dict[str, Any], key: str) -> str:
+    """`before → after (±change)` of an arm's held-out `eval/<key>`, in percent points."""
+    before, after = (100 * result[when].get(f"eval/{key}", 0.0) for when in ("before", "after"))
+    return f"{before:5.1f} → {after:5.1f} ({after - before:+.1f})"

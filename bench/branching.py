@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._measure import PhaseRecorder, smoke_parser  # noqa: E402
+from bench._measure import PhaseRecorder, close_trainer, smoke_parser  # noqa: E402
 
 
 def held_out_tool_calls_per_solved(trainer: Any) -> tuple[dict[str, float], float]:
@@ -90,8 +90,7 @@ def arm(config: dict[str, Any], steps: int) -> dict[str, Any]:
             "minutes": (time.perf_counter() - started) / 60,
         }
     finally:
-        trainer.rollouts.close()
-        trainer.learner.close()
+        close_trainer(trainer)
         sink.close()
 
 

@@ -28,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._measure import PhaseRecorder, smoke_parser  # noqa: E402
+from bench._measure import PhaseRecorder, close_trainer, held_out_change, smoke_parser  # noqa: E402
 
 LEVELS = {
     "min_terms": 2,
@@ -75,8 +75,7 @@ def arm(config: dict[str, Any], steps: int, before: dict[str, float] | None) -> 
             "minutes": (time.perf_counter() - started) / 60,
         }
     finally:
-        trainer.rollouts.close()
-        trainer.learner.close()
+        close_trainer(trainer)
         sink.close()
 
 
@@ -135,14 +134,10 @@ def main() -> None:
     print("fixed task distribution", flush=True)
     plain = arm(fixed, args.steps, grown["before"])  # the same weights and held-out seeds
 
-    def figures(result: dict, key: str) -> str:
-        b, a = 100 * result["before"].get(f"eval/{key}", 0.0), 100 * result["after"].get(f"eval/{key}", 0.0)
-        return f"{b:5.1f} → {a:5.1f} ({a - b:+.1f})"
-
     print(f"\n{'arm':<26} {'held-out accuracy %':>24} {'held-out reward ×100':>24} {'minutes':>8}")
     for name, result in (("curriculum from failures", grown), ("fixed distribution", plain)):
         print(
-            f"{name:<26} {figures(result, 'accuracy'):>24} {figures(result, 'reward/mean'):>24} "
+            f"{name:<26} {held_out_change(result, 'accuracy'):>24} {held_out_change(result, 'reward/mean'):>24} "
             f"{result['minutes']:>8.1f}"
         )
     print(pool_line(grown["pool"]))

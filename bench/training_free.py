@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._measure import PhaseRecorder, smoke_parser  # noqa: E402
+from bench._measure import PhaseRecorder, close_trainer, held_out_change, smoke_parser  # noqa: E402
 
 
 def arm(trainer_class: Any, config: dict[str, Any], steps: int, before: dict[str, float] | None) -> dict:
@@ -61,10 +61,7 @@ def arm(trainer_class: Any, config: dict[str, Any], steps: int, before: dict[str
             "library_prompt_tokens": added,
         }
     finally:
-        trainer.rollouts.close()
-        trainer.learner.close()
-        if trainer.judges is not None:
-            trainer.judges.close()
+        close_trainer(trainer)
         sink.close()
 
 
@@ -148,10 +145,6 @@ def main() -> None:
     # The same weights and held-out seeds: the starting evaluation is the one just made.
     plain = arm(GRPOOnTheSet, grpo, steps, free["before"])
 
-    def figures(result: dict, key: str) -> str:
-        b, a = 100 * result["before"].get(f"eval/{key}", 0.0), 100 * result["after"].get(f"eval/{key}", 0.0)
-        return f"{b:5.1f} → {a:5.1f} ({a - b:+.1f})"
-
     print("\nfinal library:")
     for key, text in free["library"].items():
         print(f"  [{key}] {text}")
@@ -159,7 +152,7 @@ def main() -> None:
     print(f"\n{'arm':<20} {'held-out accuracy %':>24} {'held-out reward ×100':>24} {'minutes':>8}")
     for name, result in (("Training-Free GRPO", free), ("GRPO", plain)):
         print(
-            f"{name:<20} {figures(result, 'accuracy'):>24} {figures(result, 'reward/mean'):>24} "
+            f"{name:<20} {held_out_change(result, 'accuracy'):>24} {held_out_change(result, 'reward/mean'):>24} "
             f"{result['minutes']:>8.1f}"
         )
     print(
