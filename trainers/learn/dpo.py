@@ -82,6 +82,16 @@ DPO_SCHEMA: dict[str, Any] = {
             "description": "Keep only each layer's input and the LM head's in chunks of tokens, computing "
             "the rest again in the backward pass: less memory for long responses, ~30 % more time.",
         },
+        "micro_batch_tokens": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 1_000_000,
+            "default": 512,
+            "title": "Tokens per pass",
+            "description": "Each forward and backward pass holds whole pairs with at most this many tokens "
+            "after the prompt start they all share (encoded once per step): bounds the activation memory, "
+            "same result. 0: all of a step's pairs in one pass.",
+        },
         "max_steps": {
             "type": "integer",
             "minimum": 1,
@@ -103,8 +113,8 @@ DPO_SCHEMA: dict[str, Any] = {
             "maximum": 1024,
             "default": 1,
             "title": "Gradient accumulation",
-            "description": "Pairs per optimizer step = batch size × this (the pairs run one at a time "
-            "anyway: memory does not grow with either).",
+            "description": "Pairs per optimizer step = batch size × this (the passes hold at most "
+            "'Tokens per pass' either way: memory does not grow with either).",
         },
         "max_length": {
             "type": "integer",

@@ -3,9 +3,10 @@
 
 A pair is its prompt's tokens, shared by both responses, and each response's (`tokenize_pair`, TRL's
 tokenization rule). `pair_logprobs` sums each response's log-probs with the GRPO learner's part
-(`trainers.learn.losses.completion_logprob_parts`): the prompt runs through the decoder once for both
-responses and the LM head with its log-softmax only at the responses' tokens, and a group of pairs' loss
-is taken backward before the next group's pass. `dpo_losses` is TRL's formulas.
+(`trainers.learn.losses.completion_logprob_parts`): the start all the pairs' prompts share (a system
+prompt) runs through the decoder once for the batch, the LM head with its log-softmax only at the
+responses' tokens, and each pass's loss is taken backward before the next pass. `dpo_losses` is TRL's
+formulas.
 """
 
 from __future__ import annotations
@@ -120,38 +121,63 @@ def pair_logprobs(
     recompute: bool = False,
     loss_of: Callable[[list[int], Any, Any], Any] | None = None,
     progress: Callable[[int], None] | None = None,
+    max_tokens: int = 0,
 ) -> tuple[Any, Any]:
     """The summed log-probs (n,) of each pair's chosen and of its rejected response, detached.
 
-    Pairs that share a prompt run together, the prompt through the decoder once for all their responses.
-    `loss_of(pair indices, chosen, rejected)`, when given, is each such group's share of the loss (with
-    autograd): it is taken backward there, before the next group's pass, so one group's activations are
-    held at a time and the gradients are the whole batch's. `progress(pairs done)` after each group."""
+    The pairs' common start (`shared_prefix`: a snapshot's pairs share their environment's system prompt)
+    runs through the decoder once for all of them; where no common start saves work, pairs that share a
+    prompt run together, the prompt once for all their responses. Each pass holds whole pairs, at most
+    `max_tokens` tokens after the shared part (0: all at once). `loss_of(pair indices, chosen, rejected)`,
+    when given, is each pass's share of the loss (with autograd): it is taken backward there, before the
+    next pass, so one pass's activations are held at a time and the gradients are the whole batch's.
+    `progress(pairs done)` after each pass."""
     import torch
 
     from trainers.learn.losses import completion_logprob_parts
 
-    sides: list[Any] = [_Side(p.prompt_ids, ids) for p in pairs for ids in (p.chosen_ids, p.rejected_ids)]
-    masks = [[1] * len(side.completion_ids) for side in sides]
+    prefix = shared_prefix(pairs)
+    sides: list[Any] = []
+    masks: list[list[int]] = []
+    for pair in pairs:
+        rest = pair.prompt_ids[len(prefix) :] if prefix else []
+        for ids in (pair.chosen_ids, pair.rejected_ids):
+            sides.append(_Side(prefix or pair.prompt_ids, rest + ids))
+            masks.append([0] * len(rest) + [1] * len(ids))
     sums = torch.zeros(len(sides))
     done = 0
-    parts = completion_logprob_parts(model, sides, masks, 1.0, autocast=autocast, recompute=recompute)
-    for part in parts:  # max_tokens 0: one part per prompt, so each of its pairs is whole in it
+    parts = completion_logprob_parts(
+        model, sides, masks, 1.0, max_tokens=max_tokens, autocast=autocast, recompute=recompute, unit_size=2
+    )
+    for part in parts:  # unit_size 2: each pair's two responses are in one part
         part_sums = part.logp.sum(-1)
+        indices = sorted({row // 2 for row in part.rows})
         if loss_of is not None:
             rows = torch.tensor(part.rows, device=part_sums.device)
             full = torch.zeros(len(sides), dtype=part_sums.dtype, device=part_sums.device)
             full = full.index_copy(0, rows, part_sums)
-            indices = sorted({row // 2 for row in part.rows})
             index = torch.tensor(indices, device=full.device)
             loss_of(indices, full[0::2][index], full[1::2][index]).backward()
-            done += len(indices)
-        else:
-            done += len({row // 2 for row in part.rows})
+        done += len(indices)
         sums[part.rows] = part_sums.detach().float().cpu()
         if progress is not None:
             progress(done)
     return sums[0::2], sums[1::2]
+
+
+def shared_prefix(pairs: Sequence[PairTokens]) -> list[int]:
+    """The tokens every pair's prompt starts with, when encoding them once for all the pairs costs fewer
+    tokens than encoding each distinct prompt once (each pair's rest of its prompt then runs with both of
+    its responses, twice); otherwise [] (each distinct prompt is encoded once for its pairs)."""
+    if len(pairs) < 2:
+        return []
+    first = pairs[0].prompt_ids
+    common = min(_common_prefix(first, pair.prompt_ids) for pair in pairs[1:])
+    if common == 0:
+        return []
+    shared_cost = common + sum(2 * (len(pair.prompt_ids) - common) for pair in pairs)
+    distinct_cost = sum(len(prompt) for prompt in {tuple(pair.prompt_ids) for pair in pairs})
+    return list(first[:common]) if shared_cost < distinct_cost else []
 
 
 def _epoch_order(count: int, seed: int, epoch: int) -> list[int]:

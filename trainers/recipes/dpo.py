@@ -12,10 +12,11 @@ Why it is lean (docs/trainers.md has the figures against TRL's DPOTrainer, bench
 - LoRA by default, as the demo's GRPO; the reference policy is the same weights with the adapter
   disabled, and its log-probs are computed once per pair before the first step (with full fine-tuning
   too, from the starting weights): no second copy of the model, ever;
-- each pair's prompt runs through the decoder once for both responses, and the LM head with its
-  log-softmax runs only at the responses' tokens (`trainers.learn.losses.completion_logprob_parts`, the
-  GRPO learner's part); a pair's loss is taken backward before the next pair's pass, so the activations
-  held at once are one pair's, whatever the batch.
+- the start all of a batch's prompts share (a snapshot's system prompt) runs through the decoder once
+  per batch, each pair's rest of its prompt once per response, and the LM head with its log-softmax
+  only at the responses' tokens (`trainers.learn.losses.completion_logprob_parts`, the GRPO learner's
+  part); whole pairs share a pass of at most `micro_batch_tokens` tokens, whose loss is taken backward
+  before the next pass, so the activations held at once are one pass's, whatever the batch.
 The loss is TRL's (`dpo_losses`, tested against TRL's DPOTrainer on the same batch: loss and gradients).
 
 Everything the run page shows goes out through the run's `EventSink` as a GRPO run's does
@@ -252,9 +253,17 @@ class DPORun:
         )
         self.model.eval()
         with torch.no_grad(), self.model.disable_adapter() if self.lora else nullcontext():
-            self.ref_chosen, self.ref_rejected = pair_logprobs(
-                self.model, self.pairs, autocast=self.precision.autocast, progress=scoring
-            )
+            self.ref_chosen, self.ref_rejected = self.logprobs(self.pairs, progress=scoring)
+
+    def logprobs(self, pairs: list[PairTokens], **options: Any) -> tuple[Any, Any]:
+        """`pair_logprobs` of some pairs under the policy as it is now, in the run's precision and passes."""
+        return pair_logprobs(
+            self.model,
+            pairs,
+            autocast=self.precision.autocast,
+            max_tokens=self.knobs["micro_batch_tokens"],
+            **options,
+        )
 
     def losses(self, index: Any, chosen: Any, rejected: Any) -> Any:
         """The loss of each of the pairs at `index` given the policy's summed log-probs of their responses."""
@@ -295,10 +304,8 @@ class DPORun:
             return self.losses(index[indices], chosen, rejected).sum() / len(batch)
 
         self.model.train()
-        chosen, rejected = pair_logprobs(
-            self.model,
+        chosen, rejected = self.logprobs(
             [self.pairs[i] for i in batch],
-            autocast=self.precision.autocast,
             recompute=knobs["activation_checkpointing"],
             loss_of=loss_of,
             progress=progress,
@@ -341,9 +348,7 @@ class DPORun:
             self.events, "evaluating", self.step, len(held), lambda n: f"{n} of {len(held)} held-out pairs"
         )
         with torch.no_grad():
-            chosen, rejected = pair_logprobs(
-                self.model, held, autocast=self.precision.autocast, progress=progress
-            )
+            chosen, rejected = self.logprobs(held, progress=progress)
         index = torch.arange(self.train_count, len(self.pairs))
         refs = self.ref_chosen[index], self.ref_rejected[index]
         losses = self.losses(index, chosen, rejected)

@@ -22,6 +22,11 @@ PAIRS = [
     }
     for a in range(10)
 ]
+# As a snapshot's pairs: one system prompt before every question, encoded once for the batch.
+SYSTEM = "You solve sums. Think briefly, then give the result inside <answer></answer> tags, nothing else."
+WITH_SYSTEM = [
+    {**row, "prompt": [{"role": "system", "content": SYSTEM}, *row["prompt"]]} for row in PAIRS
+]
 TINY = {"max_length": 64, "batch_size": 2, "learning_rate": 1e-2, "device": "cpu", "lora_r": 4}
 
 
@@ -35,13 +40,21 @@ def _moved_off(model):
     return policy
 
 
-@pytest.mark.parametrize("loss_type", ["sigmoid", "ipo"])
-def test_our_loss_and_gradients_equal_trls_dpo_trainer_on_the_same_batch(tiny, tmp_path, loss_type):
+@pytest.mark.parametrize(
+    ("loss_type", "pairs", "max_tokens"),
+    [("sigmoid", PAIRS, 0), ("ipo", PAIRS, 0), ("sigmoid", WITH_SYSTEM, 0), ("sigmoid", WITH_SYSTEM, 40)],
+    ids=["sigmoid", "ipo", "shared-system-prompt", "shared-system-prompt-in-passes"],
+)
+def test_our_loss_and_gradients_equal_trls_dpo_trainer_on_the_same_batch(
+    tiny, tmp_path, loss_type, pairs, max_tokens
+):
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
 
+    from trainers.learn.pairs import shared_prefix
+
     model, tokenizer = tiny  # full fine-tuning against a reference that differs: the loss is not log 2
-    rows = PAIRS[:4]
+    rows = pairs[:4]
     theirs = _moved_off(model)
     ours = copy.deepcopy(theirs)
     args = DPOConfig(
@@ -67,8 +80,10 @@ def test_our_loss_and_gradients_equal_trls_dpo_trainer_on_the_same_batch(tiny, t
     their_loss.backward()
     assert abs(float(their_loss) - 0.6931) > 1e-3  # the policy is not the reference: a real loss
 
+    if pairs is WITH_SYSTEM:  # the system prompt is encoded once for the four pairs
+        assert len(shared_prefix(tokens)) > len(tokenizer(SYSTEM)["input_ids"])
     with torch.no_grad():
-        ref_chosen, ref_rejected = pair_logprobs(model, tokens)
+        ref_chosen, ref_rejected = pair_logprobs(model, tokens, max_tokens=max_tokens)
     lengths = torch.tensor([[len(p.chosen_ids), len(p.rejected_ids)] for p in tokens], dtype=torch.float32)
     losses: list[float] = []
 
@@ -82,7 +97,9 @@ def test_our_loss_and_gradients_equal_trls_dpo_trainer_on_the_same_batch(tiny, t
         return per_pair.sum() / len(tokens)
 
     ours.train()
-    pair_logprobs(ours, tokens, loss_of=loss_of)  # each pair's share backward as soon as it is computed
+    passes = []
+    pair_logprobs(ours, tokens, loss_of=loss_of, max_tokens=max_tokens, progress=passes.append)
+    assert len(passes) == (1 if max_tokens == 0 else 4)  # 40 tokens hold one pair after the system prompt
     assert sum(losses) / len(tokens) == pytest.approx(float(their_loss), rel=1e-5, abs=1e-6)
     their_grads = {n: p.grad for n, p in theirs.named_parameters() if p.requires_grad}
     our_grads = {n: p.grad for n, p in ours.named_parameters() if p.requires_grad}
