@@ -24,9 +24,7 @@ PAIRS = [
 ]
 # As a snapshot's pairs: one system prompt before every question, encoded once for the batch.
 SYSTEM = "You solve sums. Think briefly, then give the result inside <answer></answer> tags, nothing else."
-WITH_SYSTEM = [
-    {**row, "prompt": [{"role": "system", "content": SYSTEM}, *row["prompt"]]} for row in PAIRS
-]
+WITH_SYSTEM = [{**row, "prompt": [{"role": "system", "content": SYSTEM}, *row["prompt"]]} for row in PAIRS]
 TINY = {"max_length": 64, "batch_size": 2, "learning_rate": 1e-2, "device": "cpu", "lora_r": 4}
 
 
