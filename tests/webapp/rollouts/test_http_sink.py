@@ -74,8 +74,8 @@ def test_emit_never_waits_for_the_network(reporting_run):
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(16)  # never accept(): requests hang
+    sink = HttpSink(f"http://127.0.0.1:{silent.getsockname()[1]}", run.pk, token, timeout_s=10)
     try:
-        sink = HttpSink(f"http://127.0.0.1:{silent.getsockname()[1]}", run.pk, token, timeout_s=10)
         started = time.perf_counter()
         for step in range(500):
             sink.emit({"type": "metrics", "step": step, "values": {"reward/mean": 0.0}})
@@ -83,6 +83,7 @@ def test_emit_never_waits_for_the_network(reporting_run):
         assert not sink.flush(timeout_s=0.1)  # nothing could be delivered, and flush says so
     finally:
         silent.close()
+        sink.close(timeout_s=1)  # its thread gives up on the closed port instead of retrying into later tests
 
 
 class _Flaky(BaseHTTPRequestHandler):
