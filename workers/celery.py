@@ -15,6 +15,7 @@ django.setup()
 from webapp.core.dispatch import (  # noqa: E402 — needs django.setup()
     CONTROL_QUEUE,
     DISPATCH_PENDING_PERIOD_S,
+    PURGE_DELETED_PERIOD_S,
     QUEUES,
     Task,
     celery_app,
@@ -31,6 +32,7 @@ app.conf.task_default_queue = CONTROL_QUEUE
 app.conf.task_routes = {
     Task.REAP_LOST_RUNS: {"queue": CONTROL_QUEUE},
     Task.DISPATCH_PENDING: {"queue": CONTROL_QUEUE},
+    Task.PURGE_DELETED: {"queue": CONTROL_QUEUE},
 }
 app.conf.beat_schedule = {
     # With a 60 s heartbeat timeout and a 15 s period a dead worker's run is LOST within 75 s at worst;
@@ -39,6 +41,8 @@ app.conf.beat_schedule = {
     # Runs, reward-model trainings and judges asked for while the broker was unreachable
     # (webapp.core.dispatch.UNSENT): sent once it is back.
     "dispatch-pending": {"task": Task.DISPATCH_PENDING, "schedule": float(DISPATCH_PENDING_PERIOD_S)},
+    # Deleted runs and projects whose purge was cut short (or never sent): finished in batches.
+    "purge-deleted": {"task": Task.PURGE_DELETED, "schedule": float(PURGE_DELETED_PERIOD_S)},
 }
 app.autodiscover_tasks(["workers"], related_name="tasks")
 app.autodiscover_tasks(["workers"], related_name="reward_tasks")

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 def run_artifacts_dir(run: Run) -> Path:
-    path = Path(settings.RUN_ARTIFACTS_DIR) / f"run-{run.pk}"
+    path = Run.artifacts_path(run.pk)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

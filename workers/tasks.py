@@ -50,3 +50,12 @@ def dispatch_pending() -> dict[str, list[int]]:
         "reward_models": reward_models_dispatch_pending(),
         "judges": queue_judges_dispatch_pending(),
     }
+
+
+@app.task(name=Task.PURGE_DELETED, ignore_result=True)
+def purge_deleted() -> dict[str, list[int]]:
+    """The rows of deleted runs and projects, purged in short batches for a few seconds a call; the beat
+    comes back for what is left (webapp/experiments/services/deletion.py)."""
+    from webapp.experiments.services.deletion import purge_deleted as purge
+
+    return purge()

@@ -35,7 +35,7 @@ BY_TIME = (
     "soak learning preference_loop async demo_first_step cuda_check demo_step branching tinker_overhead "
     "trainer_vs_trl dpo_vs_trl memory training_free curriculum learner_shards vllm_vs_hf token_stats_trainer "
     "eval_wave gateway live_latency ingest year "
-    "explorer env_overhead metric_curves huge_trajectory trajectory_view token_stats"
+    "explorer env_overhead metric_curves huge_trajectory trajectory_view token_stats deletion"
 ).split()
 SECOND_HALF = set(BY_TIME[1::2])
 

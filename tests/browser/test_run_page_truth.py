@@ -285,7 +285,7 @@ def test_queued_then_running_then_succeeded(queued_run, server, watch):
     watch.wait_for_status("Succeeded")
     done = watch.agrees_with_a_reload()
     assert done["phase"] is None and done["finished"] != ["—"]
-    assert done["actions"] == ["resume", "fork"]  # finished with a checkpoint: it can be continued
+    assert done["actions"] == ["resume", "fork", "delete"]  # finished with a checkpoint: continued, or deleted
 
 
 def test_queued_then_cancelled(queued_run, server, browser, watch):
@@ -301,7 +301,7 @@ def test_queued_then_cancelled(queued_run, server, browser, watch):
     cancel_from_another_tab(browser, server, watch.url)
     watch.wait_for_status("Cancelled")
     cancelled = watch.agrees_with_a_reload()
-    assert cancelled["actions"] == [] and cancelled["cancelRequested"] == [False, False]
+    assert cancelled["actions"] == ["delete"] and cancelled["cancelRequested"] == [False, False]
     assert cancelled["finished"] != ["—"] and cancelled["started"] == ["—"]
 
 
@@ -329,7 +329,7 @@ def test_running_then_cancelled(queued_run, server, browser, watch):
     watch.wait_for_status("Cancelled")
     cancelled = watch.agrees_with_a_reload()
     assert cancelled["cancelRequested"] == [False, False] and cancelled["phase"] is None
-    assert cancelled["actions"] == ["resume", "fork"]
+    assert cancelled["actions"] == ["resume", "fork", "delete"]
 
 
 def test_running_then_failed(queued_run, server, watch):
@@ -351,7 +351,7 @@ def test_running_then_failed(queued_run, server, watch):
     watch.wait_for_status("Failed")
     failed = watch.agrees_with_a_reload()
     assert failed["error"] == "RuntimeError: CUDA out of memory <b>x</b>"
-    assert failed["actions"] == [] and failed["phase"] is None  # no checkpoint: nothing to resume
+    assert failed["actions"] == ["delete"] and failed["phase"] is None  # no checkpoint: nothing to resume
 
 
 def test_running_then_lost(queued_run, server, watch):
@@ -373,7 +373,7 @@ def test_running_then_lost(queued_run, server, watch):
     assert elsewhere(lambda: reap_lost_runs(timeout_s=45)) == [run.pk]
     watch.wait_for_status("Lost")
     lost = watch.agrees_with_a_reload()
-    assert "stopped reporting" in lost["error"] and lost["actions"] == ["resume", "fork"]
+    assert "stopped reporting" in lost["error"] and lost["actions"] == ["resume", "fork", "delete"]
 
 
 def test_the_live_times_are_in_the_readers_zone(queued_run, server, browser):

@@ -45,6 +45,7 @@ class Task:
     JUDGE_QUEUE = "workers.judge_queue"
     REAP_LOST_RUNS = "workers.reap_lost_runs"
     DISPATCH_PENDING = "workers.dispatch_pending"
+    PURGE_DELETED = "workers.purge_deleted"
 
 
 celery_app = Celery("rollout_studio")
@@ -78,6 +79,9 @@ UNSENT = "unsent"
 # `Task.DISPATCH_PENDING` with it, the flash after asking reads it (the notice in _dispatch_pending.html
 # and the APIs' help texts write "about 15 s").
 DISPATCH_PENDING_PERIOD_S = 15
+# How often the beat comes back for the rows of deleted runs and projects (webapp/experiments/services/
+# deletion.py): a deletion whose purge was cut short finishes within this.
+PURGE_DELETED_PERIOD_S = 30
 
 
 def send_on_commit(

@@ -43,6 +43,7 @@ from webapp.experiments import serializers as s
 from webapp.experiments import services as experiment_services
 from webapp.experiments.models import Checkpoint, Environment, Rubric, Run
 from webapp.experiments.parts import parts_by_kind, worker_parts
+from webapp.experiments.services.deletion import DELETED_IN_BACKGROUND, run_delete
 from webapp.projects.access import (
     Capability,
     access_checkpoint,
@@ -51,6 +52,7 @@ from webapp.projects.access import (
     access_queue,
     access_rubric,
     access_run,
+    access_run_to_delete,
     access_snapshot,
     can,
 )
@@ -385,6 +387,23 @@ class RunDetailView(APIView):
         data = parse(s.RunUpdateSerializer, request.data)
         experiment_services.run_annotate(run=run, tags=data.get("tags"), note=data.get("note"))
         return Response(s.RunDetailSerializer(_run(request, pk)).data)
+
+    @extend_schema(
+        request=None,
+        responses={
+            202: OpenApiResponse(
+                description="Deleted: gone from every page and API now, its rows freed in the background"
+            ),
+            400: VALIDATION_ERROR,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+        },
+        summary="Delete a finished run and everything it recorded (its launcher or the project's owner)",
+    )
+    def delete(self, request: Request, pk: int) -> Response:
+        run = access_run_to_delete(request.user, pk, queryset=selectors.run_queryset())
+        run_delete(run=run, user=request.user)
+        return Response({"deleted": run.pk, "detail": DELETED_IN_BACKGROUND}, status=202)
 
 
 class RunCancelView(APIView):

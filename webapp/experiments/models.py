@@ -3,7 +3,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from collections.abc import Iterable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -12,6 +14,7 @@ from django.utils import timezone
 from django.utils.timesince import timesince
 
 from webapp.core.dispatch import UNSENT, Queue
+from webapp.core.purge import directories_under
 from webapp.projects.models import Project
 
 # Where `selectors` prefetch a definition's versions, newest first (`Prefetch(..., to_attr=...)`).
@@ -179,6 +182,15 @@ class RunKind(models.TextChoices):
     TINKER = "tinker", "Tinker API client"
 
 
+class VisibleRunManager(models.Manager["Run"]):
+    """Runs nobody asked to delete: every page, API, list and feed reads runs through this (the default
+    manager), so a deleted run is gone at once; its rows leave in the background (`Run.all_objects`,
+    webapp/experiments/services/deletion.py)."""
+
+    def get_queryset(self) -> models.QuerySet[Run]:
+        return super().get_queryset().filter(deleting_at__isnull=True)
+
+
 class Run(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
     name = models.CharField(max_length=120)
@@ -256,7 +268,14 @@ class Run(models.Model):
     ingest_token_nonce = models.CharField(max_length=32, blank=True)
     last_seq = models.BigIntegerField(default=0)
 
+    # When someone deleted the run: it is hidden from then on, and its rows are purged in short batches.
+    deleting_at = models.DateTimeField(null=True, blank=True)
+
+    objects = VisibleRunManager()
+    all_objects = models.Manager()  # noqa: DJ012 — deleted runs too (only the purge reads these); `objects` is the default
+
     class Meta:
+        base_manager_name = "all_objects"  # a row's own foreign keys reach a run being deleted
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["project", "-created_at"], name="run_project_recent"),
@@ -338,7 +357,12 @@ class Run(models.Model):
         live updates and the APIs all ask here."""
         can_continue = self.can_resume()
         # The fork page edits GRPO-family knobs; a DPO run forks through the API with DPO knobs.
-        return {"cancel": self.can_cancel(), "resume": can_continue, "fork": can_continue and not self.is_dpo}
+        return {
+            "cancel": self.can_cancel(),
+            "resume": can_continue,
+            "fork": can_continue and not self.is_dpo,
+            "delete": self.delete_refusal() is None,
+        }
 
     def page_state(self) -> dict[str, Any]:
         """Everything the run page shows that a status change can alter: the status, its timestamps, the
@@ -409,6 +433,31 @@ class Run(models.Model):
 
     def can_resume(self) -> bool:
         return self.resume_refusal() is None
+
+    @staticmethod
+    def artifacts_path(run_id: int) -> Path:
+        """Where the worker that trains run `run_id` writes its checkpoints and files."""
+        return Path(settings.RUN_ARTIFACTS_DIR) / f"run-{run_id}"
+
+    @classmethod
+    def owned_files(cls, pks: Iterable[int]) -> list[Path]:
+        """What deleting these runs removes from disk (webapp.core.purge): their artifact directories."""
+        return directories_under(settings.RUN_ARTIFACTS_DIR, [cls.artifacts_path(pk) for pk in pks])
+
+    def delete_refusal(self) -> str | None:
+        """Why this run cannot be deleted now; None when it can (who may: `access.may_delete_run`). A run still
+        training stays, and so does one another active run starts from (its checkpoint is that run's model)."""
+        if self.is_active:
+            return "This run is still active: cancel it (or wait for it) first."
+        heir = (
+            Run.objects.filter(parent_checkpoint__run=self, status__in=ACTIVE_STATUSES)
+            .exclude(pk=self.pk)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if heir is not None:
+            return f"Run {heir} is training from this run's checkpoint: wait for it (or cancel it) first."
+        return None
 
     def dispatch_pending(self) -> bool:
         """Queued here but not yet handed to a worker queue: the broker could not take its task when the

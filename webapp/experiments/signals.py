@@ -13,6 +13,7 @@ from django.dispatch import Signal
 # Keyword arguments: run, user.
 run_launched = Signal()
 run_cancelled = Signal()
+run_deleted = Signal()
 # A run's status changed (it left its queue, started or ended). Keyword arguments: run_id, queue. Fleet,
 # which knows the workers, tells the runs still waiting on that queue where they stand now.
 run_moved = Signal()

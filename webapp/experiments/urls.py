@@ -34,6 +34,7 @@ urlpatterns = [
     path("runs/recommended-knobs/", runs.run_recommended_knobs, name="run_recommended_knobs"),
     path("runs/<int:run_id>/", runs.run_detail, name="run_detail"),
     path("runs/<int:run_id>/cancel/", runs.run_cancel, name="run_cancel"),
+    path("runs/<int:run_id>/delete/", runs.run_delete, name="run_delete"),
     path("runs/<int:run_id>/notes/", runs.run_notes, name="run_notes"),
     path("runs/<int:run_id>/resume/", runs.run_resume, name="run_resume"),
     path("runs/<int:run_id>/fork/", runs.run_fork, name="run_fork"),

@@ -181,6 +181,29 @@ def access_run(
     )
 
 
+RUN_DELETE_ACTION = "delete a run someone else launched (the project's owner may)"
+
+
+def may_delete_run(access: ProjectAccess, run: Any) -> bool:
+    """Who may delete a run: the project's owner any of its runs, a member who may launch the runs they
+    launched. The run page's button and the delete endpoints ask here."""
+    return access.can(Capability.MANAGE) or (
+        access.can(Capability.LAUNCH) and run.created_by_id == access.membership.user_id
+    )
+
+
+def access_run_to_delete(user: Any, run_id: Any, *, queryset: QuerySet | None = None):
+    """The run `user` may delete (`may_delete_run`); NotFound for an outsider, Forbidden otherwise."""
+    run = access_run(user, run_id, Capability.READ, queryset=queryset)
+    access = ProjectAccess(run.project, _membership(user, run.project))
+    if not may_delete_run(access, run):
+        need = Capability.LAUNCH if not access.can(Capability.LAUNCH) else Capability.MANAGE
+        raise Forbidden(
+            refusal(access.role, need, RUN_DELETE_ACTION if need == Capability.MANAGE else "delete runs")
+        )
+    return run
+
+
 def access_checkpoint(
     who: Who,
     checkpoint_id: Any,

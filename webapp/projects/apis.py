@@ -4,13 +4,14 @@ through the services, read through the selectors and shape output with the seria
 from __future__ import annotations
 
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.api.base import FORBIDDEN, NOT_FOUND, VALIDATION_ERROR, parse, project_detail, secret_response
+from webapp.experiments.services.deletion import DELETED_IN_BACKGROUND, project_delete
 from webapp.projects import selectors
 from webapp.projects import serializers as s
 from webapp.projects import services as project_services
@@ -48,6 +49,23 @@ class ProjectDetailView(APIView):
     def get(self, request: Request, slug: str) -> Response:
         access = access_project(request.user, slug, Capability.READ)
         return Response(s.ProjectDetailSerializer(project_detail(request.user, access.project)).data)
+
+    @extend_schema(
+        request=None,
+        responses={
+            202: OpenApiResponse(
+                description="Deleted: gone from every page and API now, its rows freed in the background"
+            ),
+            400: VALIDATION_ERROR,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+        },
+        summary="Delete the project and everything in it (owners; refused while a run is active)",
+    )
+    def delete(self, request: Request, slug: str) -> Response:
+        access = access_project(request.user, slug, Capability.MANAGE)
+        project_delete(project=access.project, user=request.user)
+        return Response({"deleted": access.project.slug, "detail": DELETED_IN_BACKGROUND}, status=202)
 
 
 # --- members ------------------------------------------------------------------------------------------

@@ -48,6 +48,14 @@ class UntrustedJudge(models.TextChoices):
     REFUSE = "refuse", "Refuse the launch"
 
 
+class VisibleProjectManager(models.Manager["Project"]):
+    """Projects nobody asked to delete (the default manager, so every page and API reads these only); a
+    deleted project's rows are purged in the background (webapp/experiments/services/deletion.py)."""
+
+    def get_queryset(self) -> models.QuerySet[Project]:
+        return super().get_queryset().filter(deleting_at__isnull=True)
+
+
 class Project(models.Model):
     """A team workspace: every other object belongs to exactly one project."""
 
@@ -65,8 +73,14 @@ class Project(models.Model):
         default=UntrustedJudge.WARN,
         help_text="a launch whose LLM judge cannot tell right from wrong (its judge check): warn or refuse",
     )
+    # When its owner deleted it: hidden from then on, its slug freed, its rows purged in short batches.
+    deleting_at = models.DateTimeField(null=True, blank=True)
+
+    objects = VisibleProjectManager()
+    all_objects = models.Manager()  # noqa: DJ012 — deleted projects too (only the purge reads these)
 
     class Meta:
+        base_manager_name = "all_objects"
         ordering = ["name"]
 
     def __str__(self) -> str:

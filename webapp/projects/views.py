@@ -16,6 +16,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from webapp.experiments import selectors as experiment_selectors
 from webapp.experiments.models import Run
+from webapp.experiments.services.deletion import DELETED_IN_BACKGROUND
+from webapp.experiments.services.deletion import project_delete as project_deletion
 from webapp.projects import selectors, services
 from webapp.projects.access import Capability, ProjectAccess, access_project
 from webapp.projects.forms import (
@@ -134,6 +136,24 @@ def members(request: HttpRequest, slug: str) -> HttpResponse:
             )
             return redirect("projects:members", slug)
     return _members_page(request, access, add_form)
+
+
+@login_required
+@require_POST
+def project_delete(request: HttpRequest, slug: str) -> HttpResponse:
+    """The owner deletes the project, after typing its name (members.html's last panel)."""
+    access = access_project(request.user, slug, Capability.MANAGE, action="delete the project")
+    if request.POST.get("confirm_name", "").strip() != access.project.name:
+        messages.error(request, "Type the project's name exactly to delete it; nothing was deleted.")
+        return redirect("projects:members", slug)
+    try:
+        project_deletion(project=access.project, user=request.user)
+    except ValidationError as error:
+        for message in error.messages:
+            messages.error(request, message)
+        return redirect("projects:members", slug)
+    messages.success(request, f"Project “{access.project.name}”: {DELETED_IN_BACKGROUND}")
+    return redirect("projects:list")
 
 
 @login_required

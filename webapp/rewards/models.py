@@ -7,13 +7,17 @@ to those versions → their Checkpoints.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 
 from trainers.rubrics.reward_model import Reliability, assess_reliability
 from webapp.core.dispatch import Queue
 from webapp.core.models import BackgroundJob
+from webapp.core.purge import directories_under
 from webapp.projects.models import Project
 from webapp.review.models import PreferenceSnapshot
 
@@ -90,6 +94,13 @@ class RewardModel(BackgroundJob):
     @property
     def held_out_accuracy(self) -> float | None:
         return self.metrics.get("held_out_accuracy")
+
+    @classmethod
+    def owned_files(cls, pks: Iterable[int]) -> list[Path]:
+        """What deleting these reward models removes from disk (webapp.core.purge): the directories their
+        workers wrote, never a path outside the deployment's reward-model directory."""
+        paths = cls.objects.filter(pk__in=list(pks)).exclude(path="").values_list("path", flat=True)
+        return directories_under(settings.REWARD_MODELS_DIR, paths)
 
     def scores_in(self, criterion: dict[str, Any]) -> bool:
         """Whether a rubric criterion scores with this model: a `learned_reward` naming its directory."""

@@ -239,7 +239,7 @@ def test_a_cancel_request_is_pushed_to_the_page(reporting_run, cookie_of):
                 {
                     "type": "cancel_requested",
                     "cancel_requested": True,
-                    "actions": {"cancel": False, "resume": False, "fork": False},
+                    "actions": {"cancel": False, "resume": False, "fork": False, "delete": False},
                 }
             ]
 
@@ -435,7 +435,7 @@ def test_a_status_change_carries_the_actions_and_checkpoints_the_page_shows(repo
     async def scenario():
         async with socket(run, alice) as ws:
             snapshot = (await receive_snapshot(ws))["run"]
-            assert snapshot["actions"] == {"cancel": True, "resume": False, "fork": False}
+            assert snapshot["actions"] == {"cancel": True, "resume": False, "fork": False, "delete": False}
             assert snapshot["checkpoints"] == [] and snapshot["worker"] == ""
             await apost_events(
                 run,
@@ -454,7 +454,7 @@ def test_a_status_change_carries_the_actions_and_checkpoints_the_page_shows(repo
                 ],
             )
             events = await receive_events(ws, 4)
-            assert events[1]["actions"] == {"cancel": True, "resume": False, "fork": False}
+            assert events[1]["actions"] == {"cancel": True, "resume": False, "fork": False, "delete": False}
             checkpoint = events[2]
             # The key metrics as columns, formatted; no server path (viewers watch this page too).
             assert (checkpoint["step"], checkpoint["key_metrics"], checkpoint["metrics_text"]) == (

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from tests.conftest import make_project
 from tests.webapp.review_factories import make_group
 from webapp.accounts.models import ApiToken
 from webapp.accounts.services import api_token_create
@@ -75,6 +76,7 @@ class World:
     judge: QueueJudge  # an LLM judge queued on `queue` (not sent): can be cancelled
     checkpoint: Checkpoint  # of finished_run: a run can start from it
     comment: Comment  # a thread carol (annotator) started on `trajectory`: she, bob and alice may resolve it
+    spare_project: Project | None = None  # the same people, no active run: its owner may delete it
 
 
 # The world is built once for the module's ~800 tests, inside a transaction that is rolled back when the
@@ -179,6 +181,7 @@ def build_world(users, project, environment, rubric, run, tmp_path) -> World:
     invitation, _raw = invitation_create(project=project, created_by=users["alice"], role="viewer")
     secret_set(project=project, name="JUDGE_KEY", value="sk-test", user=users["alice"])
     return World(
+        spare_project=make_project(users),
         invitation=invitation,
         reward_model=reward_model,
         queued_model=queued_model,
@@ -221,6 +224,11 @@ ENDPOINTS: dict[str, Endpoint] = {
         "POST", lambda w, who: "/api/projects/", "auth", 201, lambda w: {"name": "Another"}
     ),
     "project-get": Endpoint("GET", lambda w, who: f"{_p(w)}/", "read"),
+    # the owner's, of a project with no active run (the world's first run is queued: that refusal is in
+    # tests/webapp/experiments/test_deletion.py)
+    "project-delete": Endpoint(
+        "DELETE", lambda w, who: f"/api/projects/{w.spare_project.slug}/", "manage", 202
+    ),
     # members
     "members-list": Endpoint("GET", lambda w, who: f"{_p(w)}/members/", "read"),
     "members-add": Endpoint(
@@ -347,6 +355,9 @@ ENDPOINTS: dict[str, Endpoint] = {
         "launch",
         body=lambda w: {"tags": ["baseline"], "note": "first try"},
     ),
+    # bob launched the finished run: he and the owner may delete it (tests/webapp/experiments/test_deletion.py
+    # has the other researcher's 403)
+    "run-delete": Endpoint("DELETE", lambda w, who: f"/api/runs/{w.finished_run.pk}/", "launch", 202),
     "run-cancel": Endpoint("POST", lambda w, who: f"/api/runs/{w.run.pk}/cancel/", "launch"),
     "run-resume": Endpoint(
         "POST", lambda w, who: f"/api/runs/{w.finished_run.pk}/resume/", "launch", 201, lambda w: {}
@@ -603,7 +614,7 @@ def test_every_api_route_is_in_the_matrix():
     routes = {p.name for p in api.url_patterns} - documented
     covered = {
         "projects": {"projects-list", "projects-create"},
-        "project": {"project-get"},
+        "project": {"project-get", "project-delete"},
         "members": {"members-list", "members-add"},
         "member": {"member-update", "member-remove"},
         "secrets": {"secrets-list", "secrets-set"},
@@ -619,7 +630,7 @@ def test_every_api_route_is_in_the_matrix():
         "rubric-versions": {"rubric-versions"},
         "rubric-judge-check": {"rubric-judge-check"},
         "runs": {"runs-list", "runs-create", "runs-create-from-checkpoint"},
-        "run": {"run-get", "run-update"},
+        "run": {"run-get", "run-update", "run-delete"},
         "trajectories": {"project-trajectories"},
         "run-cancel": {"run-cancel"},
         "run-resume": {"run-resume"},
@@ -667,7 +678,7 @@ def test_every_api_route_is_in_the_matrix():
 def test_methods_an_endpoint_does_not_have_are_405_for_members(world, users):
     client = APIClient()
     client.force_login(users["alice"])
-    assert client.delete(f"/api/runs/{world.run.pk}/").status_code == 405
+    assert client.put(f"/api/runs/{world.run.pk}/", {}, format="json").status_code == 405
     assert (
         client.put(
             f"/api/projects/{world.project.slug}/environments/{world.environment.pk}/", {}, format="json"

@@ -26,16 +26,21 @@ from webapp.experiments.forms import (
     recommendation_for,
 )
 from webapp.experiments.models import RunStatus
+from webapp.experiments.services import deletion
 from webapp.experiments.services.runs import RUN_TAG_MAX_CHARS
 from webapp.experiments.views.common import posted
 from webapp.experiments.views.judge_check import launch_judge_gate
 from webapp.fleet.selectors import queue_states, run_queue_state
 from webapp.live.selectors import MAX_COMPARED_RUNS, run_snapshot
 from webapp.projects.access import (
+    RUN_DELETE_ACTION,
     Capability,
+    Forbidden,
     ProjectAccess,
     access_project,
     access_run,
+    may_delete_run,
+    refusal,
 )
 from webapp.projects.views import project_context
 from webapp.rollouts.selectors import runs as rollout_selectors
@@ -221,6 +226,7 @@ def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
             snapshot=run_snapshot(run),
             step_time_parts=wire.STEP_TIME_PARTS,
             can_launch=access.can(Capability.LAUNCH),
+            can_delete=may_delete_run(access, run),
             judges=rollout_selectors.run_judges(run),
         ),
     )
@@ -281,6 +287,23 @@ def run_fork(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
             messages.success(request, f"Fork “{fork.name}” queued from step {checkpoint.step}.")
             return redirect("experiments:run_detail", slug, fork.pk)
     return render(request, "experiments/run_fork.html", project_context(access, run=run, fork=form))
+
+
+@login_required
+@require_POST
+def run_delete(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    access = access_project(request.user, slug, Capability.READ)
+    run = access_run(access, run_id)
+    if not may_delete_run(access, run):
+        raise Forbidden(refusal(access.role, Capability.MANAGE, RUN_DELETE_ACTION))
+    try:
+        deletion.run_delete(run=run, user=request.user)
+    except ValidationError as error:
+        for message in error.messages:
+            messages.error(request, message)
+        return redirect("experiments:run_detail", slug, run.pk)
+    messages.success(request, f"Run “{run.name}”: {deletion.DELETED_IN_BACKGROUND}")
+    return redirect("experiments:run_list", slug)
 
 
 @login_required

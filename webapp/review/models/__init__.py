@@ -184,6 +184,7 @@ class ActivityVerb(models.TextChoices):
     SNAPSHOT_CREATED = "snapshot.created", "exported a preference dataset from"
     RUN_LAUNCHED = "run.launched", "launched the run"
     RUN_CANCELLED = "run.cancelled", "cancelled the run"
+    RUN_DELETED = "run.deleted", "deleted the run"
     ENVIRONMENT_VERSIONED = "environment.versioned", "saved the environment"
     RUBRIC_VERSIONED = "rubric.versioned", "saved the rubric"
     REWARD_MODEL_TRAINED = "reward_model.trained", "started training the reward model"

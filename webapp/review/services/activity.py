@@ -11,7 +11,7 @@ from typing import Any
 from django.utils import timezone
 
 from webapp.experiments.models import Environment
-from webapp.experiments.signals import definition_versioned, run_cancelled, run_launched
+from webapp.experiments.signals import definition_versioned, run_cancelled, run_deleted, run_launched
 from webapp.projects.models import Project
 from webapp.projects.signals import invitation_created, invitation_revoked, member_joined
 from webapp.review.models import (
@@ -46,6 +46,11 @@ def _run_launched(sender: Any, *, run, user, **kwargs: Any) -> None:
 
 def _run_cancelled(sender: Any, *, run, user, **kwargs: Any) -> None:
     log_activity(run.project, user, ActivityVerb.RUN_CANCELLED, run_id=run.pk, name=run.name)
+
+
+def _run_deleted(sender: Any, *, run, user, **kwargs: Any) -> None:
+    # No `run_id`: the line names a run that no longer has a page to link to.
+    log_activity(run.project, user, ActivityVerb.RUN_DELETED, deleted_run_id=run.pk, name=run.name)
 
 
 def _definition_versioned(sender: Any, *, definition, version, user, **kwargs: Any) -> None:
@@ -93,6 +98,7 @@ def connect_activity_log() -> None:
     """Record the experiments' announcements (called once, from `ReviewConfig.ready`)."""
     run_launched.connect(_run_launched, dispatch_uid="review.activity.run_launched")
     run_cancelled.connect(_run_cancelled, dispatch_uid="review.activity.run_cancelled")
+    run_deleted.connect(_run_deleted, dispatch_uid="review.activity.run_deleted")
     definition_versioned.connect(_definition_versioned, dispatch_uid="review.activity.definition_versioned")
     member_joined.connect(_member_joined, dispatch_uid="review.activity.member_joined")
     invitation_created.connect(_invitation_created, dispatch_uid="review.activity.invitation_created")

@@ -1,0 +1,106 @@
+"""Deleting a row that owns millions (a run, a project) without locking the dashboard: its dependants go
+first, table by table, deepest first, in short transactions of at most `batch_rows` rows each.
+
+Django's own `delete()` of such a row collects every dependant into memory and deletes them in one
+transaction: for a long run (millions of turns and metric chunks) that is gigabytes and minutes of locks.
+Here each transaction deletes one batch of one table, whose own dependants are already gone, so Django's
+collector has only the batch's `SET_NULL` links and small leftovers to handle. Which tables hold a row's
+dependants is read from the models' foreign keys (`deletion_plan`): a table added later is covered without
+a list to keep. A model whose rows own files on disk (a run's checkpoints, a reward model) says which with a
+classmethod `owned_files(pks) -> list[Path]`; they are removed once the batch's rows are gone.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from django.db import models, transaction
+
+BATCH_ROWS = 2000
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """Delete the rows of `model` whose `lookup` is the root's primary key."""
+
+    model: type[models.Model]
+    lookup: str
+
+
+@cache
+def deletion_plan(root: type[models.Model]) -> tuple[PlanStep, ...]:
+    """The tables whose rows belong to a `root` row through CASCADE (or DO_NOTHING) foreign keys, deepest
+    first. `SET_NULL` and `PROTECT` links are not followed: the collector nulls the first batch by batch,
+    and a protected row stops the purge with Django's ProtectedError (that is what PROTECT is for)."""
+    steps: list[PlanStep] = []
+
+    def walk(model: type[models.Model], path: str, seen: frozenset[type[models.Model]]) -> None:
+        for rel in model._meta.related_objects:
+            if rel.many_to_many or rel.on_delete not in (models.CASCADE, models.DO_NOTHING):
+                continue  # m2m rows go with each batch's delete(); SET_NULL/PROTECT: see above
+            child = rel.related_model
+            if not child._meta.managed:  # a view over other tables (MetricPoint unnests MetricChunk)
+                continue
+            if child in seen:  # a self-reference (a reply's parent comment): the same batch takes it
+                continue
+            lookup = f"{rel.field.name}__{path}" if path else rel.field.name
+            walk(child, lookup, seen | {child})
+            steps.append(PlanStep(child, lookup))
+
+    walk(root, "", frozenset({root}))
+    return tuple(steps)
+
+
+# Called after each batch with (model, rows deleted, seconds its transaction took): a bench's measure.
+BatchHook = Callable[[type[models.Model], int, float], None]
+
+
+def purge(
+    root: type[models.Model],
+    pk: int,
+    *,
+    batch_rows: int = BATCH_ROWS,
+    budget_s: float | None = None,
+    on_batch: BatchHook | None = None,
+) -> bool:
+    """Delete the `root` row `pk` and everything that belongs to it, in batches; True when it is gone.
+
+    With `budget_s`, stops after about that long (each batch finishes) and returns False: the caller
+    (the periodic purge) comes back for the rest. Idempotent: a purge interrupted anywhere resumes."""
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    for step in deletion_plan(root):
+        rows = step.model._base_manager.filter(**{step.lookup: pk})
+        while ids := list(rows.values_list("pk", flat=True)[:batch_rows]):
+            _delete(step.model, ids, on_batch)
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+    _delete(root, [pk], on_batch)
+    return True
+
+
+def _delete(model: type[models.Model], ids: list[int], on_batch: BatchHook | None) -> None:
+    files = list(model.owned_files(ids)) if hasattr(model, "owned_files") else []
+    started = time.perf_counter()
+    with transaction.atomic():
+        model._base_manager.filter(pk__in=ids).delete()
+    if on_batch is not None:
+        on_batch(model, len(ids), time.perf_counter() - started)
+    for path in files:  # after the commit: a rolled-back batch keeps its files
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def directories_under(root: str | Path, paths: Iterable[str | Path]) -> list[Path]:
+    """The `paths` that are directories inside `root`, the deployment's own place for such files: an
+    `owned_files` answers with these, never a path a user gave (a model directory elsewhere)."""
+    base = Path(root).resolve()
+    found = []
+    for path in paths:
+        resolved = Path(path).resolve()
+        if resolved != base and resolved.is_relative_to(base) and resolved.is_dir():
+            found.append(resolved)
+    return found
