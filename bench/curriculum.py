@@ -12,8 +12,8 @@ difficulty levels — one- to three-digit terms, two or three of them — so a f
 neighbours for the environment's generator to draw from. The fixed arm trains on the environment's task
 stream (`curriculum: tasks`); the curriculum arm on `curriculum: from_failures` (failed tasks seed variants
 nearest in difficulty, kept while their success rate is in the band, with a replay buffer of past
-successes). With `--generator llm` (or `both`: three arms; the smoke runs `llm`) the curriculum's variants are written
-by an LLM (`curriculum_generator: llm`, the bundled SmolLM2 unless `--generator-model` / `--base-url` name
+successes). With `--generator llm` (or `both`: three arms; the smoke runs `llm`) the curriculum's variants
+are written by an LLM (`curriculum_generator: llm`, the bundled SmolLM2 unless `--generator-model` / `--base-url` name
 another), kept only when the environment's verifier grades their stated answers. Printed: held-out accuracy
 and reward before → after for each arm, each curriculum's pool at the end (frontier, replay; tasks born
 from failures; what the LLM wrote and had refused, by reason) and each arm's minutes.
@@ -134,9 +134,7 @@ def main() -> None:
     parser.add_argument(
         "--generator-tokens", type=int, default=160, help="the LLM's answer tokens per failure"
     )
-    smoke_parser(
-        parser, steps=1, group_size=2, prompts=1, eval_tasks=1, generator="both", generator_tokens=48
-    )
+    smoke_parser(parser, steps=1, group_size=2, prompts=1, eval_tasks=1, generator="llm", generator_tokens=48)
     args = parser.parse_args()
     if args.quick:
         args.steps, args.group_size, args.eval_tasks = 4, 4, 12
