@@ -139,3 +139,17 @@ def test_the_pool_keeps_its_generator_and_refusals_and_the_panel_has_room_for_th
     page = signed_in("bob").get(f"/p/{project.slug}/runs/{run.pk}/").content.decode()
     assert "data-task-pool-refused" in page and "<th>Generator</th>" in page
     assert "onerror" not in page  # the model's text reaches the page only through the panel's script
+
+
+def test_the_worker_hands_the_trainer_the_generators_key_and_no_other(project, environment, rubric, users):
+    from workers.execution import judge_secrets
+
+    secret_set(project=project, name="TUTOR_KEY", value="sk-tutor", user=users["bob"])
+    secret_set(project=project, name="OTHER", value="sk-other", user=users["bob"])
+    overrides = {
+        "curriculum": "from_failures",
+        "curriculum_generator": "environment",  # not asked at launch: the key is still handed over
+        "curriculum_generator_api_key_secret": "TUTOR_KEY",
+    }
+    run = make_run(project, environment, rubric, users["bob"], overrides=overrides)
+    assert judge_secrets(run, run.resolved_config["rubric"]) == {"TUTOR_KEY": "sk-tutor"}
