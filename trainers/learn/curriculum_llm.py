@@ -6,8 +6,10 @@ The model is asked for the variants in a strict line format (`VARIANT_FORMAT`: `
 Its answer is untrusted text: `parse_variants` reads what follows the format and names what does not, and
 `LLMVariants` keeps a variant only when
 
-- it is new: not the failed task, not a task already in the pool or earlier in the same answer, not the
-  text of a held-out task (an evaluation task learned from would no longer be held out);
+- it is new: not the failed task (its words or the arithmetic it states), not a task already in the pool or
+  earlier in the same answer, not the text of a held-out task (an evaluation task learned from would no
+  longer be held out); and it does not state its own answer ("… = 10");
+- its answer is a number where the failed task's is one;
 - the environment's own verifier grades it: the environment, reset on the variant, grades the stated answer
   as a reply (`<answer>ANSWER</answer>`) and calls it correct — so the answer is one its `match` can read
   (a number for a numeric match), reasoning-gym's scorer accepts it, and so on; with a math-verify criterion
@@ -51,7 +53,10 @@ REFUSALS = {
     "empty": "an empty task or answer",
     "too_long": f"a task over {MAX_TASK_CHARS} or an answer over {MAX_ANSWER_CHARS} characters",
     "placeholder": "the format's placeholder copied back",
-    "copy": "the failed task itself, or a task already in the pool or earlier in the answer",
+    "copy": "the failed task itself (its words or its arithmetic), or a task already in the pool or earlier in "
+    "the answer",
+    "gives_answer": 'the task states its own answer ("… = 10", "its answer is 10")',
+    "not_a_number": "the failed task's answer is a number and the variant's is not",
     "held_out": "the text of a held-out (evaluation) task",
     "unverifiable": "the environment's verifier does not grade the stated answer as correct",
     "wrong_answer": "the task's arithmetic gives another answer than the one stated",
@@ -127,20 +132,32 @@ def form_problem(text: str, answer: str) -> str:
     return ""
 
 
+def stated_expression(text: str) -> str:
+    """The one plain arithmetic expression a task states, without spaces ("" when none or several: an
+    equation, a comparison)."""
+    found = [m.group(0).strip() for m in _EXPRESSION.finditer(text.replace("×", "*").replace("÷", "/"))]
+    found = [e for e in found if re.search(r"\d\s*[-+*/]\s*[\d(]", e)]
+    return "".join(found[0].rstrip(".").split()) if len(found) == 1 else ""
+
+
 def arithmetic_disagrees(text: str, answer: Any) -> bool:
     """Whether the task states one plain arithmetic expression whose value is not the stated answer (False
     when it states none, or the answer is no number: nothing to check)."""
     value = parse_number(str(answer))
-    if value is None:
+    expression = stated_expression(text)
+    if value is None or not expression:
         return False
-    found = [m.group(0).strip() for m in _EXPRESSION.finditer(text.replace("×", "*").replace("÷", "/"))]
-    found = [e for e in found if re.search(r"\d\s*[-+*/]\s*[\d(]", e)]
-    if len(found) != 1:
-        return False  # none, or several (an equation, a comparison): not one value to check
     try:
-        return evaluate(found[0].rstrip(".")) != Fraction(value).limit_denominator(10**9)
+        return evaluate(expression) != Fraction(value).limit_denominator(10**9)
     except (ExpressionError, ZeroDivisionError, ValueError, OverflowError):
         return False
+
+
+def gives_answer(text: str, answer: str) -> bool:
+    """Whether the task states its own answer: after an "=", or as "(its) answer is/: …" (SmolLM2-135M wrote
+    "10 + 6 - 6 = 10" as a task)."""
+    shown = re.escape(answer.strip().rstrip("."))
+    return bool(re.search(rf"(=|\banswer\b(\s+is)?\s*[:=]?)\s*{shown}(?![\w.]*\d)", text, re.I))
 
 
 def variant_task(parent: Any, text: str, answer: str, generator: str) -> Task:
@@ -210,6 +227,7 @@ class LLMVariants:
         self.held_out = {normal(text) for text in held_out}
         self.refused: dict[str, int] = {}
         self.generated = 0
+        self._failed_sum = ""  # the arithmetic the failed task states, while its variants are checked
         env = make_env()
         try:
             if not callable(getattr(env, "grade", None)):
@@ -243,6 +261,7 @@ class LLMVariants:
             self._refuse(code)
         made: list[Task] = []
         seen = {normal(task.prompt)}
+        self._failed_sum = stated_expression(task.prompt)
         env = self.make_env()
         try:
             for text, stated in pairs:
@@ -265,10 +284,17 @@ class LLMVariants:
         if code:
             return code
         variant = variant_task(task, text, stated, self.name)
-        if normal(text) in seen or variant.id in exclude:
+        expression = stated_expression(text)
+        if normal(text) in seen or variant.id in exclude or (expression and expression == self._failed_sum):
             return "copy"
         if normal(text) in self.held_out:
             return "held_out"
+        if gives_answer(text, stated):
+            return "gives_answer"
+        # (With math-verify on, its reading is the check: \\frac{1}{2} is a number to it.)
+        numeric = parse_number(str(task.answer)) is not None and not self.math_verify
+        if numeric and parse_number(stated) is None:
+            return "not_a_number"
         if not grades_its_answer(env, variant) or (self.math_verify and not math_verify_reads(stated)):
             return "unverifiable"
         if arithmetic_disagrees(text, stated):

@@ -106,7 +106,7 @@ def test_only_new_variants_the_verifier_grades_are_kept_and_each_refusal_is_coun
     answer = (
         "TASK: What is 36 + 48?\nANSWER: 84\n"  # kept
         "TASK: What is 37 + 48?\nANSWER: 85\n"  # the failed task itself
-        "TASK: What is 30 + 40?\nANSWER: seventy\n"  # the numeric match cannot read it
+        "TASK: What is 30 + 40?\nANSWER: seventy\n"  # the failed task's answer is a number
         "TASK: What is 20 + 48?\nANSWER: 69\n"  # its own sum says 68
         "TASK: <the new task, stated in full>\nANSWER: <its correct final answer alone>\n"
         "TASK: what is 36 + 48\nANSWER: 84\n"  # the first one again
@@ -121,7 +121,7 @@ def test_only_new_variants_the_verifier_grades_are_kept_and_each_refusal_is_coun
     assert all(t.meta["generator"] == "llm:tutor" and t.meta["variant_of"] == "dataset-hard" for t in made)
     assert maker.take() == {
         "copy": 2,
-        "unverifiable": 1,
+        "not_a_number": 1,
         "wrong_answer": 1,
         "placeholder": 1,
         "held_out": 1,
@@ -130,6 +130,37 @@ def test_only_new_variants_the_verifier_grades_are_kept_and_each_refusal_is_coun
     }
     assert maker.take() == {}  # counted once
     assert set(maker.refused) <= set(REFUSALS)
+
+
+def test_what_smollm2_wrote_for_reasoning_gym_sums_is_refused():
+    """SmolLM2-135M's answers, verbatim, when asked for variants of failed basic_arithmetic tasks: the failed
+    sum again with its answer in the task, an expression as the answer, a sentence as the answer."""
+    from trainers.envs.reasoning_gym_env import ReasoningGymEnvironment
+
+    gym = lambda: ReasoningGymEnvironment(dataset="basic_arithmetic", pool_size=20)  # noqa: E731
+    entry = {"entry": {"metadata": {"source_dataset": "basic_arithmetic"}}}
+    said = [
+        (
+            Task("a", "Calculate 8 - 0.", "8", entry),
+            "TASK: \nThe new task is to calculate 8 - 0.\nIts answer is 8.\n\nANSWER: 8 - 0.",
+        ),
+        (
+            Task("b", "Calculate 6 - 7.", "-1", entry),
+            "TASK: \nThe new task is to calculate 6 - 7.\nIts answer is -1.\n\nANSWER: \nThe answer is -1.",
+        ),
+        (
+            Task("c", "Calculate 10 + 6 - 6.", "10", entry),
+            "TASK: 10 + 6 - 6 = 10\nANSWER: 10\n\nTASK: 10 + 6 - 6 = 10\nANSWER: 10",
+        ),
+        (Task("d", "Calculate 5 + 5.", "10", entry), "TASK: What is 4 + 5? The answer is 9.\nANSWER: 9"),
+    ]
+    maker = LLMVariants(speaking(*(answer for _, answer in said)), gym, model="smollm2-135m")
+    assert [maker(task, 2, 0, set()) for task, _ in said] == [[], [], [], []]
+    assert maker.take() == {"copy": 3, "empty": 1, "gives_answer": 1}
+    # …and its arithmetic the rules read: a word answer to a sum, the failed sum restated
+    maker = LLMVariants(speaking("TASK: Calculate 7 - 0.\nANSWER: seven"), gym, model="m")
+    assert maker(Task("a", "Calculate 8 - 0.", "8"), 1, 0, set()) == []
+    assert maker.take() == {"not_a_number": 1}
 
 
 def test_a_variant_already_in_the_pool_is_a_copy_and_more_than_asked_is_not_counted():
