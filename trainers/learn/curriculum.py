@@ -331,6 +331,9 @@ class TaskPool:
         cfg = self.config
         low, high = cfg.curriculum_band_low, cfg.curriculum_band_high
         self.generated = 0
+        # A generator that answers many failures at once (an LLM: one batch) gets the step's failures together,
+        # as many as the frontier's room takes at `curriculum_variants` each.
+        batched, pending, promised = hasattr(self.variants, "many"), [], 0
         for group in groups:
             if not group:
                 continue
@@ -345,8 +348,12 @@ class TaskPool:
                 # Too hard: a generated task leaves the frontier; any failure seeds variants while the
                 # frontier has room (four steps' worth), so the pool cannot grow without bound.
                 entry.state = "retired" if entry.generator else "failed"
-                if len(self.frontier) < 4 * cfg.prompts_per_step:
-                    self._spawn(entry, step)
+                if len(self.frontier) + promised < 4 * cfg.prompts_per_step:
+                    if batched:
+                        pending.append(entry)
+                        promised += cfg.curriculum_variants
+                    else:
+                        self._spawn(entry, step)
             elif rate > high:
                 entry.state = "mastered"
             elif rate >= low and entry.generator:
@@ -354,6 +361,10 @@ class TaskPool:
                 self.frontier.append(task.id)
             else:
                 entry.state = "retired" if entry.generator else "seen"
+        if pending:
+            made = self.variants.many([e.task for e in pending], cfg.curriculum_variants, set(self.entries))
+            for entry, tasks in zip(pending, made, strict=True):
+                self._add(entry, tasks, step)
         while len(self.replay) > cfg.curriculum_replay_size:
             del self.replay[max(self.replay, key=lambda k: self.replay[k])]
         # The LLM generator counts what it refused (trainers.learn.curriculum_llm); the environment's refuses nothing.
@@ -367,7 +378,14 @@ class TaskPool:
 
     def _spawn(self, failed: PoolEntry, step: int) -> None:
         seed = self.config.seed * 7_919 + step * 1_009 + len(self.entries)
-        for task in self.variants(failed.task, self.config.curriculum_variants, seed, set(self.entries)):
+        self._add(
+            failed, self.variants(failed.task, self.config.curriculum_variants, seed, set(self.entries)), step
+        )
+
+    def _add(self, failed: PoolEntry, tasks: Sequence[Any], step: int) -> None:
+        for task in tasks:
+            if task.id in self.entries:
+                continue  # two failures of one batch got the same variant: it is born once
             self.entries[task.id] = PoolEntry(
                 task, parent=failed.task.id, generator=self.generator, born=step
             )

@@ -249,34 +249,46 @@ class LLMVariants:
         return refused
 
     def __call__(self, task: Any, n: int, seed: int, exclude: set[str]) -> list[Task]:
+        return self.many([task], n, exclude)[0]
+
+    def many(self, tasks: Sequence[Any], n: int, exclude: set[str]) -> list[list[Task]]:
+        """Up to n variants of each failed task, the model asked about all of them in one batch (`TaskPool`
+        calls this for a step's failures)."""
         try:
-            answer = self.ask([variant_prompt(task, n)])[0]
+            answers = self.ask([variant_prompt(task, n) for task in tasks])
         except Exception as exc:  # noqa: BLE001 — a generator that fails costs variants, never the run
-            self._refuse("model_error")
+            self._refuse("model_error", len(tasks))
             if self.log:
                 self.log(f"curriculum generator {self.name}: {type(exc).__name__}: {exc}", "warning")
-            return []
+            return [[] for _ in tasks]
+        env = self.make_env()
+        try:
+            made = [
+                self._read(task, answer, n, exclude, env) for task, answer in zip(tasks, answers, strict=True)
+            ]
+        finally:
+            if hasattr(env, "close"):
+                env.close()
+        self.generated += sum(len(m) for m in made)
+        return made
+
+    def _read(self, task: Any, answer: str, n: int, exclude: set[str], env: Any) -> list[Task]:
+        """The kept variants of one failed task in the model's answer; the rest counted as refused."""
         pairs, broken = parse_variants(answer)
         for code in broken:
             self._refuse(code)
         made: list[Task] = []
         seen = {normal(task.prompt)}
         self._failed_sum = stated_expression(task.prompt)
-        env = self.make_env()
-        try:
-            for text, stated in pairs:
-                if len(made) >= n:
-                    break  # more than asked for: the rest is not counted either way
-                code = self._problem(task, text, stated, seen, exclude, env)
-                if code:
-                    self._refuse(code)
-                    continue
-                made.append(variant_task(task, text, stated, self.name))
-                seen.add(normal(text))
-        finally:
-            if hasattr(env, "close"):
-                env.close()
-        self.generated += len(made)
+        for text, stated in pairs:
+            if len(made) >= n:
+                break  # more than asked for: the rest is not counted either way
+            code = self._problem(task, text, stated, seen, exclude, env)
+            if code:
+                self._refuse(code)
+                continue
+            made.append(variant_task(task, text, stated, self.name))
+            seen.add(normal(text))
         return made
 
     def _problem(self, task: Any, text: str, stated: str, seen: set[str], exclude: set[str], env: Any) -> str:

@@ -45,10 +45,13 @@ def failed() -> Task:
 def speaking(*answers: str):
     """A model that answers each prompt with the next of `answers` (the rules under test read its text)."""
     queue = list(answers)
+    calls: list[int] = []
 
     def ask(prompts: list[str]) -> list[str]:
+        calls.append(len(prompts))
         return [queue.pop(0) for _ in prompts]
 
+    ask.calls = calls  # type: ignore[attr-defined]
     return ask
 
 
@@ -251,6 +254,7 @@ def test_llm_variants_keep_their_lineage_and_enter_the_frontier_only_through_the
     )
     hard, hard2 = p.next_tasks(2)
     p.observe(1, [group(hard, [False] * 4), group(hard2, [False] * 4)])
+    assert p.variants.ask.calls == [2]  # the step's two failures in one batch
     born = [e for e in p.entries.values() if e.parent]
     assert [(e.parent, e.generator, e.born, e.state) for e in born] == [
         (hard.id, "llm:tutor", 1, "new"),
@@ -270,6 +274,15 @@ def test_llm_variants_keep_their_lineage_and_enter_the_frontier_only_through_the
     row = next(r for r in p.report(2)["entries"] if r["id"] == a.id)
     assert (row["parent"], row["generator"], row["born"], row["rate"]) == (hard.id, "llm:tutor", 1, 0.5)
     assert p.report(2)["refused"] == {} and p.report(2)["generated"] == 0
+
+
+def test_the_batch_asks_only_about_the_failures_the_frontier_has_room_for():
+    p = llm_pool(
+        ["I don't know."] * 3, prompts_per_step=1, curriculum_variants=2
+    )  # room: 4, two failures' worth
+    tasks = [p.next_tasks(1)[0] for _ in range(3)]
+    p.observe(1, [group(t, [False] * 2) for t in tasks])
+    assert p.variants.ask.calls == [2] and p.report(1)["refused"] == {"no_variant": 2}
 
 
 def test_the_knobs_choose_the_generator_and_refuse_what_cannot_run():
