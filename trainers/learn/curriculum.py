@@ -333,7 +333,9 @@ class TaskPool:
         self.generated = 0
         # A generator that answers many failures at once (an LLM: one batch) gets the step's failures together,
         # as many as the frontier's room takes at `curriculum_variants` each.
-        batched, pending, promised = hasattr(self.variants, "many"), [], 0
+        many = getattr(self.variants, "many", None)
+        pending: list[PoolEntry] = []
+        promised = 0
         for group in groups:
             if not group:
                 continue
@@ -349,7 +351,7 @@ class TaskPool:
                 # frontier has room (four steps' worth), so the pool cannot grow without bound.
                 entry.state = "retired" if entry.generator else "failed"
                 if len(self.frontier) + promised < 4 * cfg.prompts_per_step:
-                    if batched:
+                    if many is not None:
                         pending.append(entry)
                         promised += cfg.curriculum_variants
                     else:
@@ -361,8 +363,8 @@ class TaskPool:
                 self.frontier.append(task.id)
             else:
                 entry.state = "retired" if entry.generator else "seen"
-        if pending:
-            made = self.variants.many([e.task for e in pending], cfg.curriculum_variants, set(self.entries))
+        if many is not None and pending:
+            made = many([e.task for e in pending], cfg.curriculum_variants, set(self.entries))
             for entry, tasks in zip(pending, made, strict=True):
                 self._add(entry, tasks, step)
         while len(self.replay) > cfg.curriculum_replay_size:
