@@ -17,7 +17,7 @@ import copy
 from typing import Any
 
 from trainers.knobs import KNOBS, knob_property
-from trainers.learn.curriculum import CURRICULUM_KNOBS
+from trainers.learn.curriculum import CURRICULUM_KNOBS, curriculum_errors
 from trainers.learn.experience import TRAINING_FREE_KNOBS
 from trainers.models import DEFAULT_MODEL
 from trainers.parts import part_errors
@@ -319,11 +319,8 @@ def validate_run_config(
     lora = config.get("lora")
     if (config.get("num_learner_workers") or 1) > 1 and isinstance(lora, dict) and lora.get("enabled"):
         add("num_learner_workers", "A sharded learner trains all weights: turn LoRA off or use 1 process.")
-    low, high = config.get("curriculum_band_low"), config.get("curriculum_band_high")
-    if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low > high:
-        add("curriculum_band_low", "The band's low end must not be above its high end.")
-    if config.get("curriculum") == "from_failures" and (config.get("num_rollout_workers") or 0) > 0:
-        add("curriculum", "The curriculum draws tasks step by step: use 0 rollout workers.")
+    for knob, message in curriculum_errors(config):
+        add(knob, message)
     if config.get("rollout_strategy") == "branching" and isinstance(group_size, int) and group_size < 2:
         add("group_size", "Branching rollouts need a group of at least 2 samples to branch into.")
     if config.get("preset") == "training_free_grpo":

@@ -55,14 +55,11 @@ def trainer_config(run: Run) -> dict[str, Any]:
 def judge_secrets(run: Run, rubric: dict[str, Any]) -> dict[str, str]:
     """The project secrets the run's LLM judges name (their endpoints' keys), decrypted for the trainer in
     this process only: never written to the run's config, its events or its log."""
-    from trainers.rubrics.judge_models import secret_names
+    from trainers.rubrics.judge_models import config_secret_names, secret_names
 
-    names = secret_names(rubric)
-    experience_key = (run.resolved_config or {}).get(
-        "experience_api_key_secret"
-    )  # Training-Free GRPO's endpoint
-    if experience_key and experience_key not in names:
-        names = [*names, experience_key]
+    # The rubric's judges, and the LLMs the run's own knobs name (Training-Free GRPO's experience model, the
+    # curriculum's task generator).
+    names = sorted({*secret_names(rubric), *config_secret_names(run.resolved_config or {})})
     return secret_values(project=run.project, names=names) if names else {}
 
 

@@ -1,7 +1,8 @@
 """The curriculum's task pool on the open run page, in real headless Chromium on a real daphne server: the
 trainer reports its pool step by step through the real ingestion API; the panel shows the pool over steps
 (size, frontier, replay buffer and share), the success-rate histogram and the entries, a generated task
-linking to the failed task it was born from — live, without a reload."""
+linking to the failed task it was born from, and what an LLM generator wrote and refused (its text shown as
+text) — live, without a reload."""
 
 from __future__ import annotations
 
@@ -45,9 +46,20 @@ CHILD = {
     "difficulty": "0.85",
 }
 
+# Written by an LLM generator (trainers/learn/curriculum_llm.py): untrusted text.
+WRITTEN = {
+    "id": "llm-written",
+    "prompt": '<img src=x onerror="window.pwned=1"> What is 60 + 18?',
+    "parent": "t-child",
+    "generator": "llm:tutor",
+    "born": 2,
+    "state": "new",
+}
 
-def pool(seq: int, step: int, entries: list[dict], drawn: dict) -> dict:
+
+def pool(seq: int, step: int, entries: list[dict], drawn: dict, **generation) -> dict:
     return {
+        **generation,
         "seq": seq,
         "type": "task_pool",
         "step": step,
@@ -101,3 +113,31 @@ def test_the_pool_grows_live_with_its_lineage(project, environment, rubric, user
 
     panel.locator("[data-task-pool-step]").select_option("1")
     expect(panel.locator("[data-task-pool-entry]")).to_have_count(2)
+    expect(panel.locator("[data-task-pool-refused]")).to_be_hidden()  # the environment refuses nothing
+
+    refused = {"wrong_answer": 2, "no_answer": 1}
+    entries = [FAILED, EASY, CHILD, WRITTEN]
+    report(
+        [
+            pool(
+                3,
+                3,
+                entries,
+                {"tasks": 1, "frontier": 1, "replay": 0},
+                generator="llm:tutor",
+                generated=1,
+                refused=refused,
+            )
+        ]
+    )
+    panel.locator("[data-task-pool-step]").select_option("3")
+    row = panel.locator("[data-task-pool-step-row='3']")
+    expect(row).to_contain_text("llm:tutor")
+    expect(row.locator("[data-task-pool-refused-count]")).to_have_text("3")
+    expect(panel.locator("[data-task-pool-refused]")).to_have_text(
+        "Variants refused after step 3: no answer 1 · wrong answer 2"
+    )
+    written = panel.locator("[data-task-pool-entry='llm-written']")
+    expect(written).to_contain_text('<img src=x onerror="window.pwned=1"> What is 60 + 18?')
+    expect(written).to_contain_text("(llm:tutor, step 2)")
+    assert written.locator("img").count() == 0 and page.evaluate("window.pwned") is None

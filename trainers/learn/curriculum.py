@@ -118,7 +118,93 @@ CURRICULUM_KNOBS: dict[str, Any] = {
             "maximum": 1000,
         }
     ),
+    "curriculum_generator": _knob(
+        {
+            "type": "string",
+            "title": "Variant generator",
+            "description": "What makes the new tasks of a failure. environment: the environment's own generator "
+            "(fresh tasks nearest in difficulty); llm: the generator model below rewrites the failed task "
+            "into easier or related ones, each with its answer, kept only if the environment's verifier "
+            "grades that answer (for environments with no generator of their own: a JSONL file's tasks); "
+            "auto: llm when a generator model is named, else environment.",
+            "enum": ["auto", "environment", "llm"],
+            "default": "auto",
+        }
+    ),
+    "curriculum_generator_model": _knob(
+        {
+            "type": "string",
+            "title": "Generator model",
+            "description": 'With the llm generator: "policy" (a frozen copy of the run\'s starting weights), a '
+            "model the workers serve (the bundled smollm2-135m…), or the model name at the endpoint below. "
+            "Empty: none (auto then means environment).",
+            "default": "",
+            "maxLength": 200,
+        }
+    ),
+    "curriculum_generator_base_url": _knob(
+        {
+            "type": "string",
+            "title": "Generator endpoint",
+            "description": "With the llm generator: an OpenAI-compatible endpoint (…/v1) serving the generator "
+            "model; empty runs it on the worker.",
+            "default": "",
+            "maxLength": 500,
+        }
+    ),
+    "curriculum_generator_api_key_secret": _knob(
+        {
+            "type": "string",
+            "title": "Generator endpoint key",
+            "description": "With the llm generator: the project secret holding the endpoint's API key (empty: none).",
+            "default": "",
+            "maxLength": 100,
+        }
+    ),
+    "curriculum_generator_max_new_tokens": _knob(
+        {
+            "type": "integer",
+            "title": "Generator answer tokens",
+            "description": "With the llm generator: the longest answer it may write per failed task.",
+            "default": 256,
+            "minimum": 16,
+            "maximum": 8192,
+        }
+    ),
 }
+
+
+def generator_of(config: Any) -> str:
+    """Which generator makes a run's variants, "environment" or "llm" (`curriculum_generator`; auto is llm
+    when a generator model is named). `config`: a RunConfig or a config mapping."""
+    get = config.get if isinstance(config, dict) else lambda k, d=None: getattr(config, k, d)
+    chosen = get("curriculum_generator", "auto") or "auto"
+    if chosen == "auto":
+        return "llm" if str(get("curriculum_generator_model", "") or "").strip() else "environment"
+    return str(chosen)
+
+
+def curriculum_errors(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """The rules across the curriculum's knobs, as (knob, message) (trainers.config.validate_run_config)."""
+    errors = []
+    low, high = config.get("curriculum_band_low"), config.get("curriculum_band_high")
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low > high:
+        errors.append(("curriculum_band_low", "The band's low end must not be above its high end."))
+    if config.get("curriculum") != "from_failures":
+        return errors
+    if (config.get("num_rollout_workers") or 0) > 0:
+        errors.append(("curriculum", "The curriculum draws tasks step by step: use 0 rollout workers."))
+    model = str(config.get("curriculum_generator_model") or "").strip()
+    if config.get("curriculum_generator") == "llm" and not model:
+        errors.append(
+            (
+                "curriculum_generator_model",
+                'The llm generator needs a model: "policy", one the workers serve, or one at an endpoint.',
+            )
+        )
+    if config.get("curriculum_generator_base_url") and model in ("", "policy"):
+        errors.append(("curriculum_generator_model", "Name the model the generator endpoint serves."))
+    return errors
 
 
 def difficulty_of(task: Any) -> tuple[float, ...]:
@@ -168,7 +254,7 @@ def environment_variants(make_env: Callable[[], Any], draw: int = 64) -> Callabl
 class PoolEntry:
     task: Any
     parent: str = ""  # the failed task it was generated from ("" for the run's own tasks)
-    generator: str = ""  # "environment" for a generated task
+    generator: str = ""  # what generated it: "environment", "llm:<model>" ("" for the run's own tasks)
     born: int = 0  # the step after which it was generated
     state: str = "new"  # new | frontier | retired | failed | mastered | seen
     attempts: int = 0
@@ -201,6 +287,8 @@ class TaskPool:
     frontier: list[str] = field(default_factory=list)  # task ids, oldest first
     replay: dict[str, float] = field(default_factory=dict)  # task id → its success rate
     drawn: dict[str, int] = field(default_factory=dict)  # the last step's tasks by origin
+    generated: int = 0  # variants the last step's failures seeded
+    refused: dict[str, int] = field(default_factory=dict)  # the last step's refused variants by reason
     replay_owed: float = 0.0
 
     def next_tasks(self, count: int) -> list[Any]:
@@ -242,6 +330,12 @@ class TaskPool:
         """A step's scored groups: rates, the band, new variants of failures, the replay buffer."""
         cfg = self.config
         low, high = cfg.curriculum_band_low, cfg.curriculum_band_high
+        self.generated = 0
+        # A generator that answers many failures at once (an LLM: one batch) gets the step's failures together,
+        # as many as the frontier's room takes at `curriculum_variants` each.
+        many = getattr(self.variants, "many", None)
+        pending: list[PoolEntry] = []
+        promised = 0
         for group in groups:
             if not group:
                 continue
@@ -256,8 +350,12 @@ class TaskPool:
                 # Too hard: a generated task leaves the frontier; any failure seeds variants while the
                 # frontier has room (four steps' worth), so the pool cannot grow without bound.
                 entry.state = "retired" if entry.generator else "failed"
-                if len(self.frontier) < 4 * cfg.prompts_per_step:
-                    self._spawn(entry, step)
+                if len(self.frontier) + promised < 4 * cfg.prompts_per_step:
+                    if many is not None:
+                        pending.append(entry)
+                        promised += cfg.curriculum_variants
+                    else:
+                        self._spawn(entry, step)
             elif rate > high:
                 entry.state = "mastered"
             elif rate >= low and entry.generator:
@@ -265,14 +363,37 @@ class TaskPool:
                 self.frontier.append(task.id)
             else:
                 entry.state = "retired" if entry.generator else "seen"
+        if many is not None and pending:
+            made = many([e.task for e in pending], cfg.curriculum_variants, set(self.entries))
+            for entry, tasks in zip(pending, made, strict=True):
+                self._add(entry, tasks, step)
         while len(self.replay) > cfg.curriculum_replay_size:
             del self.replay[max(self.replay, key=lambda k: self.replay[k])]
+        # The LLM generator counts what it refused (trainers.learn.curriculum_llm); the environment's refuses nothing.
+        take = getattr(self.variants, "take", None)
+        self.refused = take() if take else {}
+
+    @property
+    def generator(self) -> str:
+        """What makes the variants, as entries and events name it: "environment" or "llm:<model>"."""
+        return str(getattr(self.variants, "name", "environment"))
 
     def _spawn(self, failed: PoolEntry, step: int) -> None:
         seed = self.config.seed * 7_919 + step * 1_009 + len(self.entries)
-        for task in self.variants(failed.task, self.config.curriculum_variants, seed, set(self.entries)):
-            self.entries[task.id] = PoolEntry(task, parent=failed.task.id, generator="environment", born=step)
+        self._add(
+            failed, self.variants(failed.task, self.config.curriculum_variants, seed, set(self.entries)), step
+        )
+
+    def _add(self, failed: PoolEntry, tasks: Sequence[Any], step: int) -> None:
+        for task in tasks:
+            if task.id in self.entries:
+                continue  # two failures of one batch got the same variant: it is born once
+            self.entries[task.id] = PoolEntry(
+                task, parent=failed.task.id, generator=self.generator, born=step
+            )
+            # On the frontier to be tried next; the band decides after that whether it stays.
             self.frontier.append(task.id)
+            self.generated += 1
 
     def report(self, step: int) -> dict[str, Any]:
         """The `task_pool` event's fields: the newest entries, what the step drew, the replay buffer."""
@@ -283,6 +404,9 @@ class TaskPool:
             "frontier": len(self.frontier),
             "replay": len(self.replay),
             "drawn": dict(self.drawn),
+            "generator": self.generator,
+            "generated": self.generated,
+            "refused": dict(self.refused),
             "entries": [e.report() for e in entries],
         }
 
@@ -290,7 +414,13 @@ class TaskPool:
 def attach_curriculum(trainer: Any) -> None:
     """Make `trainer`'s sampler draw from a `TaskPool` and report it after each step (`task_pool` events)."""
     sampler = trainer.sampler
-    pool = TaskPool(trainer.config, base=sampler.next_tasks, variants=environment_variants(trainer.make_env))
+    if generator_of(trainer.config) == "llm":
+        from trainers.learn.curriculum_llm import llm_variants
+
+        variants: Callable[..., list[Any]] = llm_variants(trainer)
+    else:
+        variants = environment_variants(trainer.make_env)
+    pool = TaskPool(trainer.config, base=sampler.next_tasks, variants=variants)
     sampler.next_tasks = pool.next_tasks
     sample = sampler.sample
 

@@ -94,27 +94,27 @@ class TrainingFreeGRPO(Trainer):
         self._report_library(step=self.step, records=[], asked=0, usage={})
 
     def _model_words(self) -> str:
-        cfg = self.config
-        if cfg.experience_base_url:
-            return f"{cfg.experience_model} at {cfg.experience_base_url}"
-        return "the policy" if cfg.experience_model == "policy" else cfg.experience_model
+        from trainers.rubrics.judge_models import describe_model
+
+        return describe_model(self.config.experience_model, self.config.experience_base_url)
 
     def _experience_model(self) -> Any:
         """prompts → answers, with `last_usage` (tokens of the last call): LocalJudge or EndpointJudge."""
-        from trainers.rubrics.judge_models import EndpointJudge, JudgePool, LocalJudge
+        from trainers.rubrics.judge_models import JudgePool, generation_model
 
         cfg = self.config
-        tokens = cfg.experience_max_new_tokens
         if self.judges is None:
             # The run closes its judge pool at the end; a model loaded for the experiences goes with it.
             self.judges = JudgePool(policy_model=cfg.model, device=self.learner.device, secrets=self._secrets)
-        if cfg.experience_base_url:
-            key = self.judges.secret(cfg.experience_api_key_secret)
-            return EndpointJudge(cfg.experience_base_url, cfg.experience_model, key, max_tokens=tokens)
-        if cfg.experience_model == "policy":
-            # The weights never change: the policy's own sampling backend answers, at temperature 0.
-            return LocalJudge(self.sampler.rollouts.backend, max_new_tokens=tokens)
-        return LocalJudge(self.judges.backend(cfg.experience_model), max_new_tokens=tokens)
+        # "policy": the weights never change, so the policy's own sampling backend answers, at temperature 0.
+        return generation_model(
+            self.judges,
+            model=cfg.experience_model,
+            base_url=cfg.experience_base_url,
+            api_key_secret=cfg.experience_api_key_secret,
+            max_tokens=cfg.experience_max_new_tokens,
+            policy_backend=self.sampler.rollouts.backend,
+        )
 
     def train_step(self) -> dict[str, float]:
         cfg = self.config

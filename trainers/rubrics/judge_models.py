@@ -307,6 +307,43 @@ class JudgePool:
         self.reference = None
 
 
+# The run-config knobs that name a project secret an LLM outside the rubric reads (its endpoint's key): the
+# worker hands the trainer these too (workers.execution.judge_secrets).
+SECRET_KNOBS = ("experience_api_key_secret", "curriculum_generator_api_key_secret")
+
+
+def config_secret_names(config: Mapping[str, Any]) -> list[str]:
+    """The project secrets a run config's own LLMs name (`SECRET_KNOBS`), beside its rubric's judges."""
+    return sorted({str(config.get(knob) or "") for knob in SECRET_KNOBS} - {""})
+
+
+def generation_model(
+    pool: JudgePool,
+    *,
+    model: str,
+    base_url: str = "",
+    api_key_secret: str = "",
+    max_tokens: int = 256,
+    policy_backend: Any = None,
+) -> Callable[[list[str]], list[str]]:
+    """prompts → answers (with `last_usage`) of an LLM a run asks outside its rubric — Training-Free GRPO's
+    experience model, the curriculum's task generator: `model` at an OpenAI-compatible `base_url` with the
+    key from the project secret `api_key_secret`; else "policy" (`policy_backend` when given — the run's own
+    sampling backend —, else a frozen copy of the starting weights) or a model the workers serve."""
+    if base_url:
+        return EndpointJudge(base_url, model, pool.secret(api_key_secret), max_tokens=max_tokens)
+    if model == "policy" and policy_backend is not None:
+        return LocalJudge(policy_backend, max_new_tokens=max_tokens)
+    return LocalJudge(pool.backend(model), max_new_tokens=max_tokens)
+
+
+def describe_model(model: str, base_url: str = "") -> str:
+    """`generation_model`'s model in words, for a run's log."""
+    if base_url:
+        return f"{model} at {base_url}"
+    return "the policy" if model == "policy" else model
+
+
 def judge_criteria(rubric: Any) -> list[tuple[str, LLMJudge]]:
     """The rubric's LLM-judge criteria as (name, criterion)."""
     return [

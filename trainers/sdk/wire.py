@@ -504,23 +504,15 @@ TASK_POOL_ENTRY = Shape(
         Field("id", "string", "the task's id", required=True, max_length=200),
         Field("prompt", "string", "the first line of its prompt", max_length=2000, default=""),
         Field(
-            "parent",
-            "string",
-            "the failed task it was generated from (empty: one of the run's own)",
-            max_length=200,
-            default="",
+            "parent", "string", "the failed task it came from; empty: the run's", max_length=200, default=""
         ),
-        Field("generator", "string", "what generated it (environment)", max_length=64, default=""),
+        Field("generator", "string", "what made it: environment, llm:<model>", max_length=250, default=""),
         _int("born", "the step after which it was generated", default=0),
         Field("state", "string", "where it is now", choices=TASK_POOL_STATES, default="new"),
         _int("attempts", "groups rolled out on it", default=0),
         Field("rate", "number", "the newest group's success rate", nullable=True),
         Field(
-            "difficulty",
-            "string",
-            "the numbers its metadata gives for how hard it is",
-            max_length=200,
-            default="",
+            "difficulty", "string", "its metadata's numbers for how hard it is", max_length=200, default=""
         ),
     ),
 )
@@ -687,6 +679,9 @@ EVENTS: dict[str, Shape] = {
             _int("frontier", "tasks waiting on the frontier", default=0),
             _int("replay", "tasks in the replay buffer of past successes", default=0),
             Field("drawn", "numbers", "the step's tasks by origin: tasks, frontier, replay", max_length=10),
+            Field("generator", "string", "variants by: environment, llm:<model>", max_length=250, default=""),
+            _int("generated", "variants the step's failures seeded", default=0),
+            Field("refused", "numbers", "LLM variants refused, by reason", max_length=20, default={}),
             Field(
                 "entries",
                 "list",

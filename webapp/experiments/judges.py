@@ -38,6 +38,44 @@ def _unknown_model(model: str, choices: list[str]) -> str:
     return f"No worker serves a judge model {model!r}.{hint} Valid names: {', '.join(choices)}."
 
 
+def model_problems(
+    *,
+    model: str,
+    base_url: str,
+    api_key_secret: str,
+    stored: Mapping[str, ProjectSecret],
+    reach: bool,
+    secrets: Mapping[str, str] | None = None,
+    choices: list[str] | None = None,
+) -> dict[str, str]:
+    """What stops a model a run asks — a judge's, or one its knobs name (the curriculum's generator) — by the
+    part at fault ("model" | "api_key_secret" | "base_url"): on the workers it must be one they serve (or
+    "policy"); at an endpoint it needs a secret of the project and, with `reach`, an endpoint that answers."""
+    if not base_url:
+        if model == "policy":
+            return {}
+        choices = choices if choices is not None else judge_model_choices()
+        return {} if model in choices else {"model": _unknown_model(model, choices)}
+    if api_key_secret and api_key_secret not in stored:
+        known = ", ".join(sorted(stored)) or "none yet"
+        return {
+            "api_key_secret": f"This project has no secret named {api_key_secret!r} (it has: {known}); add it "
+            "on the project's Secrets page."
+        }
+    if not reach:
+        return {}
+    key = ""
+    if api_key_secret:
+        from webapp.core.crypto import SecretUnreadable, decrypt
+
+        try:
+            key = (secrets or {}).get(api_key_secret) or decrypt(stored[api_key_secret].ciphertext)
+        except SecretUnreadable as exc:
+            return {"api_key_secret": f"Secret {api_key_secret!r}: {exc}."}
+    problem = endpoint_problem(base_url, model, key)
+    return {"base_url": problem[0].upper() + problem[1:] + "."} if problem else {}
+
+
 def judge_errors(
     *,
     project: Project,
@@ -54,37 +92,40 @@ def judge_errors(
     choices: list[str] | None = None
     stored = {secret.name: secret for secret in ProjectSecret.objects.filter(project=project)}
     for index, _name, params in judges:
-        where = f"criteria.{index}.params"
-        if judge_where(params) != "endpoint":
-            model = str(params.get("model") or "policy")
-            if model == "policy":
-                continue
+        on_endpoint = judge_where(params) == "endpoint"
+        if not on_endpoint and str(params.get("model") or "policy") != "policy":
             choices = choices if choices is not None else judge_model_choices()
-            if model not in choices:
-                errors[f"{where}.model"] = [_unknown_model(model, choices)]
-            continue
-        secret_name = str(params.get("api_key_secret") or "")
-        if secret_name and secret_name not in stored:
-            known = ", ".join(sorted(stored)) or "none yet"
-            errors[f"{where}.api_key_secret"] = [
-                f"This project has no secret named {secret_name!r} (it has: {known}); add it on the "
-                "project's Secrets page."
-            ]
-            continue
-        if reach:
-            key = ""
-            if secret_name:
-                from webapp.core.crypto import SecretUnreadable, decrypt
-
-                try:
-                    key = (secrets or {}).get(secret_name) or decrypt(stored[secret_name].ciphertext)
-                except SecretUnreadable as exc:
-                    errors[f"{where}.api_key_secret"] = [f"Secret {secret_name!r}: {exc}."]
-                    continue
-            problem = endpoint_problem(str(params["base_url"]).strip(), str(params.get("model") or ""), key)
-            if problem:
-                errors[f"{where}.base_url"] = [problem[0].upper() + problem[1:] + "."]
+        problems = model_problems(
+            model=str(params.get("model") or ("" if on_endpoint else "policy")),
+            base_url=str(params.get("base_url") or "").strip() if on_endpoint else "",
+            api_key_secret=str(params.get("api_key_secret") or ""),
+            stored=stored,
+            reach=reach,
+            secrets=secrets,
+            choices=choices,
+        )
+        errors.update({f"criteria.{index}.params.{part}": [m] for part, m in problems.items()})
     return errors
+
+
+def generator_errors(
+    *, project: Project, knobs: Mapping[str, Any], reach: bool = True
+) -> dict[str, list[str]]:
+    """What stops the curriculum's LLM generator (`curriculum_generator_*` knobs), by knob ({} when it is
+    not used or can run): the launch refuses a model no worker serves, a missing secret, an endpoint down."""
+    from trainers.learn.curriculum import generator_of
+
+    if knobs.get("curriculum") != "from_failures" or generator_of(dict(knobs)) != "llm":
+        return {}
+    problems = model_problems(
+        model=str(knobs.get("curriculum_generator_model") or "").strip(),
+        base_url=str(knobs.get("curriculum_generator_base_url") or "").strip(),
+        api_key_secret=str(knobs.get("curriculum_generator_api_key_secret") or ""),
+        stored={secret.name: secret for secret in ProjectSecret.objects.filter(project=project)},
+        reach=reach,
+    )
+    # The run form shows a knob's errors under "config.<knob>" (run_config_errors).
+    return {f"config.curriculum_generator_{part}": [m] for part, m in problems.items()}
 
 
 def judge_launch_errors(*, project: Project, spec: Mapping[str, Any], reach: bool = True) -> list[str]:

@@ -64,6 +64,11 @@ class TaskPoolStep(models.Model):
     entries = models.JSONField(
         default=list, help_text="[{id, prompt, parent, generator, born, state, attempts, rate, difficulty}]"
     )
+    generation = models.JSONField(
+        default=dict,
+        help_text="{generator, generated, refused: {reason: count}}: what made the step's variants, and what "
+        "the LLM generator refused",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -102,5 +107,8 @@ class TaskPoolStep(models.Model):
             "replay_share": self.replay_share,
             "histogram": self.rate_histogram(),
             "states": states,
+            "generator": (self.generation or {}).get("generator", ""),
+            "generated": (self.generation or {}).get("generated", 0),
+            "refused": (self.generation or {}).get("refused") or {},
             "entries": self.entries,
         }

@@ -38,6 +38,11 @@ def task_pool_store(run: Run, event: dict[str, Any]) -> dict[str, Any]:
             "frontier": event.get("frontier", 0),
             "replay": event.get("replay", 0),
             "drawn": event.get("drawn") or {},
+            "generation": {
+                "generator": event.get("generator", ""),
+                "generated": event.get("generated", 0),
+                "refused": event.get("refused") or {},
+            },
             "entries": [
                 {
                     "prompt": "",

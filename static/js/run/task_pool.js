@@ -1,7 +1,8 @@
 // The curriculum from failures' task pool (templates/recipes/_task_pool_panel.html): one row per step (size,
 // frontier, replay buffer and share, what the step drew), and for a chosen step the success-rate histogram
 // and the entries, each generated one with a link to the failed task it was born from. Fed by the stored
-// `task_pool` events, then live (TaskPoolStep.summary()). Task texts are model-made or user data: textContent.
+// `task_pool` events, then live (TaskPoolStep.summary()). Task texts are model-made or user data (an LLM
+// generator writes tasks): textContent only, never HTML.
 import { getJson, text } from "./dom.js";
 import { root } from "./state.js";
 
@@ -22,8 +23,29 @@ function drawSteps() {
     row.appendChild(text("td", percent(s.replay_share), "num"));
     const d = s.drawn || {};
     row.appendChild(text("td", (d.tasks || 0) + " · " + (d.frontier || 0) + " · " + (d.replay || 0)));
+    row.appendChild(text("td", String(s.generated || 0), "num"));
+    const refused = text("td", String(refusedTotal(s)), "num");
+    refused.dataset.taskPoolRefusedCount = String(refusedTotal(s));
+    row.appendChild(refused);
+    row.appendChild(text("td", s.generator || ""));
     body.appendChild(row);
   });
+}
+
+function refusedTotal(pool) {
+  const refused = pool.refused || {};
+  return Object.keys(refused).reduce(function (sum, k) { return sum + (Number(refused[k]) || 0); }, 0);
+}
+
+// The LLM generator's refusals at the chosen step, by reason (trainers/learn/curriculum_llm.py's REFUSALS).
+function drawRefused(pool) {
+  const line = panel.querySelector("[data-task-pool-refused]");
+  const refused = pool.refused || {};
+  const reasons = Object.keys(refused).sort();
+  line.hidden = !reasons.length;
+  line.textContent = reasons.length ? "Variants refused after step " + pool.step + ": " + reasons.map(function (k) {
+    return k.replace(/_/g, " ") + " " + refused[k];
+  }).join(" · ") : "";
 }
 
 function drawHistogram(pool) {
@@ -87,6 +109,7 @@ function draw() {
   }).join(" · ");
   drawSteps();
   drawHistogram(pool);
+  drawRefused(pool);
   drawEntries(pool);
 }
 

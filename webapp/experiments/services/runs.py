@@ -14,7 +14,7 @@ from webapp.accounts.models import hash_token
 from webapp.core.broadcast import broadcast_on_commit
 from webapp.core.dispatch import Queue, Task, queue_refusal, send_on_commit, send_pending
 from webapp.experiments.capacity import ray_capacity_errors
-from webapp.experiments.judges import judge_launch_errors
+from webapp.experiments.judges import generator_errors, judge_launch_errors
 from webapp.experiments.models import (
     Checkpoint,
     Environment,
@@ -122,6 +122,9 @@ def run_create(
     )
     if judge_problems:
         raise ValidationError({"rubric": judge_problems})
+    # The curriculum's LLM generator, likewise (a model no worker serves, an endpoint down).
+    if generator_problems := generator_errors(project=project, knobs=knobs, reach=auto_resume_count == 0):
+        raise ValidationError(generator_problems)
     resolved = {
         **knobs,
         "environment": environment_version.snapshot(),
