@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.cache import add_never_cache_headers
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
@@ -15,6 +16,15 @@ from webapp.projects import selectors
 from webapp.projects.models import Project
 
 VALIDATION_ERROR = BAD_REQUEST
+# What a deletion answers (runs, projects): the rows go in the background (webapp/experiments/services/deletion.py).
+DELETED = {
+    202: OpenApiResponse(
+        description="gone from every page and API now; its rows are freed in the background"
+    ),
+    400: VALIDATION_ERROR,
+    403: FORBIDDEN,
+    404: NOT_FOUND,
+}
 
 
 def parse(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from trainers.envs.preview import preview_environment
 from trainers.parts import PART_KNOBS
 from trainers.registry import KindSpec, criterion_kinds, environment_kinds
 from webapp.api.base import (
+    DELETED,
     FORBIDDEN,
     NOT_FOUND,
     VALIDATION_ERROR,
@@ -390,14 +391,7 @@ class RunDetailView(APIView):
 
     @extend_schema(
         request=None,
-        responses={
-            202: OpenApiResponse(
-                description="Deleted: gone from every page and API now, its rows freed in the background"
-            ),
-            400: VALIDATION_ERROR,
-            403: FORBIDDEN,
-            404: NOT_FOUND,
-        },
+        responses=DELETED,
         summary="Delete a finished run and everything it recorded (its launcher or the project's owner)",
     )
     def delete(self, request: Request, pk: int) -> Response:

@@ -4,13 +4,21 @@ through the services, read through the selectors and shape output with the seria
 from __future__ import annotations
 
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.api.base import FORBIDDEN, NOT_FOUND, VALIDATION_ERROR, parse, project_detail, secret_response
+from webapp.api.base import (
+    DELETED,
+    FORBIDDEN,
+    NOT_FOUND,
+    VALIDATION_ERROR,
+    parse,
+    project_detail,
+    secret_response,
+)
 from webapp.experiments.services.deletion import DELETED_IN_BACKGROUND, project_delete
 from webapp.projects import selectors
 from webapp.projects import serializers as s
@@ -52,14 +60,7 @@ class ProjectDetailView(APIView):
 
     @extend_schema(
         request=None,
-        responses={
-            202: OpenApiResponse(
-                description="Deleted: gone from every page and API now, its rows freed in the background"
-            ),
-            400: VALIDATION_ERROR,
-            403: FORBIDDEN,
-            404: NOT_FOUND,
-        },
+        responses=DELETED,
         summary="Delete the project and everything in it (owners; refused while a run is active)",
     )
     def delete(self, request: Request, slug: str) -> Response:
