@@ -25,6 +25,7 @@ from trainers.types import model_turns
 from webapp.core.broadcast import broadcast_on_commit
 from webapp.experiments.models import Checkpoint, Run, RunStatus
 from webapp.experiments.services.transitions import run_transition
+from webapp.rollouts.metric_tiles import SUMMARY_COLUMNS, chunk_summary, fold_into_tiles
 from webapp.rollouts.models import (
     METRIC_CHUNK_POINTS,
     MetricChunk,
@@ -233,10 +234,18 @@ def _copy(
             copy.write_row(row)
 
 
-def insert_metrics(run_id: int, logged: list[tuple[int, float | None, int | None, dict[str, float]]]) -> None:
+def insert_metrics(
+    run_id: int,
+    logged: list[tuple[int, float | None, int | None, dict[str, float]]],
+    *,
+    summaries: bool = True,
+) -> None:
     """Store metrics events' values — `(step, wall_time, tokens, {key: value})` per event, in the order
     they arrived — as MetricChunk rows: each metric's points in chunks of up to METRIC_CHUNK_POINTS (the
-    one writer of metric points; readers see them through the MetricPoint view)."""
+    one writer of metric points; readers see them through the MetricPoint view), each with its summary,
+    merged into the run's tiles (webapp.rollouts.metric_tiles). The caller holds the run's lock (as
+    ingestion does). `summaries=False` writes the chunks alone, as before there were tiles: only for
+    bench/metric_curves.py's before-and-after of this path (curves read from tiles miss such chunks)."""
     if not logged:
         return
     chunks: list[tuple] = []  # (key, steps, values, wall times, tokens) per chunk
@@ -286,15 +295,22 @@ def insert_metrics(run_id: int, logged: list[tuple[int, float | None, int | None
         )
         for key, steps, values, walls, tokens_seen in chunks
     ]
+    if summaries:
+        summed = [chunk_summary(steps, values) for _, steps, values, *_ in chunks]
+        columns_stored.extend(SUMMARY_COLUMNS[3:])
+        rows = [(*row, *s.row()[3:]) for row, s in zip(rows, summed, strict=True)]
     if not postgres:
         _insert_rows(MetricChunk, columns_stored, rows)
-        return
-    meta = MetricChunk._meta
-    fields = [meta.get_field(name) for name in columns_stored]
-    column_list = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    types = [*(f.db_type(connection).split("(")[0] for f in fields[:5]), *["bytea"] * 4]
-    with connection.cursor() as cursor:
-        _copy(cursor, connection.ops.quote_name(meta.db_table), column_list, rows, types)
+    else:
+        meta = MetricChunk._meta
+        fields = [meta.get_field(name) for name in columns_stored]
+        column_list = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+        types = [f.db_type(connection).split("(")[0] for f in fields]
+        types[5:9] = ["bytea"] * 4
+        with connection.cursor() as cursor:
+            _copy(cursor, connection.ops.quote_name(meta.db_table), column_list, rows, types)
+    if summaries:
+        fold_into_tiles(run_id, [(chunk[0], s) for chunk, s in zip(chunks, summed, strict=True)])
 
 
 # Postgres's binary array format: a header (dimensions, has-nulls flag, element type oid, length, lower

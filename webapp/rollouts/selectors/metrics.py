@@ -22,7 +22,8 @@ from django.db.models.aggregates import Count, Max, Min, Sum
 from django.db.models.functions import Cast, Floor, Least, RowNumber
 
 from webapp.experiments.models import Run
-from webapp.rollouts.models import MetricChunk, MetricPoint
+from webapp.rollouts.metric_tiles import SUMMARY_COLUMNS, Summary, point_summary, row_summary
+from webapp.rollouts.models import TILE_STEPS, MetricChunk, MetricPoint, MetricTile
 
 X_AXES = {"step": "step", "time": "wall_time", "tokens": "tokens"}
 DEFAULT_MAX_POINTS = 2000
@@ -62,16 +63,33 @@ def expand_keys(requested: list[str], available: list[str]) -> list[str]:
 
 
 def metric_series(
-    run: Run, keys: list[str], *, max_points: int = DEFAULT_MAX_POINTS, x: str = "step"
+    run: Run,
+    keys: list[str],
+    *,
+    max_points: int = DEFAULT_MAX_POINTS,
+    x: str = "step",
+    start: int | None = None,
+    end: int | None = None,
+    tiles: bool = True,
 ) -> dict[str, Series]:
-    """Per metric key, its curve against `x` ("step", "time" or "tokens"), at most `max_points` points.
+    """Per metric key, its curve against `x` ("step", "time" or "tokens"), at most `max_points` points,
+    of the points whose step is in [start, end] (both inclusive, either open when None).
 
-    Points without a value for the chosen x (no wall time or token count reported) are left out.
+    Points without a value for the chosen x (no wall time or token count reported) are left out. Against
+    steps a long curve is read from its stored tiers (`_tiered_series`); `tiles=False` reads every point
+    (the path before tiles, kept for bench/metric_curves.py's before-and-after).
     """
     if x not in X_AXES:
         raise ValueError(f"x must be one of {', '.join(X_AXES)}")
+    if start is not None and end is not None and start > end:
+        raise ValueError("start must not be after end")
     max_points = max(MIN_MAX_POINTS, min(MAX_MAX_POINTS, int(max_points)))
     x_field = X_AXES[x]
+    if tiles and x_field == "step":
+        return _tiered_series(run.pk, keys, max_points, _Range.of(start, end))
+    if start is not None or end is not None:
+        steps = _Range.of(start, end)
+        return {key: _downsample_chunks(run.pk, key, x_field, max_points, steps) for key in keys}
     out: dict[str, Series] = {}
     # Each curve's size and step range from its chunks, without unnesting a point: one query for all.
     chunks = (
@@ -85,11 +103,8 @@ def metric_series(
         rows = MetricPoint.objects.filter(run=run, key=key, **{f"{x_field}__isnull": False})
         total, lo, hi = extents.get(key, (0, None, None))
         if total > max_points and connection.vendor != "postgresql":
-            downsampled = _downsample_chunks(run.pk, key, x_field, max_points)
-            if downsampled is not None:
-                out[key] = downsampled
-                continue
-            total = max_points  # fewer points with this x than the budget: read them whole below
+            out[key] = _downsample_chunks(run.pk, key, x_field, max_points)
+            continue
         if total > max_points and x_field != "step":
             # A point may lack a wall time or token count: count those that have one, and their range.
             stats = rows.aggregate(total=Count("id"), lo=Min(x_field), hi=Max(x_field))
@@ -105,45 +120,71 @@ def metric_series(
     return out
 
 
-def _downsample_chunks(run_id: int, key: str, x_field: str, max_points: int) -> Series | None:
-    """`_downsample`'s rule over the curve's chunks as stored: the first and last point (in step order) with
-    an x, and each of (max_points - 2) // 2 equal x-ranges' lowest and highest point (ties: the lowest x).
-    None when no more than `max_points` points have an x (the caller reads those whole)."""
+def _downsample_chunks(
+    run_id: int, key: str, x_field: str, max_points: int, steps: _Range | None = None
+) -> Series:
+    """The curve (its points in `steps`, when given) read from its chunks as stored, whole when no more
+    than `max_points` points have an x, else by `_envelope`'s rule with the first and last point in step
+    order (the embedded SQLite's path: its view walks JSON text to unnest a chunk)."""
     column = {"step": "steps", "wall_time": "wall_times", "tokens": "tokens"}[x_field]
     fields = ("id", "steps", "values") if column == "steps" else ("id", "steps", "values", column)
-    chunks = MetricChunk.objects.filter(run_id=run_id, key=key).values_list(*fields)
+    chunks = MetricChunk.objects.filter(run_id=run_id, key=key)
+    if steps is not None:
+        chunks = chunks.filter(min_step__lte=steps.end, max_step__gte=steps.start)
     xs: list[float] = []
     ys: list[float] = []
     order: list[tuple[int, int, int]] = []  # (step, chunk id, position): the view's (step, id) order
-    for chunk_id, steps, values, *rest in chunks:
-        x_values = rest[0] if rest else steps
-        for position, (step, x, y) in enumerate(zip(steps, x_values, values, strict=True)):
-            if x is not None:
+    for chunk_id, chunk_steps, values, *rest in chunks.values_list(*fields):
+        x_values = rest[0] if rest else chunk_steps
+        for position, (step, x, y) in enumerate(zip(chunk_steps, x_values, values, strict=True)):
+            if x is not None and (steps is None or steps.start <= step <= steps.end):
                 xs.append(x)
                 ys.append(y)
                 order.append((step, chunk_id, position))
     total = len(xs)
+    ranked = sorted(range(total), key=order.__getitem__)
     if total <= max_points:
-        return None
+        points = sorted(((xs[i], ys[i]) for i in ranked), key=lambda p: p[0])  # stable: (step, id) order
+        return Series([p[0] for p in points], [p[1] for p in points], total, False)
+    pairs = list(zip(xs, ys, strict=True))
+    first, last = ranked[0], ranked[-1]
+    kept = _envelope(
+        pairs, pairs, (xs[first], ys[first]), (xs[last], ys[last]), (min(xs), max(xs)), max_points
+    )
+    return Series([p[0] for p in kept], [p[1] for p in kept], total, True)
+
+
+def _envelope(
+    lows: list[tuple[float, float]],
+    highs: list[tuple[float, float]],
+    first: tuple[float, float],
+    last: tuple[float, float],
+    extent: tuple[float, float],
+    max_points: int,
+) -> list[tuple[float, float]]:
+    """The one downsampling rule over (x, y) candidates: the curve's `first` and `last` point plus, in
+    each of (max_points - 2) // 2 equal ranges of `extent`, the lowest of `lows` and the highest of
+    `highs` falling in it (ties: the lowest x); ordered by x, each point once. Points are their own low
+    and high; a tile or chunk offers its lowest and its highest point."""
     buckets = (max_points - 2) // 2
-    lo, hi = min(xs), max(xs)
+    lo, hi = extent
     scale, top = buckets / (float(hi - lo) or 1.0), buckets - 1
-    low: dict[int, int] = {}
-    high: dict[int, int] = {}
-    for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+    low: dict[int, tuple[float, float]] = {}
+    high: dict[int, tuple[float, float]] = {}
+    for x, y in lows:
         b = min(int((x - lo) * scale), top)
-        j = low.get(b)
-        if j is None or y < ys[j] or (y == ys[j] and x < xs[j]):
-            low[b] = i
-        j = high.get(b)
-        if j is None or y > ys[j] or (y == ys[j] and x < xs[j]):
-            high[b] = i
-    first = min(range(total), key=order.__getitem__)
-    last = max(range(total), key=order.__getitem__)
-    middle = [i for b in sorted(low) for i in (low[b], high[b])]
-    unique = list(dict.fromkeys((xs[i], ys[i]) for i in [first, *middle, last]))
+        kept = low.get(b)
+        if kept is None or (y, x) < (kept[1], kept[0]):
+            low[b] = (x, y)
+    for x, y in highs:
+        b = min(int((x - lo) * scale), top)
+        kept = high.get(b)
+        if kept is None or (-y, x) < (-kept[1], kept[0]):
+            high[b] = (x, y)
+    middle = [p for b in sorted(low.keys() | high.keys()) for p in (low.get(b), high.get(b)) if p is not None]
+    unique = list(dict.fromkeys([first, *middle, last]))
     unique.sort(key=lambda p: p[0])
-    return Series([p[0] for p in unique], [p[1] for p in unique], total, True)
+    return unique
 
 
 @dataclass(frozen=True)
@@ -253,3 +294,112 @@ def _min_max_window(curve: _Curve, buckets: int) -> list[tuple[float, float]]:
         .values_list(x_field, "value")
     )
     return list(ranked)
+
+
+# --- the stored tiers (webapp.rollouts.metric_tiles): a long curve against steps in O(buckets) rows -----
+
+_NO_END = 2**31 - 1  # past any step (a step is a 32-bit column)
+
+
+@dataclass(frozen=True)
+class _Range:
+    """Steps from `start` to `end`, both inclusive."""
+
+    start: int
+    end: int
+
+    @classmethod
+    def of(cls, start: int | None, end: int | None) -> _Range:
+        return cls(0 if start is None else max(0, start), _NO_END if end is None else end)
+
+    def overlaps(self, s: Summary) -> bool:
+        return s.max_step >= self.start and s.min_step <= self.end
+
+
+def _tiered_series(run_id: int, keys: list[str], max_points: int, steps: _Range) -> dict[str, Series]:
+    """Each key's curve against steps in `steps`, read from the coarsest stored tier whose blocks are no
+    wider than a bucket of the downsampling: tiles of TILE_STEPS[level] steps, and every point once a
+    bucket is narrower than the finest tiles (a zoom) or the range holds no more than `max_points` points.
+
+    Edges are exact: a tile not wholly inside the range is replaced by its chunks, and a chunk not wholly
+    inside it by its points in the range. Downsampled, each bucket keeps the lowest and highest point of
+    the tiles (or points) whose extreme falls in it (`_envelope`): every tile's extremes stay, at their
+    real steps, so a spike is never lost; a bucket's second-highest point may be, where a whole tile's
+    width (at most a bucket's) holds a higher one."""
+    tops: dict[str, list[tuple[int, Summary]]] = {key: [] for key in keys}
+    rows = MetricTile.objects.filter(run_id=run_id, key__in=keys, level=len(TILE_STEPS) - 1)
+    for key, block, *summary in rows.values_list("key", "block", *SUMMARY_COLUMNS).order_by("key", "block"):
+        s = row_summary(summary)
+        if steps.overlaps(s):
+            tops[key].append((block, s))
+    out: dict[str, Series] = {}
+    for key, overlapping in tops.items():
+        if not overlapping:
+            out[key] = Series([], [], 0, False)
+            continue
+        lo = max(steps.start, min(s.min_step for _, s in overlapping))
+        hi = min(steps.end, max(s.max_step for _, s in overlapping))
+        width = (hi - lo) / ((max_points - 2) // 2)
+        level = max((i for i, w in enumerate(TILE_STEPS) if w <= width), default=None)
+        if level is not None:
+            units = _cover(run_id, key, level, steps, overlapping)
+            total = sum(u.size for u in units)
+            if total > max_points:
+                out[key] = _downsample_units(units, total, max_points)
+                continue
+        out[key] = _downsample_chunks(run_id, key, "step", max_points, steps)
+    return out
+
+
+def _cover(
+    run_id: int, key: str, level: int, steps: _Range, tops: list[tuple[int, Summary]]
+) -> list[Summary]:
+    """Summaries that hold each point of the curve in `steps` exactly once: the level's tiles inside the
+    range, and for a tile across an edge its chunks inside it and its other chunks' points in the range."""
+    width = TILE_STEPS[level]
+    if level == len(TILE_STEPS) - 1:
+        tiles = tops
+    else:
+        ratio = TILE_STEPS[-1] // width
+        blocks = Q()
+        for top, _ in tops:
+            blocks |= Q(block__gte=top * ratio, block__lte=(top + 1) * ratio - 1)
+        rows = MetricTile.objects.filter(blocks, run_id=run_id, key=key, level=level).order_by("block")
+        tiles = [(block, row_summary(rest)) for block, *rest in rows.values_list("block", *SUMMARY_COLUMNS)]
+    units: list[Summary] = []
+    edges = Q()
+    for block, s in tiles:
+        if s.inside(steps.start, steps.end):
+            units.append(s)
+        elif steps.overlaps(s):
+            edges |= Q(min_step__gte=block * width, min_step__lte=(block + 1) * width - 1)
+    if edges:
+        chunks = MetricChunk.objects.filter(
+            edges, run_id=run_id, key=key, min_step__lte=steps.end, max_step__gte=steps.start
+        ).order_by("id")
+        for chunk_steps, values, *summary in chunks.values_list("steps", "values", *SUMMARY_COLUMNS):
+            if summary[3] is not None and steps.start <= summary[1] and summary[2] <= steps.end:
+                units.append(row_summary(summary))
+                continue
+            units.extend(
+                point_summary(step, value)
+                for step, value in zip(chunk_steps, values, strict=True)
+                if steps.start <= step <= steps.end
+            )
+    return units
+
+
+def _downsample_units(units: list[Summary], total: int, max_points: int) -> Series:
+    """`_envelope` over tiles, chunks and points: each offers its lowest and highest point; the curve's
+    ends are the first unit's first value and the last unit's last (ties: in the order they are given)."""
+    first = min(units, key=lambda u: u.min_step)
+    last = max(reversed(units), key=lambda u: u.max_step)
+    kept = _envelope(
+        [(u.low_step, u.low) for u in units],
+        [(u.high_step, u.high) for u in units],
+        (first.min_step, first.first),
+        (last.max_step, last.last),
+        (min(u.min_step for u in units), max(u.max_step for u in units)),
+        max_points,
+    )
+    return Series([p[0] for p in kept], [p[1] for p in kept], total, True)
