@@ -183,7 +183,9 @@ class RunMetricsView(APIView):
                 for key, one in series.items()
             },
         }
-        return Response(s.MetricsSerializer(body).data)
+        # The body as built, in MetricsSerializer's shape (the schema's): through its fields every value
+        # went through FloatField one at a time — 25 keys × 2,000 points took longer than reading them.
+        return Response(body)
 
 
 # --- ingestion ----------------------------------------------------------------------------------------

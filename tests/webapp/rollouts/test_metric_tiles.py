@@ -9,10 +9,11 @@ import math
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.db.models import Max
 from django.test.utils import CaptureQueriesContext
 
-from webapp.rollouts.ingest import insert_metrics
-from webapp.rollouts.metric_tiles import SUMMARY_COLUMNS, refold_tiles
+from webapp.rollouts.ingest import ingest_batch, insert_metrics
+from webapp.rollouts.metric_tiles import SUMMARY_COLUMNS, fold_run, folded_through, refold_tiles
 from webapp.rollouts.models import MetricChunk, MetricPoint, MetricTile
 from webapp.rollouts.selectors.metrics import metric_series
 
@@ -29,10 +30,16 @@ def wave(step: int) -> float:
 
 
 def store(run, key: str, steps, value_of=wave, batch: int = 40) -> None:
-    """As a trainer's batches bring them: `batch` steps per insert (one chunk per key per batch)."""
+    """As ingestion stores a trainer's batches: `batch` steps per insert (one chunk per key per batch),
+    with the run's progress before each, so tiles are folded once per top-level block and the newest
+    chunks are read from their summaries."""
     steps = list(steps)
     for start in range(0, len(steps), batch):
-        insert_metrics(run.pk, [(s, None, None, {key: value_of(s)}) for s in steps[start : start + batch]])
+        part = steps[start : start + batch]
+        insert_metrics(
+            run.pk, [(s, None, None, {key: value_of(s)}) for s in part], progress_step=run.current_step
+        )
+        run.current_step = max(run.current_step, *part)
 
 
 def stored_points(run, key: str, start: int = 0, end: int = 2**31 - 1) -> tuple[list[int], list[float]]:
@@ -56,10 +63,13 @@ def assert_tiles_are_their_chunks_folded(run) -> None:
 
 def test_a_long_curve_is_read_from_tiles_and_keeps_its_spike_and_dip(run):
     store(run, "kl", range(STEPS))
+    assert 0 < folded_through(run.pk) < MetricChunk.objects.latest("id").pk, (
+        "the newest chunks wait for a fold"
+    )
     with CaptureQueriesContext(connection) as queries:
         series = metric_series(run, ["kl"], max_points=200)["kl"]
-    # Only tile rows were read: no chunk, no point.
-    assert not [q["sql"] for q in queries if "rollouts_metricchunk" in q["sql"] or "metricpoint" in q["sql"]]
+    # Only tiles and the summaries of the chunks not folded yet were read: no point.
+    assert not [q["sql"] for q in queries if '"steps"' in q["sql"] or "metricpoint" in q["sql"]]
     assert series.downsampled and series.total == STEPS and len(series.x) <= 200
     assert series.x == sorted(series.x)
     assert max(series.y) == 9.0 and series.x[series.y.index(9.0)] == SPIKE
@@ -147,6 +157,32 @@ def test_deleting_chunks_folds_their_tiles_again_and_deleting_the_run_drops_them
     run.delete()
     assert not MetricTile.objects.filter(run_id=run_id).exists()
     assert not MetricChunk.objects.filter(run_id=run_id).exists()
+
+
+def test_ingestion_folds_the_tiles_once_per_top_block_and_reads_agree_before_and_after(run):
+    """Through ingest_batch, the write path of every trainer: the run's tiles are folded when its steps
+    reach a new block of 2,048; the curve reads alike from tiles and fresh chunks and after a fold."""
+    seq = 0
+    for start in range(0, 5_000, 40):
+        events = []
+        for step in range(start, start + 40):
+            seq += 1
+            events.append({"seq": seq, "type": "metrics", "step": step, "values": {"kl": wave(step)}})
+        ingest_batch(run=run, payload={"events": events})
+    through = folded_through(run.pk)
+    assert MetricChunk.objects.filter(run=run, id__lte=through).aggregate(m=Max("max_step"))["m"] == 4_119
+    before = metric_series(run, ["kl"], max_points=100)["kl"]
+    zoom = metric_series(run, ["kl"], max_points=100, start=4_000, end=4_500)["kl"]
+    fold_run(run.pk)
+    assert folded_through(run.pk) == MetricChunk.objects.latest("id").pk
+    after = metric_series(run, ["kl"], max_points=100)["kl"]
+    # Chunks of 40 steps became tiles of 64: buckets may keep other points, never other extremes or ends.
+    for series in (before, after):
+        assert series.total == 5_000 and min(series.y) == -7.0 and series.x[series.y.index(-7.0)] == DIP
+        assert (series.x[0], series.x[-1], series.y[-1]) == (0, 4_999, wave(4_999))
+        assert all(y == wave(x) for x, y in zip(series.x, series.y, strict=True))
+    assert metric_series(run, ["kl"], max_points=100, start=4_000, end=4_500)["kl"] == zoom
+    assert zoom.x[0] == 4_000 and zoom.x[-1] == 4_500 and zoom.total == 501
 
 
 def test_the_metrics_api_and_the_live_endpoint_take_a_step_range(client_for, run):

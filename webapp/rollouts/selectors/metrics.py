@@ -14,6 +14,7 @@ once) and downsampled here in one pass, by the same rule (`_downsample_chunks`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from django.db import connection
@@ -22,7 +23,7 @@ from django.db.models.aggregates import Count, Max, Min, Sum
 from django.db.models.functions import Cast, Floor, Least, RowNumber
 
 from webapp.experiments.models import Run
-from webapp.rollouts.metric_tiles import SUMMARY_COLUMNS, Summary, point_summary, row_summary
+from webapp.rollouts.metric_tiles import SUMMARY_COLUMNS, Summary, folded_through, point_summary, row_summary
 from webapp.rollouts.models import TILE_STEPS, MetricChunk, MetricPoint, MetricTile
 
 X_AXES = {"step": "step", "time": "wall_time", "tokens": "tokens"}
@@ -43,8 +44,11 @@ class Series:
 
 
 def metric_keys(run: Run) -> list[str]:
-    """Every metric name the run has reported, sorted."""
-    return sorted(MetricChunk.objects.filter(run=run).values_list("key", flat=True).distinct().order_by())
+    """Every metric name the run has reported, sorted: the keys of its top-level tiles and of its chunks
+    not folded yet (every folded chunk is in a tile), not a scan of every chunk."""
+    tiled = MetricTile.objects.filter(run=run, level=len(TILE_STEPS) - 1).values_list("key", flat=True)
+    fresh = MetricChunk.objects.filter(run=run, id__gt=folded_through(run.pk)).values_list("key", flat=True)
+    return sorted(set(tiled.distinct().order_by()) | set(fresh.distinct().order_by()))
 
 
 def expand_keys(requested: list[str], available: list[str]) -> list[str]:
@@ -299,6 +303,8 @@ def _min_max_window(curve: _Curve, buckets: int) -> list[tuple[float, float]]:
 # --- the stored tiers (webapp.rollouts.metric_tiles): a long curve against steps in O(buckets) rows -----
 
 _NO_END = 2**31 - 1  # past any step (a step is a 32-bit column)
+# Positions in a Summary (and in a row of SUMMARY_COLUMNS).
+_MIN, _MAX, _LOW, _LOW_STEP, _HIGH, _HIGH_STEP, _FIRST, _LAST = range(1, 9)
 
 
 @dataclass(frozen=True)
@@ -318,32 +324,41 @@ class _Range:
 
 def _tiered_series(run_id: int, keys: list[str], max_points: int, steps: _Range) -> dict[str, Series]:
     """Each key's curve against steps in `steps`, read from the coarsest stored tier whose blocks are no
-    wider than a bucket of the downsampling: tiles of TILE_STEPS[level] steps, and every point once a
-    bucket is narrower than the finest tiles (a zoom) or the range holds no more than `max_points` points.
+    wider than a bucket of the downsampling: tiles of TILE_STEPS[level] steps (with the chunks not folded
+    into tiles yet, by their summaries), and every point once a bucket is narrower than the finest tiles
+    (a zoom) or the range holds no more than `max_points` points.
 
     Edges are exact: a tile not wholly inside the range is replaced by its chunks, and a chunk not wholly
     inside it by its points in the range. Downsampled, each bucket keeps the lowest and highest point of
     the tiles (or points) whose extreme falls in it (`_envelope`): every tile's extremes stay, at their
     real steps, so a spike is never lost; a bucket's second-highest point may be, where a whole tile's
     width (at most a bucket's) holds a higher one."""
+    through = folded_through(run_id)
     tops: dict[str, list[tuple[int, Summary]]] = {key: [] for key in keys}
     rows = MetricTile.objects.filter(run_id=run_id, key__in=keys, level=len(TILE_STEPS) - 1)
     for key, block, *summary in rows.values_list("key", "block", *SUMMARY_COLUMNS).order_by("key", "block"):
         s = row_summary(summary)
         if steps.overlaps(s):
             tops[key].append((block, s))
+    fresh: dict[str, list[tuple[int, Summary | None]]] = {key: [] for key in keys}
+    chunks = MetricChunk.objects.filter(
+        run_id=run_id, key__in=keys, id__gt=through, min_step__lte=steps.end, max_step__gte=steps.start
+    )
+    for key, chunk_id, *summary in chunks.values_list("key", "id", *SUMMARY_COLUMNS).order_by("id"):
+        fresh[key].append((chunk_id, None if summary[3] is None else row_summary(summary)))
     out: dict[str, Series] = {}
-    for key, overlapping in tops.items():
-        if not overlapping:
-            out[key] = Series([], [], 0, False)
+    for key in keys:
+        extents = [s for _, s in tops[key]] + [s for _, s in fresh[key] if s is not None]
+        if not extents:
+            out[key] = _downsample_chunks(run_id, key, "step", max_points, steps)  # none, or no summaries
             continue
-        lo = max(steps.start, min(s.min_step for _, s in overlapping))
-        hi = min(steps.end, max(s.max_step for _, s in overlapping))
+        lo = max(steps.start, min(s.min_step for s in extents))
+        hi = min(steps.end, max(s.max_step for s in extents))
         width = (hi - lo) / ((max_points - 2) // 2)
         level = max((i for i, w in enumerate(TILE_STEPS) if w <= width), default=None)
         if level is not None:
-            units = _cover(run_id, key, level, steps, overlapping)
-            total = sum(u.size for u in units)
+            units = _cover(run_id, key, level, steps, tops[key], through, fresh[key])
+            total = sum(u[0] for u in units)  # a Summary's size
             if total > max_points:
                 out[key] = _downsample_units(units, total, max_points)
                 continue
@@ -352,54 +367,76 @@ def _tiered_series(run_id: int, keys: list[str], max_points: int, steps: _Range)
 
 
 def _cover(
-    run_id: int, key: str, level: int, steps: _Range, tops: list[tuple[int, Summary]]
-) -> list[Summary]:
+    run_id: int,
+    key: str,
+    level: int,
+    steps: _Range,
+    tops: list[tuple[int, Summary]],
+    through: int,
+    fresh: list[tuple[int, Summary | None]],
+) -> list[tuple]:
     """Summaries that hold each point of the curve in `steps` exactly once: the level's tiles inside the
-    range, and for a tile across an edge its chunks inside it and its other chunks' points in the range."""
+    range; for a tile across an edge, its (folded) chunks inside it and its other chunks' points in the
+    range; and the chunks not folded yet (past `through`), likewise."""
     width = TILE_STEPS[level]
-    if level == len(TILE_STEPS) - 1:
-        tiles = tops
-    else:
+    tiles = tops
+    if level != len(TILE_STEPS) - 1 and tops:
         ratio = TILE_STEPS[-1] // width
-        blocks = Q()
-        for top, _ in tops:
-            blocks |= Q(block__gte=top * ratio, block__lte=(top + 1) * ratio - 1)
-        rows = MetricTile.objects.filter(blocks, run_id=run_id, key=key, level=level).order_by("block")
-        tiles = [(block, row_summary(rest)) for block, *rest in rows.values_list("block", *SUMMARY_COLUMNS)]
-    units: list[Summary] = []
+        rows = MetricTile.objects.filter(
+            run_id=run_id,
+            key=key,
+            level=level,
+            block__gte=tops[0][0] * ratio,
+            block__lte=(tops[-1][0] + 1) * ratio - 1,
+        )
+        # Plain rows, not Summary objects: a 100k-step curve has ~1,600 of them a key, and a tuple is
+        # indexed as a Summary is (SUMMARY_COLUMNS' order) for a fraction of a NamedTuple's cost.
+        tiles = [(row[0], row[1:]) for row in rows.values_list("block", *SUMMARY_COLUMNS).order_by("block")]
+    units: list[tuple] = []
     edges = Q()
+    start, end = steps.start, steps.end
     for block, s in tiles:
-        if s.inside(steps.start, steps.end):
+        if start <= s[_MIN] and s[_MAX] <= end:
             units.append(s)
-        elif steps.overlaps(s):
-            edges |= Q(min_step__gte=block * width, min_step__lte=(block + 1) * width - 1)
+        elif s[_MAX] >= start and s[_MIN] <= end:
+            edges |= Q(min_step__gte=block * width, min_step__lte=(block + 1) * width - 1, id__lte=through)
     if edges:
-        chunks = MetricChunk.objects.filter(
+        folded = MetricChunk.objects.filter(
             edges, run_id=run_id, key=key, min_step__lte=steps.end, max_step__gte=steps.start
-        ).order_by("id")
-        for chunk_steps, values, *summary in chunks.values_list("steps", "values", *SUMMARY_COLUMNS):
-            if summary[3] is not None and steps.start <= summary[1] and summary[2] <= steps.end:
-                units.append(row_summary(summary))
-                continue
-            units.extend(
-                point_summary(step, value)
-                for step, value in zip(chunk_steps, values, strict=True)
-                if steps.start <= step <= steps.end
-            )
+        )
+        fresh = [
+            (chunk_id, None if rest[3] is None else row_summary(rest))
+            for chunk_id, *rest in folded.values_list("id", *SUMMARY_COLUMNS)
+        ] + fresh
+    across = []
+    for chunk_id, s in fresh:
+        if s is not None and s.inside(steps.start, steps.end):
+            units.append(s)
+        else:
+            across.append(chunk_id)
+    if across:
+        rows = MetricChunk.objects.filter(id__in=across).order_by("id").values_list("steps", "values")
+        units.extend(
+            point_summary(step, value)
+            for chunk_steps, values in rows
+            for step, value in zip(chunk_steps, values, strict=True)
+            if steps.start <= step <= steps.end
+        )
     return units
 
 
-def _downsample_units(units: list[Summary], total: int, max_points: int) -> Series:
-    """`_envelope` over tiles, chunks and points: each offers its lowest and highest point; the curve's
-    ends are the first unit's first value and the last unit's last (ties: in the order they are given)."""
-    first = min(units, key=lambda u: u.min_step)
-    last = max(reversed(units), key=lambda u: u.max_step)
+def _downsample_units(units: list[tuple], total: int, max_points: int) -> Series:
+    """`_envelope` over tiles, chunks and points (Summary fields, or rows in their order): each offers its
+    lowest and highest point; the curve's ends are the first unit's first value and the last unit's last
+    (ties: in the order they are given)."""
+    first = min(units, key=itemgetter(_MIN))
+    last = max(reversed(units), key=itemgetter(_MAX))
     kept = _envelope(
-        [(u.low_step, u.low) for u in units],
-        [(u.high_step, u.high) for u in units],
-        (first.min_step, first.first),
-        (last.max_step, last.last),
-        (min(u.min_step for u in units), max(u.max_step for u in units)),
+        [(u[_LOW_STEP], u[_LOW]) for u in units],
+        [(u[_HIGH_STEP], u[_HIGH]) for u in units],
+        (first[_MIN], first[_FIRST]),
+        (last[_MAX], last[_LAST]),
+        (min(u[_MIN] for u in units), max(u[_MAX] for u in units)),
         max_points,
     )
     return Series([p[0] for p in kept], [p[1] for p in kept], total, True)
