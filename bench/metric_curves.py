@@ -25,6 +25,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -157,7 +158,7 @@ def run_bench(steps: int, keys: int) -> None:
     api = f"/api/runs/{after.pk}/metrics/"
     live = reverse("live:metrics_json", args=[project.slug, after.pk])
     middle = steps // 2
-    reads = {
+    reads: dict[str, tuple[str, dict[str, Any]]] = {
         "API, every key, max_points 2000": (api, {"max_points": 2000}),
         "API, every key, max_points 500": (api, {"max_points": 500}),
         "live metrics.json, every key": (live, {}),

@@ -77,7 +77,9 @@ def metrics_json(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
     available = metrics.metric_keys(run)
     requested = [k for k in request.GET.get("keys", "").split(",") if k.strip()]
     keys = metrics.expand_keys([k.strip() for k in requested], available) if requested else available
-    series = metrics.metric_series(run, keys, max_points=max_points, x=x, **steps)
+    series = metrics.metric_series(
+        run, keys, max_points=max_points, x=x, start=steps.get("start"), end=steps.get("end")
+    )
     return JsonResponse(
         {
             "run": run.pk,

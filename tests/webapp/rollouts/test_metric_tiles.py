@@ -257,3 +257,30 @@ def test_an_upgraded_database_gets_its_chunks_summed_up_and_its_tiles(run):
     assert series.x[series.y.index(-20.0)] == 9_000
     whole = metric_series(run, ["kl"], max_points=20_000)["kl"]
     assert (whole.x, whole.y) == stored_points(run, "kl")
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="only Postgres downsamples tiles in SQL")
+def test_the_databases_envelope_is_the_python_one(run, monkeypatch):
+    """On Postgres the tiles inside the range are downsampled in SQL (_ENVELOPE_SQL); the answer is the
+    Python rule's (_downsample_units), to the point, with edges, late chunks and chunks not folded yet."""
+    from webapp.rollouts.selectors import metrics
+
+    store(run, "kl", range(STEPS))
+    insert_metrics(
+        run.pk, [(9_000, None, None, {"kl": 50.0}), (100, None, None, {"kl": -3.0})], progress_step=STEPS
+    )
+    cases = [
+        (None, None, 200),
+        (None, None, 2000),
+        (1_003, 25_007, 100),
+        (0, 20_000, 300),
+        (5_000, None, 150),
+    ]
+    in_sql = {
+        case: metric_series(run, ["kl"], max_points=case[2], start=case[0], end=case[1]) for case in cases
+    }
+    original = metrics._downsample_cover
+    monkeypatch.setattr(metrics, "_downsample_cover", lambda *a, **k: original(*a, **k, in_database=False))
+    for (start, end, max_points), series in in_sql.items():
+        assert series["kl"].downsampled
+        assert metric_series(run, ["kl"], max_points=max_points, start=start, end=end) == series

@@ -357,13 +357,97 @@ def _tiered_series(run_id: int, keys: list[str], max_points: int, steps: _Range)
         width = (hi - lo) / ((max_points - 2) // 2)
         level = max((i for i, w in enumerate(TILE_STEPS) if w <= width), default=None)
         if level is not None:
-            units = _cover(run_id, key, level, steps, tops[key], through, fresh[key])
-            total = sum(u[0] for u in units)  # a Summary's size
-            if total > max_points:
-                out[key] = _downsample_units(units, total, max_points)
+            downsampled = _downsample_cover(
+                run_id, key, level, steps, tops[key], through, fresh[key], max_points
+            )
+            if downsampled is not None:
+                out[key] = downsampled
                 continue
         out[key] = _downsample_chunks(run_id, key, "step", max_points, steps)
     return out
+
+
+def _downsample_cover(
+    run_id: int,
+    key: str,
+    level: int,
+    steps: _Range,
+    tops: list[tuple[int, Summary]],
+    through: int,
+    fresh: list[tuple[int, Summary | None]],
+    max_points: int,
+    *,
+    in_database: bool | None = None,
+) -> Series | None:
+    """The curve in `steps` downsampled from the level's tiles (`_cover`); None when it holds no more than
+    `max_points` points (the caller reads them whole). On Postgres the level's tiles inside the range
+    stay in the database, which applies `_envelope`'s rule to them and the other units (`_ENVELOPE_SQL`):
+    a 100k-step curve's ~1,600 tiles are never turned into Python objects."""
+    if in_database is None:
+        in_database = connection.vendor == "postgresql"
+    units, inside = _cover(run_id, key, level, steps, tops, through, fresh, leave_inside=in_database)
+    if inside is None:
+        total = sum(u[0] for u in units)  # a Summary's size
+        return _downsample_units(units, total, max_points) if total > max_points else None
+    buckets = (max_points - 2) // 2
+    columns = [[kind(u[i]) for u in units] for i, kind in enumerate(_UNIT_TYPES)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _ENVELOPE_SQL,
+            [run_id, key, level, *inside, *columns, buckets, buckets - 1, buckets - 1, buckets],
+        )
+        total, xs, ys = cursor.fetchone()
+    if not total or total <= max_points:
+        return None
+    return Series(xs, ys, total, True)
+
+
+_UNIT_TYPES = (int, int, int, float, int, float, int, float, float)  # a Summary's fields
+# `_envelope` over a level's tiles inside a step range (run, key, level, blocks from … to, steps from … to)
+# and the units given as arrays (Summary's fields): total, then the kept steps and values in step order.
+# The grid, the ties and the order are Python's: (x - lo) * (buckets / (hi - lo)) in float8, the lowest
+# value at its lowest step (min of [value, step]), the highest at its lowest step (max of [value, -step]),
+# the first and last point by the units' order, each point once at its first place.
+_ENVELOPE_SQL = """
+WITH units AS (
+    SELECT size, min_step, max_step, value_min, value_min_step, value_max, value_max_step, value_first,
+        value_last, 0 AS src, block::bigint AS ord
+    FROM rollouts_metrictile
+    WHERE run_id = %s AND key = %s AND level = %s AND block BETWEEN %s AND %s
+        AND min_step >= %s AND max_step <= %s
+    UNION ALL
+    SELECT u.size, u.min_step, u.max_step, u.value_min, u.value_min_step, u.value_max, u.value_max_step,
+        u.value_first, u.value_last, 1, u.ord
+    FROM unnest(%s::integer[], %s::integer[], %s::integer[], %s::float8[], %s::integer[], %s::float8[],
+        %s::integer[], %s::float8[], %s::float8[]) WITH ORDINALITY AS u(size, min_step, max_step,
+        value_min, value_min_step, value_max, value_max_step, value_first, value_last, ord)
+),
+grid AS (
+    SELECT sum(size) AS total, min(min_step) AS lo, %s::float8 / (CASE WHEN max(max_step) > min(min_step)
+        THEN max(max_step) - min(min_step) ELSE 1 END)::float8 AS scale
+    FROM units
+),
+candidates AS (
+    SELECT m[2] AS x, m[1] AS y, b, 1 AS k FROM (
+        SELECT LEAST(FLOOR((u.value_min_step - g.lo)::float8 * g.scale), %s) AS b,
+            MIN(ARRAY[u.value_min, u.value_min_step::float8]) AS m
+        FROM units u, grid g GROUP BY 1
+    ) lows
+    UNION ALL
+    SELECT -m[2], m[1], b, 2 FROM (
+        SELECT LEAST(FLOOR((u.value_max_step - g.lo)::float8 * g.scale), %s) AS b,
+            MAX(ARRAY[u.value_max, -u.value_max_step::float8]) AS m
+        FROM units u, grid g GROUP BY 1
+    ) highs
+    UNION ALL
+    (SELECT min_step, value_first, -1, 0 FROM units ORDER BY min_step, src, ord LIMIT 1)
+    UNION ALL
+    (SELECT max_step, value_last, %s, 3 FROM units ORDER BY max_step DESC, src DESC, ord DESC LIMIT 1)
+),
+kept AS (SELECT DISTINCT ON (x, y) x, y, b, k FROM candidates ORDER BY x, y, b, k)
+SELECT (SELECT total FROM grid), array_agg(x::bigint ORDER BY x, b, k), array_agg(y ORDER BY x, b, k)
+FROM kept
+"""
 
 
 def _cover(
@@ -374,12 +458,17 @@ def _cover(
     tops: list[tuple[int, Summary]],
     through: int,
     fresh: list[tuple[int, Summary | None]],
-) -> list[tuple]:
+    *,
+    leave_inside: bool = False,
+) -> tuple[list[tuple], tuple[int, int, int, int] | None]:
     """Summaries that hold each point of the curve in `steps` exactly once: the level's tiles inside the
     range; for a tile across an edge, its (folded) chunks inside it and its other chunks' points in the
-    range; and the chunks not folded yet (past `through`), likewise."""
+    range; and the chunks not folded yet (past `through`), likewise. With `leave_inside` (below the top
+    level), the tiles inside the range are not read: returned with the units is what selects them —
+    blocks from, to, steps from, to."""
     width = TILE_STEPS[level]
     tiles = tops
+    inside = None
     if level != len(TILE_STEPS) - 1 and tops:
         ratio = TILE_STEPS[-1] // width
         rows = MetricTile.objects.filter(
@@ -389,6 +478,9 @@ def _cover(
             block__gte=tops[0][0] * ratio,
             block__lte=(tops[-1][0] + 1) * ratio - 1,
         )
+        if leave_inside:
+            inside = (tops[0][0] * ratio, (tops[-1][0] + 1) * ratio - 1, steps.start, steps.end)
+            rows = rows.filter(Q(min_step__lt=steps.start) | Q(max_step__gt=steps.end))
         # Plain rows, not Summary objects: a 100k-step curve has ~1,600 of them a key, and a tuple is
         # indexed as a Summary is (SUMMARY_COLUMNS' order) for a fraction of a NamedTuple's cost.
         tiles = [(row[0], row[1:]) for row in rows.values_list("block", *SUMMARY_COLUMNS).order_by("block")]
@@ -422,7 +514,7 @@ def _cover(
             for step, value in zip(chunk_steps, values, strict=True)
             if steps.start <= step <= steps.end
         )
-    return units
+    return units, inside
 
 
 def _downsample_units(units: list[tuple], total: int, max_points: int) -> Series:
