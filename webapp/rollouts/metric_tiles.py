@@ -248,15 +248,17 @@ def stored_summaries(chunks) -> list[Summary]:
 def backfill(batch: int = 2000) -> None:
     """Write the summary of every chunk stored without one, then fold every run's tiles from its chunks
     (what migration 0023 runs on a database of the release before tiles)."""
+    after = 0  # keyset pages: a page is never read past the rows already summed up
     with connection.cursor() as cursor:
         while True:
             todo = list(
-                MetricChunk.objects.filter(value_min__isnull=True)
+                MetricChunk.objects.filter(id__gt=after, value_min__isnull=True)
                 .order_by("id")
                 .values_list("id", "steps", "values")[:batch]
             )
             if not todo:
                 break
+            after = todo[-1][0]
             table, quote = connection.ops.quote_name(MetricChunk._meta.db_table), connection.ops.quote_name
             sets = ", ".join(f"{quote(c)} = %s" for c in SUMMARY_COLUMNS[3:])
             cursor.executemany(

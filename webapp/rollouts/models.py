@@ -276,7 +276,13 @@ class MetricChunk(models.Model):
     objects = MetricChunkQuerySet.as_manager()
 
     class Meta:
-        indexes = [models.Index(fields=["run", "key", "min_step"], name="metric_chunk_run_key")]
+        indexes = [
+            models.Index(fields=["run", "key", "min_step"], name="metric_chunk_run_key"),
+            # A run's chunks not folded into tiles yet (id > MetricFold.through), which every curve read
+            # and every fold asks for: without it Postgres intersected the run's whole key index with
+            # the id range (37 ms for a 100k-step run of 25 keys).
+            models.Index(fields=["run", "id"], name="metric_chunk_run_id"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.key}@{self.min_step}-{self.max_step}"
