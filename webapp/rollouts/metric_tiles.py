@@ -142,16 +142,28 @@ def _stored_tiles(run_id: int, wanted: set[tuple[str, int, int]]) -> dict[tuple[
 
 # The Postgres types of MetricTile's columns in _TILE_FIELDS' order, for the arrays an upsert sends.
 _TILE_FIELDS = ("run", "key", "level", "block", *SUMMARY_COLUMNS)
-_TILE_TYPES = ("bigint", "varchar", "smallint", "integer", "integer", "integer", "integer")
-_TILE_TYPES += ("double precision", "integer", "double precision", "integer", "double precision")
-_TILE_TYPES += ("double precision",)
+_TILE_TYPES = (
+    "bigint",
+    "varchar",
+    "smallint",
+    "integer",
+    "integer",
+    "integer",
+    "integer",
+    "double precision",
+    "integer",
+    "double precision",
+    "integer",
+    "double precision",
+    "double precision",
+)
 
 
 def _upsert_tiles(run_id: int, tiles: dict[tuple[str, int, int], Summary]) -> None:
     """Write the tiles as they now are, in one INSERT … ON CONFLICT UPDATE: on Postgres its rows as one
     array per column (unnest), elsewhere a row at a time (executemany)."""
     meta, quote = MetricTile._meta, connection.ops.quote_name
-    columns = [meta.get_field(name).column for name in _TILE_FIELDS]
+    columns = ["run_id", *_TILE_FIELDS[1:]]  # the columns are the fields' names
     conflict = ", ".join(quote(c) for c in columns[:4])
     updates = ", ".join(f"{quote(c)} = EXCLUDED.{quote(c)}" for c in columns[4:])
     into = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(c) for c in columns)})"

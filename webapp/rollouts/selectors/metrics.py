@@ -501,16 +501,16 @@ def _cover(
             for chunk_id, *rest in folded.values_list("id", *SUMMARY_COLUMNS)
         ] + fresh
     across = []
-    for chunk_id, s in fresh:
-        if s is not None and s.inside(steps.start, steps.end):
-            units.append(s)
+    for chunk_id, summary in fresh:
+        if summary is not None and summary.inside(steps.start, steps.end):
+            units.append(summary)
         else:
             across.append(chunk_id)
     if across:
-        rows = MetricChunk.objects.filter(id__in=across).order_by("id").values_list("steps", "values")
+        lists = MetricChunk.objects.filter(id__in=across).order_by("id").values_list("steps", "values")
         units.extend(
             point_summary(step, value)
-            for chunk_steps, values in rows
+            for chunk_steps, values in lists
             for step, value in zip(chunk_steps, values, strict=True)
             if steps.start <= step <= steps.end
         )
