@@ -94,7 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--keys", type=int, default=25)
-    args = smoke_parser(parser, steps=2_000, keys=25).parse_args()
+    args = smoke_parser(parser, steps=2_500, keys=4).parse_args()
     if not os.environ.get("DATABASE_URL"):
         shutil.rmtree(VAR, ignore_errors=True)
     import django
