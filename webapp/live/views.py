@@ -55,19 +55,31 @@ def _refused(name: str, choices: tuple[str, ...] | dict) -> JsonResponse:
 
 @require_GET
 def metrics_json(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
-    """?keys=reward/mean,criterion/*&x=step|time|tokens&max_points=2000 (no keys: every key)."""
+    """?keys=reward/mean,criterion/*&x=step|time|tokens&max_points=2000&start=&end= (no keys: every key;
+    start/end: the step range, a zoom)."""
     run = _run(request, slug, run_id)
     x = request.GET.get("x", "step")
     if x not in metrics.X_AXES:
         return JsonResponse({"error": f"x must be one of {', '.join(metrics.X_AXES)}"}, status=400)
     max_points = _int(request.GET.get("max_points"), metrics.DEFAULT_MAX_POINTS)
+    steps: dict[str, int] = {}
+    for name in ("start", "end"):
+        value = request.GET.get(name)
+        if value not in (None, ""):
+            if not value.isdigit() or int(value) > 2**31 - 1:
+                return JsonResponse({"error": f"{name} must be a step (0 … 2,147,483,647)"}, status=400)
+            steps[name] = int(value)
+    if steps.get("start", 0) > steps.get("end", 2**31 - 1):
+        return JsonResponse({"error": "end must not be before start"}, status=400)
     # Read the high-water mark first: a point stored after it may also appear in the curves, and the
     # page drops live points at or behind a curve's last x, so the overlap never shows twice.
     last_seq = Run.objects.filter(pk=run.pk).values_list("last_seq", flat=True)[0]
     available = metrics.metric_keys(run)
     requested = [k for k in request.GET.get("keys", "").split(",") if k.strip()]
     keys = metrics.expand_keys([k.strip() for k in requested], available) if requested else available
-    series = metrics.metric_series(run, keys, max_points=max_points, x=x)
+    series = metrics.metric_series(
+        run, keys, max_points=max_points, x=x, start=steps.get("start"), end=steps.get("end")
+    )
     return JsonResponse(
         {
             "run": run.pk,

@@ -158,7 +158,7 @@ class RunMetricsView(APIView):
     @extend_schema(
         parameters=[s.MetricsQuerySerializer],
         responses={200: s.MetricsSerializer, 404: NOT_FOUND},
-        summary="Per-key metric series, downsampled on the server when long",
+        summary="Per-key metric series (optionally of a step range), downsampled on the server when long",
     )
     def get(self, request: Request, pk: int) -> Response:
         run = access_run(request.user, pk)
@@ -166,7 +166,9 @@ class RunMetricsView(APIView):
         keys = [k.strip() for k in query["keys"].split(",") if k.strip()] if "keys" in query else None
         available = metrics.metric_keys(run)
         keys = [key for key in keys if key in available] if keys is not None else available
-        series = metrics.metric_series(run, keys, max_points=query["max_points"])
+        series = metrics.metric_series(
+            run, keys, max_points=query["max_points"], start=query.get("start"), end=query.get("end")
+        )
         body = {
             "run": run.pk,
             "keys": available,
@@ -181,7 +183,9 @@ class RunMetricsView(APIView):
                 for key, one in series.items()
             },
         }
-        return Response(s.MetricsSerializer(body).data)
+        # The body as built, in MetricsSerializer's shape (the schema's): through its fields every value
+        # went through FloatField one at a time — 25 keys × 2,000 points took longer than reading them.
+        return Response(body)
 
 
 # --- ingestion ----------------------------------------------------------------------------------------

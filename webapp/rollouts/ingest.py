@@ -25,8 +25,10 @@ from trainers.types import model_turns
 from webapp.core.broadcast import broadcast_on_commit
 from webapp.experiments.models import Checkpoint, Run, RunStatus
 from webapp.experiments.services.transitions import run_transition
+from webapp.rollouts.metric_tiles import SUMMARY_COLUMNS, chunk_summary, fold_run
 from webapp.rollouts.models import (
     METRIC_CHUNK_POINTS,
+    TILE_STEPS,
     MetricChunk,
     RunEvent,
     Trajectory,
@@ -233,10 +235,21 @@ def _copy(
             copy.write_row(row)
 
 
-def insert_metrics(run_id: int, logged: list[tuple[int, float | None, int | None, dict[str, float]]]) -> None:
+def insert_metrics(
+    run_id: int,
+    logged: list[tuple[int, float | None, int | None, dict[str, float]]],
+    *,
+    progress_step: int | None = None,
+    summaries: bool = True,
+) -> None:
     """Store metrics events' values — `(step, wall_time, tokens, {key: value})` per event, in the order
     they arrived — as MetricChunk rows: each metric's points in chunks of up to METRIC_CHUNK_POINTS (the
-    one writer of metric points; readers see them through the MetricPoint view)."""
+    one writer of metric points; readers see them through the MetricPoint view), each with its summary.
+    The run's tiles are folded (webapp.rollouts.metric_tiles.fold_run) when the batch reaches a later
+    block of TILE_STEPS[-1] steps than `progress_step`, the run's highest step before it (ingestion's
+    locked row), or always when it is None. The caller holds the run's lock (as ingestion does).
+    `summaries=False` writes the chunks alone, as before there were tiles: only for bench/metric_curves.py's
+    before-and-after of this path (curves read from tiles miss such chunks)."""
     if not logged:
         return
     chunks: list[tuple] = []  # (key, steps, values, wall times, tokens) per chunk
@@ -286,15 +299,23 @@ def insert_metrics(run_id: int, logged: list[tuple[int, float | None, int | None
         )
         for key, steps, values, walls, tokens_seen in chunks
     ]
+    if summaries:
+        summed = [chunk_summary(steps, values) for _, steps, values, *_ in chunks]
+        columns_stored.extend(SUMMARY_COLUMNS[3:])
+        rows = [(*row, *s.row()[3:]) for row, s in zip(rows, summed, strict=True)]
     if not postgres:
         _insert_rows(MetricChunk, columns_stored, rows)
-        return
-    meta = MetricChunk._meta
-    fields = [meta.get_field(name) for name in columns_stored]
-    column_list = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    types = [*(f.db_type(connection).split("(")[0] for f in fields[:5]), *["bytea"] * 4]
-    with connection.cursor() as cursor:
-        _copy(cursor, connection.ops.quote_name(meta.db_table), column_list, rows, types)
+    else:
+        meta = MetricChunk._meta
+        fields = [meta.get_field(name) for name in columns_stored]
+        column_list = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+        types = [f.db_type(connection).split("(")[0] for f in fields]
+        types[5:9] = ["bytea"] * 4
+        with connection.cursor() as cursor:
+            _copy(cursor, connection.ops.quote_name(meta.db_table), column_list, rows, types)
+    top = TILE_STEPS[-1]
+    if summaries and (progress_step is None or max(row[4] for row in rows) // top > progress_step // top):
+        fold_run(run_id)
 
 
 # Postgres's binary array format: a header (dimensions, has-nulls flag, element type oid, length, lower
@@ -436,7 +457,7 @@ def _store(run: Run, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
             summary.update((name, event[name]) for name in wire.EVENTS["phase"].names if name in event)
         event_rows.append((run_id, event["seq"], kind, _json(summary), now))
         summaries.append(summary)
-    insert_metrics(run_id, logged_metrics)
+    insert_metrics(run_id, logged_metrics, progress_step=run.current_step)
     _insert_rows(RunEvent, ["run", "seq", "type", "summary", "created_at"], event_rows)
     if not progress:
         return summaries, {}

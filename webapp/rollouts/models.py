@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 
 from trainers.registry import explanation_label
 from trainers.rubrics.alarms import HackingFlag, trajectory_flag
@@ -219,11 +219,37 @@ class NumberListField(models.Field):
 METRIC_CHUNK_POINTS = 64
 
 
+# Step blocks of the stored downsampled tiers, finest first (webapp.rollouts.metric_tiles): a tile of level
+# i sums up the chunks whose lowest step falls in one block of TILE_STEPS[i] steps. A curve read picks the
+# coarsest level whose blocks are no wider than its buckets (selectors.metrics), so it reads about one row
+# per bucket however long the run; each block of a level holds whole blocks of the finer one.
+TILE_STEPS = (64, 2048)
+
+
+class MetricChunkQuerySet(models.QuerySet):
+    def delete(self) -> tuple[int, dict[str, int]]:
+        """Delete the chunks and fold again the tiles they were part of (from the chunks left): the one
+        place that keeps tiles true to their chunks when chunks go (a run's own delete drops its tiles
+        with it). A raw SQL DELETE of chunks bypasses it."""
+        from webapp.rollouts.metric_tiles import refold_tiles
+
+        with transaction.atomic():
+            touched = list(self.values_list("run_id", "key", "min_step").order_by())
+            deleted = super().delete()
+            refold_tiles(touched)
+        return deleted
+
+
 class MetricChunk(models.Model):
     """Consecutive points of one metric of one run, as one ingested batch brought them: parallel lists of
     steps, values, wall times and token counts. Stored in chunks, not one row per point, because a row
     and its index entry cost Postgres ~8 µs each: a 1,000-point batch as 25 rows of 40 takes a seventh of
     the database's CPU (docs/api.md, "Throughput"). Read through MetricPoint, the view that unnests them.
+
+    The summary columns (`value_min` … `value_last`, written with the lists) are what the tiles fold and
+    what a curve's read takes instead of a chunk's points: its lowest and highest point (ties: the lowest
+    step) and its values at its first and last step. Null only on chunks written without them (the
+    bench's before-and-after of the ingest path, `insert_metrics(summaries=False)`).
     """
 
     # No database foreign-key constraint (its check ran once per row at commit) and no run index of its
@@ -240,12 +266,73 @@ class MetricChunk(models.Model):
     values = NumberListField(floats=True)
     wall_times = NumberListField(floats=True, help_text="unix seconds when measured (None: not reported)")
     tokens = NumberListField(help_text="tokens seen so far, for the x-axis (None: not reported)")
+    value_min = models.FloatField(null=True)
+    value_min_step = models.PositiveIntegerField(null=True)
+    value_max = models.FloatField(null=True)
+    value_max_step = models.PositiveIntegerField(null=True)
+    value_first = models.FloatField(null=True, help_text="the value at min_step (the earliest such point)")
+    value_last = models.FloatField(null=True, help_text="the value at max_step (the latest such point)")
+
+    objects = MetricChunkQuerySet.as_manager()
 
     class Meta:
-        indexes = [models.Index(fields=["run", "key", "min_step"], name="metric_chunk_run_key")]
+        indexes = [
+            models.Index(fields=["run", "key", "min_step"], name="metric_chunk_run_key"),
+            # A run's chunks not folded into tiles yet (id > MetricFold.through), which every curve read
+            # and every fold asks for: without it Postgres intersected the run's whole key index with
+            # the id range (37 ms for a 100k-step run of 25 keys).
+            models.Index(fields=["run", "id"], name="metric_chunk_run_id"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.key}@{self.min_step}-{self.max_step}"
+
+
+class MetricTile(models.Model):
+    """The chunks of one metric whose lowest step is in one block of TILE_STEPS[level] steps, folded:
+    their point count, step range, lowest and highest point and first and last value — a chunk's summary
+    columns over many chunks. Folded by ingestion (webapp.rollouts.metric_tiles.fold_run) once its run
+    reaches a new block of TILE_STEPS[-1] steps, up to MetricFold.through; read by a long curve's
+    downsampling instead of its points."""
+
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    key = models.CharField(max_length=100)
+    level = models.PositiveSmallIntegerField(help_text="index into TILE_STEPS")
+    block = models.PositiveIntegerField(help_text="its chunks' lowest steps // TILE_STEPS[level]")
+    size = models.PositiveIntegerField()
+    min_step = models.PositiveIntegerField()
+    max_step = models.PositiveIntegerField()
+    value_min = models.FloatField()
+    value_min_step = models.PositiveIntegerField()
+    value_max = models.FloatField()
+    value_max_step = models.PositiveIntegerField()
+    value_first = models.FloatField()
+    value_last = models.FloatField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "key", "level", "block"], name="one_metric_tile_per_block")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key}@L{self.level}#{self.block}"
+
+
+class MetricFold(models.Model):
+    """How far a run's tiles are folded: every chunk of the run with an id up to `through` is in its tiles;
+    reads take the later ones (at most about TILE_STEPS[-1] steps' worth) from their summary columns.
+    Folding a batch's chunks as they came cost a 1,000-point batch 2.5× its time on Postgres (a read and
+    an upsert of ~50 tiles); folded once per TILE_STEPS[-1] steps of progress it is a few per cent."""
+
+    run = models.OneToOneField(
+        Run, on_delete=models.CASCADE, primary_key=True, related_name="+", db_constraint=False
+    )
+    through = models.BigIntegerField(default=0, help_text="the highest chunk id folded into the tiles")
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} folded through chunk {self.through}"
 
 
 class MetricPoint(models.Model):

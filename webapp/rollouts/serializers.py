@@ -117,6 +117,17 @@ class MetricsQuerySerializer(serializers.Serializer):
         help_text="a longer series keeps its first and last point and each equal step range's lowest and "
         "highest point (spikes survive)",
     )
+    start = serializers.IntegerField(
+        required=False, min_value=0, max_value=2**31 - 1, help_text="the first step to include (a zoom)"
+    )
+    end = serializers.IntegerField(
+        required=False, min_value=0, max_value=2**31 - 1, help_text="the last step to include (a zoom)"
+    )
+
+    def validate(self, attrs):
+        if "start" in attrs and "end" in attrs and attrs["start"] > attrs["end"]:
+            raise serializers.ValidationError({"end": ["must not be before start"]})
+        return attrs
 
 
 class MetricSeriesSerializer(serializers.Serializer):
