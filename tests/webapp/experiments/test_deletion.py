@@ -77,7 +77,12 @@ def test_the_plan_reaches_every_table_of_a_run_deepest_first():
         ("review.Notification", "review.Comment"),
     ]:
         assert tables.index(deep) < tables.index(shallow)
-    assert "rollouts.MetricChunk" in tables and "experiments.Checkpoint" in tables
+    assert {
+        "rollouts.MetricChunk",
+        "rollouts.MetricTile",
+        "rollouts.MetricFold",
+        "experiments.Checkpoint",
+    } <= set(tables)
     assert "rollouts.MetricPoint" not in tables  # a view over the chunks, nothing to delete
 
 
