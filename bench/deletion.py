@@ -204,10 +204,18 @@ def main() -> None:
             return time.perf_counter() - started  # one transaction: all of it
 
         def our_purge() -> float:
-            batches: list[float] = []
-            purge(Run, runs[1].pk, on_batch=lambda model, count, seconds: batches.append(seconds))
-            print(f"  ours: {len(batches)} transactions, median {statistics.median(batches) * 1000:.0f} ms")
-            return max(batches)
+            batches: list[tuple[float, str, int]] = []
+            purge(
+                Run,
+                runs[1].pk,
+                on_batch=lambda model, count, s: batches.append((s, model._meta.label, count)),
+            )
+            slowest = ", ".join(
+                f"{label} ({count} rows) {s * 1000:.0f} ms" for s, label, count in sorted(batches)[-3:]
+            )
+            median = statistics.median(s for s, _, _ in batches)
+            print(f"  ours: {len(batches)} transactions, median {median * 1000:.0f} ms; slowest: {slowest}")
+            return max(batches)[0]
 
         results = [
             measure("Django's Run.delete()", django_delete, url, owner.username),

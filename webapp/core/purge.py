@@ -1,9 +1,9 @@
 """Deleting a row that owns millions (a run, a project) without locking the dashboard: its dependants go
-first, table by table, deepest first, in short transactions of at most `batch_rows` rows each.
+first, table by table, deepest first, in short transactions (each table's batches sized to ~0.2 s).
 
 Django's own `delete()` of such a row collects every dependant into memory and deletes them in one
 transaction: for a long run (millions of turns and metric chunks) that is gigabytes and minutes of locks.
-Here each transaction deletes one batch of one table, whose own dependants are already gone, so Django's
+Here each transaction deletes one batch of one table whose own dependants are already gone, so Django's
 collector has only the batch's `SET_NULL` links and small leftovers to handle. Which tables hold a row's
 dependants is read from the models' foreign keys (`deletion_plan`): a table added later is covered without
 a list to keep. A model whose rows own files on disk (a run's checkpoints, a reward model) says which with a
@@ -21,7 +21,9 @@ from pathlib import Path
 
 from django.db import models, transaction
 
-BATCH_ROWS = 2000
+BATCH_ROWS = 2000  # at most, a batch
+FIRST_BATCH_ROWS, MIN_BATCH_ROWS = 100, 20
+BATCH_TARGET_S = 0.2  # what a batch's transaction should take: the longest a row lock is held, about
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,11 @@ def deletion_plan(root: type[models.Model]) -> tuple[PlanStep, ...]:
     steps: list[PlanStep] = []
 
     def walk(model: type[models.Model], path: str, seen: frozenset[type[models.Model]]) -> None:
-        for rel in model._meta.related_objects:
+        # Hidden relations too (related_name="+": a run's metric tiles), as Django's own collector reads them.
+        relations = [
+            f for f in model._meta.get_fields(include_hidden=True) if f.auto_created and not f.concrete
+        ]
+        for rel in relations:
             if rel.many_to_many or rel.on_delete not in (models.CASCADE, models.DO_NOTHING):
                 continue  # m2m rows go with each batch's delete(); SET_NULL/PROTECT: see above
             child = rel.related_model
@@ -75,23 +81,30 @@ def purge(
     deadline = None if budget_s is None else time.monotonic() + budget_s
     for step in deletion_plan(root):
         rows = step.model._base_manager.filter(**{step.lookup: pk})
-        while ids := list(rows.values_list("pk", flat=True)[:batch_rows]):
-            _delete(step.model, ids, on_batch)
+        # A row's cost differs by table (a trajectory with its search index and TOAST ~1 ms on Postgres, a
+        # turn a tenth of that): each table's batches are sized to take about BATCH_TARGET_S, starting small.
+        size = min(batch_rows, FIRST_BATCH_ROWS)
+        while ids := list(rows.values_list("pk", flat=True)[:size]):
+            took = _delete(step.model, ids, on_batch)
+            size = max(MIN_BATCH_ROWS, min(batch_rows, int(len(ids) * BATCH_TARGET_S / max(took, 1e-3))))
             if deadline is not None and time.monotonic() > deadline:
                 return False
     _delete(root, [pk], on_batch)
     return True
 
 
-def _delete(model: type[models.Model], ids: list[int], on_batch: BatchHook | None) -> None:
+def _delete(model: type[models.Model], ids: list[int], on_batch: BatchHook | None) -> float:
+    """Delete the rows `ids` of `model` in one transaction; the seconds it took."""
     files = list(model.owned_files(ids)) if hasattr(model, "owned_files") else []
     started = time.perf_counter()
     with transaction.atomic():
         model._base_manager.filter(pk__in=ids).delete()
+    took = time.perf_counter() - started
     if on_batch is not None:
-        on_batch(model, len(ids), time.perf_counter() - started)
+        on_batch(model, len(ids), took)
     for path in files:  # after the commit: a rolled-back batch keeps its files
         shutil.rmtree(path, ignore_errors=True)
+    return took
 
 
 def directories_under(root: str | Path, paths: Iterable[str | Path]) -> list[Path]:
