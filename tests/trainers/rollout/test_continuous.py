@@ -69,6 +69,7 @@ def test_greedy_rows_that_join_mid_decode_sample_what_turns_together_sample(smol
     # The episodes took several turns, of different lengths: rows did join a running batch.
     assert max(len(r.finish_reasons) for r in got) >= 2
     assert len({len(r.completion_ids) for r in got}) > 1
+    assert rows.last_schedule["joined_longer"] > 0 and rows.last_schedule["joined_shorter"] > 0
     # The page's progress: one call per turn reached by every episode still going (a group may be done
     # sooner with rows scheduled), all done at the end.
     assert [c[0] for c in calls] == [c[0] for c in expected_calls] == list(range(1, len(calls) + 1))

@@ -62,6 +62,9 @@ class _Batch:
         self.next_position = torch.zeros((0,), dtype=torch.long)
         self.logits: torch.Tensor | None = None
         self.per_token = kv_bytes_per_token(backend.model)
+        # How the schedule went (`TransformersBackend.last_schedule`): rows that joined a running batch
+        # shorter than it (into its holes) or longer (the batch widened), and times the rows were packed.
+        self.stats = {"joined_shorter": 0, "joined_longer": 0, "packed": 0}
 
     @property
     def length(self) -> int:
@@ -109,6 +112,7 @@ class _Batch:
             return
         cache, mask, positions, logits = self.backend._prefill(prompts, 0)
         width = max(self.length, mask.shape[1])
+        self.stats["joined_longer" if mask.shape[1] > self.length else "joined_shorter"] += len(requests)
         slots = width + max(max(r.remaining for r in self.rows), budget)
         rows = len(self.rows) + len(requests)
         for layer, source_layer in zip(self.cache.layers, cache.layers, strict=True):
@@ -151,6 +155,7 @@ class _Batch:
         if self.length - longest <= max(PACK_SLACK, self.length // 8):
             return
         live = [row.nonzero().squeeze(-1) for row in self.mask]
+        self.stats["packed"] += 1
         for layer in self.cache.layers:
             layer.pack(live, longest)
         slot = torch.arange(longest, device=self.mask.device)
@@ -187,6 +192,7 @@ def decode_continuous(
     generator = None if seed is None else torch.Generator(device=backend.device).manual_seed(int(seed))
     pending = deque(sorted(requests, key=lambda r: r.order))
     batch = _Batch(backend)
+    backend.last_schedule = batch.stats
     window = stop_window(stops)
     while pending or batch.rows:
         check_cancel()  # every decode step: a cancel lands mid-turn (trainers.sdk.cancel)

@@ -144,6 +144,7 @@ class TransformersBackend(GenerationBackend):
         self.prefixes: PrefixStore | None = None  # only inside `session()`
         self._released: dict[str, torch.Size] | None = None  # parameter shapes while `release_weights` holds
         self.last_session = (0, 0)  # (prompt tokens reused, prompt tokens encoded) of the last session
+        self.last_schedule: dict[str, int] = {}  # how the last `generate_continuous` went (continuous.py)
         # Models with sliding-window layers keep the stock cache, which cannot start from stored states.
         probe = preallocated_cache(model.config, 1)
         self._seedable = bool(probe.layers) and all(hasattr(layer, "seed") for layer in probe.layers)
