@@ -1,13 +1,15 @@
 """The demo's own training step, timed: `manage.py demo`'s run (environment, rubric and knobs from
 seed_demo) for a few steps in this process, no dashboard.
 
-    python bench/demo_step.py [--steps 3] [--baseline] [--avx2] [--set key=value ...]
+    python bench/demo_step.py [--steps 3] [--baseline] [--turns] [--avx2] [--set key=value ...]
 
 Prints each step's time, where it went (generation, learner forward/backward, optimizer), the sampled
 tokens per second and the process's peak resident memory, beside the goals (issue 25: multi-turn
 generation ≥ 50 tokens/s, a step ≤ 30 s). `--baseline` runs the same steps again in this process the
 way the trainer ran them before (every turn re-encoded from scratch; the learner's whole batch in one
-autograd graph) and prints the ratios. `--avx2` re-runs this script with PyTorch and oneDNN held to
+autograd graph) and prints the ratios. `--turns` runs them again with generation scheduling turns instead
+of rows (`TransformersBackend(continuous=False)`: a turn of every episode at a time, as before issue 37.6),
+alternating with the default so that a shared machine's load falls on both, and prints the ratios. `--avx2` re-runs this script with PyTorch and oneDNN held to
 AVX2 (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA): a CPU without bf16 matrix units, as on most laptops.
 `--set key=value` changes one of the demo's knobs (JSON where it parses: `--set activation_checkpointing=true`).
 """
@@ -49,7 +51,7 @@ def demo_config(steps: int, knobs: dict | None = None) -> dict:
     }
 
 
-def run(config: dict, baseline: bool) -> tuple[list[dict], int, float]:
+def run(config: dict, baseline: bool, continuous: bool = True) -> tuple[list[dict], int, float]:
     """(each step's metrics, peak RSS in bytes, seconds to the first step's end)."""
     from _measure import PhaseRecorder
 
@@ -62,6 +64,7 @@ def run(config: dict, baseline: bool) -> tuple[list[dict], int, float]:
     trainer.setup()
     if baseline:
         trainer.rollouts.backend.prefix_budget_bytes = 0  # no session: every turn encoded from scratch
+    trainer.rollouts.backend.continuous = continuous
     started = time.perf_counter()
     first = 0.0
     while trainer.step < config["max_steps"]:
@@ -90,6 +93,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--baseline", action="store_true", help="also run the previous path, same process")
+    parser.add_argument("--turns", action="store_true", help="also generate a turn at a time, same process")
     parser.add_argument("--avx2", action="store_true", help="hold PyTorch and oneDNN to AVX2")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="one of the demo's knobs"
@@ -122,6 +126,8 @@ def main() -> None:
     print(f"\nfirst step done {first:.1f} s after the model was loaded")
     print(f"generation (median after the first step): {tokens:.1f} tokens/s   goal ≥ 50")
     print(f"step time (median after the first step): {step_time:.1f} s   goal ≤ 30")
+    if args.turns:
+        compare_schedules(config, steps)
     if args.baseline:
         base_steps, base_peak, _ = run(config, baseline=True)
         report("previous path (turns re-encoded, one autograd graph)", base_steps, base_peak)
@@ -133,6 +139,19 @@ def main() -> None:
             f"\nratios, this / previous (median after the first step): step {step_time / base_time:.2f}×, "
             f"generation {gen / base_gen:.2f}×, peak memory {peak / base_peak:.2f}×"
         )
+
+
+def compare_schedules(config: dict, rows_steps: list[dict]) -> None:
+    """The same steps with turns scheduled, then rows again: medians of each, and their ratio."""
+    turn_steps, turn_peak, _ = run(config, baseline=False, continuous=False)
+    report("generation a turn at a time (continuous=False)", turn_steps, turn_peak)
+    again, peak, _ = run(config, baseline=False, continuous=True)
+    report("rows scheduled again (continuous=True)", again, peak)
+    rows = (rows_steps[1:] or rows_steps) + (again[1:] or again)
+    turns = turn_steps[1:] or turn_steps
+    for key, label in (("step_time", "step"), ("time/generate", "generation"), ("tokens_per_s", "tokens/s")):
+        a, b = statistics.median(m[key] for m in rows), statistics.median(m[key] for m in turns)
+        print(f"{label}: rows {a:.1f}, turns {b:.1f}, rows / turns {a / b:.2f}×")
 
 
 if __name__ == "__main__":

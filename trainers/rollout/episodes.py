@@ -6,8 +6,10 @@ the tokens the environment added (the end of the assistant message, the tool's a
 the next assistant message: loss mask 0). Nothing is re-tokenized after sampling, so the learner
 scores exactly what was sampled.
 
-All active trajectories of all groups generate together, one batched call per turn; the first turn
-of a group shares one prompt, which the transformers backend prefills once.
+All active trajectories of all groups generate together (`GenerationBackend.generate_continuous`): the
+transformers backend starts an episode's next turn as soon as its last one ends, while the others decode;
+other backends generate a turn of every episode at a time. The first turn of a group shares one prompt,
+which the transformers backend prefills once.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from trainers.rollout.backends.base import GenerationBackend
+from trainers.rollout.backends.base import GenerationBackend, Request
 from trainers.rollout.chat import ChatFormat
 from trainers.rollout.toolformats import STUDIO, ToolFormat
 from trainers.sdk.cancel import check_cancel
@@ -355,47 +357,68 @@ def _take_turns(
     stop: Sequence[str],
     progress: GenerationProgress | None,
 ) -> None:
-    """All active episodes take turns together until none can take another (see `generate_rollouts`);
-    an episode may already be over (a broken env)."""
+    """Every episode takes turns until it cannot take another (see `generate_rollouts`); an episode may
+    already be over (a broken env). The backend schedules the turns (`generate_continuous`): as soon as
+    one of an episode's turns is sampled, its environment steps and its next turn is handed back."""
     flat = [e for group in episodes for e in group]
-    turn = 0
-    while True:
-        check_cancel()  # between turns (trainers.sdk.cancel)
-        active = [e for e in flat if not e.done and turn < e.max_turns]
-        for e in flat:
-            if not e.done and turn >= e.max_turns:
-                e.done = True
-                e.rollout.trajectory.status = "truncated"
-        if not active:
-            break
-        by_budget: dict[int, list[_Episode]] = {}
-        for e in active:
-            used = len(e.rollout.prompt_ids) + len(e.rollout.completion_ids)
-            budget = min(max_new_tokens, max_context_tokens - used)
-            if budget < 1:
-                e.done = True
-                e.rollout.trajectory.status = "truncated"
-                continue
-            by_budget.setdefault(budget, []).append(e)
-        for budget, batch in sorted(by_budget.items()):
-            check_cancel()  # between generation batches
-            turn_seed = None if generation_seed is None else generation_seed + 7919 * turn + budget
-            completions = backend.generate(
-                [e.rollout.prompt_ids + e.rollout.completion_ids for e in batch],
-                n=1,
-                max_new_tokens=budget,
-                temperature=temperature,
-                top_p=top_p,
-                stop=stop,
-                seed=turn_seed,
-            )
-            for e, completion in zip(batch, completions, strict=True):
-                _advance(e, completion, chat, turn, max_context_tokens)
-        turn += 1
-        if progress is not None:
-            # A group is done when none of its episodes can take another turn.
-            done = sum(all(e.done or turn >= e.max_turns for e in group) for group in episodes)
-            progress(turn, done, len(episodes))
+    check_cancel()  # before the first turn (trainers.sdk.cancel)
+    reported = _Progress(episodes, progress)
+
+    def on_finish(request: Request, completion: Any) -> Request | None:
+        e: _Episode = request.key
+        turn = len(e.rollout.finish_reasons)  # the turns it took before this one
+        _advance(e, completion, chat, turn, max_context_tokens)
+        follow = _next_turn(e, turn + 1, request.order, max_new_tokens, max_context_tokens)
+        reported.update()
+        return follow
+
+    requests = []
+    for order, e in enumerate(flat):
+        request = _next_turn(e, 0, order, max_new_tokens, max_context_tokens)
+        if request is not None:
+            requests.append(request)
+    backend.generate_continuous(
+        requests, on_finish, temperature=temperature, top_p=top_p, stop=stop, seed=generation_seed
+    )
+    reported.update(final=True)
+
+
+def _next_turn(
+    e: _Episode, turn: int, order: int, max_new_tokens: int, max_context_tokens: int
+) -> Request | None:
+    """The request for the episode's turn `turn` (from 0), within its budgets; None (and the episode over,
+    `truncated`) when it has no turn or no context left; None for an episode already over."""
+    if e.done:
+        return None
+    used = len(e.rollout.prompt_ids) + len(e.rollout.completion_ids)
+    budget = min(max_new_tokens, max_context_tokens - used)
+    if turn >= e.max_turns or budget < 1:
+        e.done = True
+        e.rollout.trajectory.status = "truncated"
+        return None
+    return Request(e.rollout.prompt_ids + e.rollout.completion_ids, budget, key=e, order=order)
+
+
+class _Progress:
+    """`progress(turn, groups done, groups)` as turns complete: `turn` is the turns every episode still
+    going has taken (all of them at the end), reported each time it grows — once per turn when the backend
+    schedules turns, the same when it schedules rows."""
+
+    def __init__(self, episodes: list[list[_Episode]], progress: GenerationProgress | None) -> None:
+        self.episodes = episodes
+        self.progress = progress
+        self.turn = 0
+
+    def update(self, final: bool = False) -> None:
+        if self.progress is None:
+            return
+        flat = [e for group in self.episodes for e in group]
+        going = [len(e.rollout.finish_reasons) for e in flat if not e.done]
+        turn = min(going) if going else max((len(e.rollout.finish_reasons) for e in flat), default=0)
+        if turn > self.turn or (final and turn == self.turn == 0):
+            self.turn = max(turn, 1)
+            done = sum(all(e.done for e in group) for group in self.episodes)
+            self.progress(self.turn, done, len(self.episodes))
 
 
 def _advance(e: _Episode, completion: Any, chat: ChatFormat, turn: int, max_context_tokens: int) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from trainers.sdk.cancel import check_cancel
 
 FinishReason = Literal["stop", "eos", "length"]
 # A prompt is either token ids (exact, what multi-turn rollouts use) or a chat: a list of
@@ -35,6 +37,21 @@ class Completion:
     entropies: list[float] | None = None
 
 
+@dataclass
+class Request:
+    """One row's next turn for `GenerationBackend.generate_continuous`: the tokens so far, how many it may
+    add, and the caller's handle on the row (an episode)."""
+
+    prompt_ids: list[int]
+    max_new_tokens: int
+    key: Any = None
+    order: int = 0  # the row's place among the call's rows: a row's next turn keeps its first turn's
+
+
+# Called as a request's completion is ready; returns the same row's next request, or None when it is over.
+OnFinish = Callable[[Request, Completion], "Request | None"]
+
+
 class GenerationBackend(ABC):
     """Samples completions; `update_weights` loads new policy weights between steps."""
 
@@ -54,6 +71,52 @@ class GenerationBackend(ABC):
     ) -> list[Completion]:
         """`n` completions per prompt, prompt-major: [p0s0, p0s1, …, p1s0, …]; with `entropy_tokens`,
         each completion's `entropies` of its first that many tokens."""
+
+    def generate_continuous(
+        self,
+        requests: Sequence[Request],
+        on_finish: OnFinish,
+        *,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] | None = None,
+        seed: int | None = None,
+        entropy_tokens: int = 0,
+    ) -> None:
+        """Decode every request, one completion each, and call `on_finish(request, completion)` as each
+        is ready; the request it returns (the row's next turn: its prompt, completion and what the
+        environment added) is decoded too, until none comes back.
+
+        A backend that schedules rows (the transformers backend) starts a row's next turn while the others
+        decode. This default schedules turns: the pending requests generate together, one `generate` call
+        per budget (`max_new_tokens`), and the next round starts when all have finished — the seeds of
+        those calls (`seed + 7919 × round + budget`) are those the episode driver always used."""
+        pending = sorted(requests, key=lambda r: r.order)
+        round_ = 0
+        while pending:
+            by_budget: dict[int, list[Request]] = {}
+            for request in pending:
+                by_budget.setdefault(request.max_new_tokens, []).append(request)
+            following: list[Request] = []
+            for budget, batch in sorted(by_budget.items()):
+                check_cancel()  # between generation batches (trainers.sdk.cancel)
+                completions = self.generate(
+                    [r.prompt_ids for r in batch],
+                    n=1,
+                    max_new_tokens=budget,
+                    temperature=temperature,
+                    top_p=top_p,
+                    stop=stop,
+                    seed=None if seed is None else seed + 7919 * round_ + budget,
+                    # Only when asked: a backend of before entropies (a test's replay) takes no such keyword.
+                    **({"entropy_tokens": entropy_tokens} if entropy_tokens else {}),
+                )
+                for request, completion in zip(batch, completions, strict=True):
+                    follow = on_finish(request, completion)
+                    if follow is not None:
+                        following.append(follow)
+            pending = sorted(following, key=lambda r: r.order)
+            round_ += 1
 
     @abstractmethod
     def update_weights(self, state_dict: Mapping[str, Any]) -> None:

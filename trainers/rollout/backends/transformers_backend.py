@@ -19,9 +19,19 @@ from typing import Any
 import torch
 
 from trainers.models import PolicyPrecision, cache_argument
-from trainers.rollout.backends.base import Completion, GenerationBackend, Prompt, stop_index
+from trainers.rollout.backends.base import (
+    Completion,
+    GenerationBackend,
+    OnFinish,
+    Prompt,
+    Request,
+    stop_index,
+)
+from trainers.rollout.backends.continuous import decode_continuous
+from trainers.rollout.backends.kv_cache import kv_bytes_per_token, preallocated_cache
 from trainers.rollout.backends.packed_linear import PackedLinears, can_pack
 from trainers.rollout.backends.prefix_store import MIN_SHARED_PREFIX, PrefixStore, common_prefix
+from trainers.rollout.backends.sampling import sample_next, stop_window, token_entropy
 from trainers.sdk import cancel
 from trainers.sdk.cancel import check_cancel
 
@@ -36,122 +46,6 @@ DEFAULT_PREFIX_BUDGET_BYTES = 1 << 30
 # shared prefix and compacted when rows finish, and each of those touches the whole buffer; at 6 GB that
 # cost minutes of page faults and copies. The demo's step (16 rows of ~850 tokens) is one wave.
 DEFAULT_WAVE_BYTES = 1 << 30
-
-
-def _preallocated_cache(config: Any, capacity: int) -> Any:
-    """A DynamicCache whose layers write into preallocated buffers instead of concatenating.
-
-    The stock DynamicLayer copies the whole cache at every decoded token (torch.cat): on 2 CPU cores
-    that was about a fifth of a decode step. Models with sliding-window layers keep the stock cache.
-    """
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
-
-    class PreallocatedLayer(DynamicLayer):
-        def __init__(self) -> None:
-            super().__init__()
-            self.length = 0
-
-        def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-            self.dtype, self.device = key_states.dtype, key_states.device
-            batch, heads, _, dim = key_states.shape
-            self._keys = key_states.new_empty((batch, heads, capacity, dim))
-            self._values = value_states.new_empty((batch, heads, capacity, value_states.shape[-1]))
-            self.length = 0
-            self.is_initialized = True
-
-        def _views(self) -> None:
-            self.keys = self._keys[:, :, : self.length]
-            self.values = self._values[:, :, : self.length]
-
-        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
-            if not self.is_initialized:
-                self.lazy_initialization(key_states, value_states)
-            new = key_states.shape[-2]
-            if self.length + new > self._keys.shape[-2]:  # more than planned: grow by doubling
-                grow = max(self.length + new, 2 * self._keys.shape[-2]) - self._keys.shape[-2]
-                self._keys = torch.cat(
-                    [self._keys, self._keys.new_empty((*self._keys.shape[:2], grow, self._keys.shape[-1]))],
-                    dim=2,
-                )
-                self._values = torch.cat(
-                    [
-                        self._values,
-                        self._values.new_empty((*self._values.shape[:2], grow, self._values.shape[-1])),
-                    ],
-                    dim=2,
-                )
-            self._keys[:, :, self.length : self.length + new] = key_states
-            self._values[:, :, self.length : self.length + new] = value_states
-            self.length += new
-            self._views()
-            return self.keys, self.values
-
-        def get_seq_length(self) -> int:
-            return self.length if self.is_initialized else 0
-
-        def batch_select_indices(self, indices: torch.Tensor) -> None:
-            if self.is_initialized:
-                self._keys = self._keys[indices]
-                self._values = self._values[indices]
-                self._views()
-
-        def seed(self, rows: list[torch.Tensor | None], width: int, like: torch.Tensor) -> None:
-            """Start from stored states: row i's (2, heads, length, dim) right-aligned in slots
-            [width - length, width); slots before it are zero (they are masked out)."""
-            batch = len(rows)
-            _, heads, _, dim = like.shape
-            self.dtype, self.device = like.dtype, like.device
-            self._keys = like.new_empty((batch, heads, capacity, dim))
-            self._values = like.new_empty((batch, heads, capacity, dim))
-            first = rows[0]
-            if first is not None and first.shape[-2] == width and all(states is first for states in rows):
-                # Every row starts from the same prefix (an evaluation's shared system prompt): one
-                # broadcast copy instead of a zero fill and a copy per row.
-                self._keys[:, :, :width] = first[0]
-                self._values[:, :, :width] = first[1]
-                self.length = width
-                self.is_initialized = True
-                self._views()
-                return
-            self._keys[:, :, :width].zero_()
-            self._values[:, :, :width].zero_()
-            for i, states in enumerate(rows):
-                if states is not None:
-                    length = states.shape[-2]
-                    self._keys[i, :, width - length : width] = states[0]
-                    self._values[i, :, width - length : width] = states[1]
-            self.length = width
-            self.is_initialized = True
-            self._views()
-
-        def row_states(self, row: int, slots: torch.Tensor) -> torch.Tensor:
-            """Row `row`'s keys and values at `slots`, as (2, heads, len(slots), dim)."""
-            return torch.stack(
-                [self._keys[row].index_select(1, slots), self._values[row].index_select(1, slots)]
-            )
-
-    cache = DynamicCache(config=config)
-    if all(type(layer) is DynamicLayer for layer in cache.layers) and cache.layers:
-        cache.layers = [PreallocatedLayer() for _ in cache.layers]
-    return cache
-
-
-def kv_bytes_per_token(model: Any) -> int:
-    """Bytes of keys and values one token takes in the cache of `model` (0 when its config does not say)."""
-    config = getattr(model, "config", None)
-    config = getattr(config, "get_text_config", lambda: config)()
-    layers = getattr(config, "num_hidden_layers", 0)
-    heads = getattr(config, "num_attention_heads", 0)
-    kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    head_dim = getattr(config, "head_dim", None) or (
-        getattr(config, "hidden_size", 0) // heads if heads else 0
-    )
-    try:
-        size = next(model.parameters()).element_size()
-    except (StopIteration, AttributeError):
-        return 0
-    return int(layers * 2 * kv_heads * head_dim * size)
 
 
 def _contiguous_head_input(model: Any) -> None:
@@ -203,51 +97,6 @@ def eos_token_ids(model: Any, tokenizer: Any) -> set[int]:
     return ids
 
 
-def sample_next(
-    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample one token per row; return (tokens, log-prob of each under logits / temperature)."""
-    logits = logits.float()
-    if temperature <= 0:
-        tokens = logits.argmax(dim=-1)
-        logprobs = torch.log_softmax(logits, dim=-1)
-        return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
-    logprobs = torch.log_softmax(logits / temperature, dim=-1)
-    probs = logprobs.exp()
-    if top_p < 1.0:
-        sorted_probs, order = probs.sort(dim=-1, descending=True)
-        # Keep the smallest prefix whose mass reaches top_p (always at least the top token).
-        outside = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= top_p
-        sorted_probs = sorted_probs.masked_fill(outside, 0.0)
-        tokens = order.gather(-1, _inverse_cdf(sorted_probs, generator)[:, None]).squeeze(-1)
-    else:
-        tokens = _inverse_cdf(probs, generator)
-    return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
-
-
-def token_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Entropy (nats) per row of the distribution a token is sampled from: softmax(logits / temperature),
-    before top-p (the distribution the behaviour log-probs are taken under); softmax(logits) when greedy."""
-    logprobs = torch.log_softmax(logits.float() / (temperature if temperature > 0 else 1.0), dim=-1)
-    return -(logprobs.exp() * logprobs).sum(dim=-1)
-
-
-def _inverse_cdf(weights: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """One draw per row from unnormalised `weights`: a uniform number looked up in the cumulative sum.
-
-    Same distribution as torch.multinomial, which draws an exponential variate per vocabulary entry:
-    that was 8% of decoding time with a 49k vocabulary on CPU; this draws one number per row.
-    """
-    cdf = weights.cumsum(dim=-1)
-    u = (
-        torch.rand((weights.shape[0], 1), generator=generator, device=weights.device, dtype=cdf.dtype)
-        * cdf[:, -1:]
-    )
-    index = torch.searchsorted(cdf, u, right=True).squeeze(-1)
-    # Never land on a zero-weight entry past the end (u == total by rounding).
-    return index.clamp(max=weights.shape[-1] - 1)
-
-
 class TransformersBackend(GenerationBackend):
     """Generation on a `transformers` causal LM, optionally the very model object the learner trains.
 
@@ -266,9 +115,12 @@ class TransformersBackend(GenerationBackend):
         precision: PolicyPrecision | None = None,
         prefix_budget_bytes: int = DEFAULT_PREFIX_BUDGET_BYTES,
         wave_bytes: int = DEFAULT_WAVE_BYTES,
+        continuous: bool = True,
     ) -> None:
         """`precision`: the trained policy's `trainers.models.PolicyPrecision` when `model` is the policy
-        itself, so sampling runs under the learner's autocast; None samples in the model's own dtype."""
+        itself, so sampling runs under the learner's autocast; None samples in the model's own dtype.
+        `continuous`: `generate_continuous` schedules rows (trainers.rollout.backends.continuous); False
+        schedules turns, as `GenerationBackend`'s default does."""
         if model is None or tokenizer is None:
             from trainers.models import DEFAULT_MODEL, load_model, load_tokenizer
 
@@ -288,11 +140,13 @@ class TransformersBackend(GenerationBackend):
         self.pad_id = int(pad if pad is not None else next(iter(self.eos_ids)))
         self.prefix_budget_bytes = prefix_budget_bytes
         self.wave_bytes = wave_bytes
+        self.continuous = continuous
         self.prefixes: PrefixStore | None = None  # only inside `session()`
         self._released: dict[str, torch.Size] | None = None  # parameter shapes while `release_weights` holds
         self.last_session = (0, 0)  # (prompt tokens reused, prompt tokens encoded) of the last session
+        self.last_schedule: dict[str, int] = {}  # how the last `generate_continuous` went (continuous.py)
         # Models with sliding-window layers keep the stock cache, which cannot start from stored states.
-        probe = _preallocated_cache(model.config, 1)
+        probe = preallocated_cache(model.config, 1)
         self._seedable = bool(probe.layers) and all(hasattr(layer, "seed") for layer in probe.layers)
         # A bf16 CPU copy that only samples runs its linear layers on oneDNN-packed weights (packed_linear):
         # each decoding product ~1.8× faster; every weight push is packed as it arrives.
@@ -399,6 +253,57 @@ class TransformersBackend(GenerationBackend):
         finally:
             self.model.train(was_training)
 
+    def generate_continuous(
+        self,
+        requests: Sequence[Request],
+        on_finish: OnFinish,
+        *,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] | None = None,
+        seed: int | None = None,
+        entropy_tokens: int = 0,
+    ) -> None:
+        """A row whose turn ends leaves the decode batch at once, and the next turn `on_finish` returns joins
+        it while the others decode (`trainers.rollout.backends.continuous`)."""
+        if not self.continuous or not self._seedable:  # the stock cache cannot take rows mid-decode
+            super().generate_continuous(
+                requests,
+                on_finish,
+                temperature=temperature,
+                top_p=top_p,
+                stop=stop,
+                seed=seed,
+                entropy_tokens=entropy_tokens,
+            )
+            return
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            decode_continuous(
+                self,
+                requests,
+                on_finish,
+                temperature=temperature,
+                top_p=top_p,
+                stops=[s for s in (stop or []) if s],
+                seed=seed,
+                entropy_tokens=entropy_tokens,
+            )
+        finally:
+            self.model.train(was_training)
+
+    @contextmanager
+    def computing(self) -> Iterator[None]:
+        """What the model's work in `generate_continuous` runs under, a stretch at a time, so that the
+        environment steps between them run outside: inference mode, the learner's autocast, cancel checks."""
+        with (
+            torch.inference_mode(),
+            self.precision.autocast() if self.precision is not None else nullcontext(),
+            checking_cancel(self.model),
+        ):
+            yield
+
     @contextmanager
     def session(self) -> Iterator[None]:
         """Calls inside reuse the keys and values of token prefixes that earlier calls inside computed
@@ -457,7 +362,7 @@ class TransformersBackend(GenerationBackend):
         entropies: list[list[float]] = [[] for _ in range(total)]
         finish: list[tuple[str, str | None] | None] = [None] * total
         active = list(range(total))  # original row index of each row still in the batch
-        window = max((len(s) for s in stops), default=0) + 2  # tokens enough to contain any stop string
+        window = stop_window(stops)
 
         for step in range(max_new_tokens):
             check_cancel()  # every decode step: a cancel lands mid-turn (trainers.sdk.cancel; polled cheaply)
@@ -471,13 +376,8 @@ class TransformersBackend(GenerationBackend):
             ):
                 tokens[row].append(token)
                 logprobs[row].append(logprob)
-                if token in self.eos_ids:
-                    finish[row] = ("eos", None)
-                elif stops and (hit := stop_index(self.tokenizer.decode(tokens[row][-window:]), stops)):
-                    finish[row] = ("stop", hit[1])
-                elif step + 1 == max_new_tokens:
-                    finish[row] = ("length", None)
-                else:
+                finish[row] = self.row_finish(tokens[row], max_new_tokens, stops, window)
+                if finish[row] is None:
                     keep.append(batch_row)
             if self.prefixes is not None and len(keep) < len(active):
                 kept = set(keep)
@@ -502,23 +402,47 @@ class TransformersBackend(GenerationBackend):
             logits = out.logits[:, -1]
             next_position = next_position + 1
 
-        completions = []
-        for row in range(total):
-            reason, stop = finish[row] or ("length", None)
-            text = self.tokenizer.decode(tokens[row], skip_special_tokens=True)
-            if stop is not None and (hit := stop_index(text, [stop])):
-                text = text[: hit[0]]
-            completions.append(
-                Completion(
-                    token_ids=tokens[row],
-                    text=text,
-                    finish_reason=reason,  # type: ignore[arg-type]
-                    logprobs=logprobs[row],
-                    stop=stop,
-                    entropies=entropies[row] if entropy_tokens else None,
-                )
+        return [
+            self.completion(
+                tokens[row], logprobs[row], finish[row], entropies[row] if entropy_tokens else None
             )
-        return completions
+            for row in range(total)
+        ]
+
+    def row_finish(
+        self, tokens: list[int], max_new_tokens: int, stops: list[str], window: int
+    ) -> tuple[str, str | None] | None:
+        """Why a row whose sampled `tokens` end with the token just sampled is finished: ("eos", None),
+        ("stop", the stop string) or ("length", None); None while it goes on. `window`: tokens enough to
+        hold any stop string (`stop_window`)."""
+        if tokens[-1] in self.eos_ids:
+            return ("eos", None)
+        if stops and (hit := stop_index(self.tokenizer.decode(tokens[-window:]), stops)):
+            return ("stop", hit[1])
+        if len(tokens) >= max_new_tokens:
+            return ("length", None)
+        return None
+
+    def completion(
+        self,
+        tokens: list[int],
+        logprobs: list[float],
+        finish: tuple[str, str | None] | None,
+        entropies: list[float] | None,
+    ) -> Completion:
+        """The `Completion` of a finished row: its text cut right after the stop string that ended it."""
+        reason, stop = finish or ("length", None)
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        if stop is not None and (hit := stop_index(text, [stop])):
+            text = text[: hit[0]]
+        return Completion(
+            token_ids=tokens,
+            text=text,
+            finish_reason=reason,  # type: ignore[arg-type]
+            logprobs=logprobs,
+            stop=stop,
+            entropies=entropies,
+        )
 
     def _waves(self, prompt_ids: list[list[int]], n: int, max_new_tokens: int) -> list[list[list[int]]]:
         """`prompt_ids` in consecutive pieces whose KV cache fits `wave_bytes` (at least one prompt each)."""
@@ -559,7 +483,7 @@ class TransformersBackend(GenerationBackend):
         width = max(cached, default=0)
         new = [prompt[c:] for prompt, c in zip(prompts, cached, strict=True)]
         depth = max((len(ids) for ids in new), default=0)
-        cache = _preallocated_cache(self.model.config, width + depth + max_new_tokens)
+        cache = preallocated_cache(self.model.config, width + depth + max_new_tokens)
         if width:
             like = next(states for states in stored if states is not None)
             same = all(s is like for s in stored)  # one stored prefix for every row: seeded by one copy
