@@ -7,9 +7,10 @@ Prints each step's time, where it went (generation, learner forward/backward, op
 tokens per second and the process's peak resident memory, beside the goals (issue 25: multi-turn
 generation ≥ 50 tokens/s, a step ≤ 30 s). `--baseline` runs the same steps again in this process the
 way the trainer ran them before (every turn re-encoded from scratch; the learner's whole batch in one
-autograd graph) and prints the ratios. `--turns` runs them again with generation scheduling turns instead
-of rows (`TransformersBackend(continuous=False)`: a turn of every episode at a time, as before issue 37.6),
-alternating with the default so that a shared machine's load falls on both, and prints the ratios. `--avx2` re-runs this script with PyTorch and oneDNN held to
+autograd graph) and prints the ratios. `--turns` runs them again with generation scheduling rows instead
+of turns (`TransformersBackend(continuous=True)`: continuous batching, issue 37.6; the default still
+decodes a turn of every episode at a time), alternating with the default so that a shared machine's load
+falls on both, and prints the ratios. `--avx2` re-runs this script with PyTorch and oneDNN held to
 AVX2 (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA): a CPU without bf16 matrix units, as on most laptops.
 `--set key=value` changes one of the demo's knobs (JSON where it parses: `--set activation_checkpointing=true`).
 """
@@ -51,7 +52,7 @@ def demo_config(steps: int, knobs: dict | None = None) -> dict:
     }
 
 
-def run(config: dict, baseline: bool, continuous: bool = True) -> tuple[list[dict], int, float]:
+def run(config: dict, baseline: bool, continuous: bool = False) -> tuple[list[dict], int, float]:
     """(each step's metrics, peak RSS in bytes, seconds to the first step's end)."""
     from _measure import PhaseRecorder
 
@@ -141,14 +142,15 @@ def main() -> None:
         )
 
 
-def compare_schedules(config: dict, rows_steps: list[dict]) -> None:
-    """The same steps with turns scheduled, then rows again: medians of each, and their ratio."""
-    turn_steps, turn_peak, _ = run(config, baseline=False, continuous=False)
-    report("generation a turn at a time (continuous=False)", turn_steps, turn_peak)
-    again, peak, _ = run(config, baseline=False, continuous=True)
-    report("rows scheduled again (continuous=True)", again, peak)
-    rows = (rows_steps[1:] or rows_steps) + (again[1:] or again)
-    turns = turn_steps[1:] or turn_steps
+def compare_schedules(config: dict, turn_steps_first: list[dict]) -> None:
+    """The same steps with rows scheduled (continuous batching), then turns again (the default): medians of
+    each, and their ratio."""
+    rows_steps, rows_peak, _ = run(config, baseline=False, continuous=True)
+    report("rows scheduled (continuous=True)", rows_steps, rows_peak)
+    again, peak, _ = run(config, baseline=False, continuous=False)
+    report("a turn at a time again (continuous=False, the default)", again, peak)
+    turns = (turn_steps_first[1:] or turn_steps_first) + (again[1:] or again)
+    rows = rows_steps[1:] or rows_steps
     for key, label in (("step_time", "step"), ("time/generate", "generation"), ("tokens_per_s", "tokens/s")):
         a, b = statistics.median(m[key] for m in rows), statistics.median(m[key] for m in turns)
         print(f"{label}: rows {a:.1f}, turns {b:.1f}, rows / turns {a / b:.2f}×")

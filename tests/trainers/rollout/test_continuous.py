@@ -115,7 +115,7 @@ def test_rows_finish_in_their_own_order_and_get_their_own_next_turns(smollm):
     """The backend API alone: three prompts, greedy; each finished row may come back once with its
     completion appended; every completion equals a plain `generate` of that prompt."""
     model, tokenizer = smollm
-    backend = TransformersBackend(model=model, tokenizer=tokenizer)
+    backend = TransformersBackend(model=model, tokenizer=tokenizer, continuous=True)
     prompts = [
         backend.prompt_token_ids([{"role": "user", "content": text}])
         for text in ("Count from one to ten.", "Say hi.", "Name three colours, then stop.")
@@ -152,7 +152,7 @@ def test_rows_finish_in_their_own_order_and_get_their_own_next_turns(smollm):
 def test_a_cancel_lands_mid_decode(smollm):
     """A cancel raised during decoding stops the call within a decode step, before any row finishes."""
     model, tokenizer = smollm
-    backend = TransformersBackend(model=model, tokenizer=tokenizer)
+    backend = TransformersBackend(model=model, tokenizer=tokenizer, continuous=True)
     prompt = backend.prompt_token_ids([{"role": "user", "content": "Tell me a long story."}])
     steps: list[int] = []
     finished: list[Any] = []

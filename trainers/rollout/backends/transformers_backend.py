@@ -115,12 +115,13 @@ class TransformersBackend(GenerationBackend):
         precision: PolicyPrecision | None = None,
         prefix_budget_bytes: int = DEFAULT_PREFIX_BUDGET_BYTES,
         wave_bytes: int = DEFAULT_WAVE_BYTES,
-        continuous: bool = True,
+        continuous: bool = False,
     ) -> None:
         """`precision`: the trained policy's `trainers.models.PolicyPrecision` when `model` is the policy
         itself, so sampling runs under the learner's autocast; None samples in the model's own dtype.
-        `continuous`: `generate_continuous` schedules rows (trainers.rollout.backends.continuous); False
-        schedules turns, as `GenerationBackend`'s default does."""
+        `continuous`: `generate_continuous` schedules rows (trainers.rollout.backends.continuous); False (the
+        default until the demo step is timed with it on a quiet machine: bench/demo_step.py --turns) schedules
+        turns, as `GenerationBackend`'s default does."""
         if model is None or tokenizer is None:
             from trainers.models import DEFAULT_MODEL, load_model, load_tokenizer
 
