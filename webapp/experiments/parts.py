@@ -4,8 +4,9 @@ Each worker reports the parts it has with its heartbeat (`WorkerNode.parts`: adv
 rollout strategies and task sources, from `trainers.parts.part_catalogue`, with their docstrings, option
 schemas and versions). The run form and `GET /api/parts/` list them; a launch naming a part that no online
 worker of its queue has is refused with the reason (`trainers.parts.part_errors`, the trainer's own check,
-asked with the workers' catalogue). With no worker online at all — the embedded default starts its worker
-with the run, from this same install — the parts this process has stand for the workers'.
+asked with the workers' catalogue). With no worker of the queue online — the embedded default starts its
+worker with the run, from this same install; a stack's worker may be restarting — the parts this process
+has stand for the workers'.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ def _online_workers(queue: str | None) -> list[Any]:
 def worker_parts(queue: str | None = None) -> tuple[list[dict[str, Any]], str]:
     """(catalogue, who has it): the parts the online workers of `queue` (None: of any queue) report, one
     entry per part with `workers`: [{hostname, queues, version}] of those that have it; with no worker
-    of the queue online, this process's own parts (`workers` empty) if no worker is online at all."""
+    of the queue online, this process's own parts (`workers` empty)."""
     nodes = _online_workers(queue)
     where = f"any online worker of the {queue} queue" if queue else "any online worker"
     if not nodes:
-        if _online_workers(None):  # workers are up, none of them serves this queue
-            return [], where
+        # No worker of the queue is up (the embedded default starts its with the run; a compose stack's is
+        # restarting, or waits for its database): the run queues with the "no online worker" warning, and
+        # refusing it for parts nobody can report would turn a short outage into refused launches.
         return [{**part, "workers": []} for part in part_catalogue()], "this machine"
     merged: dict[tuple[str, str], dict[str, Any]] = {}
     for node in nodes:

@@ -159,3 +159,18 @@ def test_the_run_form_shows_the_refusal_on_the_knob(client_for, project, environ
         "Installed: branching, independent."
     )
     assert not Run.objects.filter(name="median").exists()
+
+
+def test_with_no_worker_of_the_queue_online_a_run_queues_as_it_did(
+    signed_in, project, environment, rubric, users
+):
+    """Only the control worker is up (the cpu one restarting, or waiting for its database after an outage:
+    the compose stack's test saw it): the launch is not refused for parts nobody can report; the run
+    queues, and the page says no worker serves its queue."""
+    report("control-box:1", ["control"], builtins_only())
+    response = signed_in("bob").post(
+        f"/api/projects/{project.slug}/runs/",
+        {"name": "waits", "environment": environment.pk, "rubric": rubric.pk},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
