@@ -469,7 +469,9 @@ from webapp.experiments.models import Run
 from webapp.review import services as review
 user = get_user_model().objects.get(username="admin")
 run = Run.objects.get(pk={run_id})
-queue = review.queue_create(project=run.project, user=user, name="deploy tier", runs=[run], annotators=[user], seed=1)
+# distinct_rewards=False: a one-step run of 8-token answers often scores a group alike; identical responses
+# are still never offered (queue_create refuses a queue of none, as it did here when this was on)
+queue = review.queue_create(project=run.project, user=user, name="deploy tier", runs=[run], annotators=[user], seed=1, distinct_rewards=False)
 for _ in range(100):
     assignment = review.next_pair(queue=queue, annotator=user)
     if assignment is None:
@@ -480,8 +482,8 @@ print("QUEUE", queue.pk)
 
 
 def test_a_dpo_run_trains_on_a_preference_snapshot(stack, admin):
-    """TRL's DPOTrainer inside the image, on the worker: a snapshot of judged pairs → a DPO run through the
-    public API → SUCCEEDED with its checkpoint."""
+    """DPO inside the image, on the worker: a snapshot of judged pairs → a DPO run through the public API →
+    SUCCEEDED with its checkpoint."""
     api, slug = admin["api"], admin["project"]
     runs = api.get(f"{BASE}/api/projects/{slug}/runs/?limit=100", timeout=30).json()["results"]
     done = [r for r in runs if r["status"] == "SUCCEEDED" and r.get("kind", "rl") == "rl"]
