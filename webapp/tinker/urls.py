@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from webapp.tinker import views
+from webapp.tinker import rest_views, views
 
 app_name = "tinker"
 
@@ -26,4 +26,30 @@ urlpatterns = [
     path("create_sampling_session", views.create_sampling_session, name="create_sampling_session"),
     path("asample", views.asample, name="asample"),
     path("retrieve_future", views.retrieve_future, name="retrieve_future"),
+    # The RestClient's routes. A checkpoint id has a slash (`weights/<name>`): the longer routes first.
+    path("weights_info", rest_views.weights_info, name="weights_info"),
+    path("checkpoints", rest_views.user_checkpoints, name="user_checkpoints"),
+    path("training_runs", rest_views.training_runs, name="training_runs"),
+    path("training_runs/<str:model_id>", rest_views.training_run, name="training_run"),
+    path("training_runs/<str:model_id>/checkpoints", rest_views.run_checkpoints, name="run_checkpoints"),
+    path(
+        "training_runs/<str:model_id>/checkpoints/<path:checkpoint_id>/publish",
+        rest_views.checkpoint_publish,
+        name="checkpoint_publish",
+    ),
+    path(
+        "training_runs/<str:model_id>/checkpoints/<path:checkpoint_id>/ttl",
+        rest_views.checkpoint_ttl,
+        name="checkpoint_ttl",
+    ),
+    path(
+        "training_runs/<str:model_id>/checkpoints/<path:checkpoint_id>/external_weights_urls",
+        rest_views.external_weights_urls,
+        name="external_weights_urls",
+    ),
+    path(
+        "training_runs/<str:model_id>/checkpoints/<path:checkpoint_id>",
+        rest_views.checkpoint,
+        name="checkpoint",
+    ),
 ]

@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from webapp.tinker import services, transport, wire
-from webapp.tinker.services import TinkerRefusal
+from webapp.tinker.errors import TinkerRefusal
 
 CLIENT_CONFIG = {
     # Chunks of one forward_backward are sent one after another, so they reach the worker in order.
@@ -116,6 +116,7 @@ def create_model(request: HttpRequest, user: Any) -> dict[str, Any]:
         session_id=str(payload.get("session_id", "")),
         base_model=str(payload.get("base_model", "")),
         lora=payload.get("lora_config") or {},
+        user_metadata=payload.get("user_metadata"),
     )
     return _future(request_id, services.model_id_of(run))
 
@@ -161,9 +162,31 @@ optim_step = _model_call(
 )
 save_weights = _model_call("save_weights", lambda p: {"path": p.get("path")})
 save_weights_for_sampler = _model_call("save_weights_for_sampler", lambda p: {"path": p.get("path")})
-load_weights = _model_call(
-    "load_weights", lambda p: {"path": p.get("path"), "optimizer": bool(p.get("optimizer"))}
-)
+
+
+@endpoint
+def load_weights(request: HttpRequest, user: Any) -> dict[str, Any]:
+    """`load_state` of a client (`model_id`), or — with `session_id` and `model_seq_id` instead, as the
+    SDK's `create_training_client_from_state[_with_optimizer]` sends it — a new client made from the
+    checkpoint."""
+    payload = _json(request)
+    path, optimizer = str(payload.get("path") or ""), bool(payload.get("optimizer"))
+    if payload.get("model_id"):
+        model_id = str(payload["model_id"])
+        return _future(
+            services.model_load(user=user, model_id=model_id, path=path, optimizer=optimizer), model_id
+        )
+    session_id = str(payload.get("session_id") or "")
+    run, request_id = services.model_create_from_state(
+        user=user,
+        session_id=session_id,
+        model_seq_id=payload.get("model_seq_id"),
+        path=path,
+        optimizer=optimizer,
+        base_model=payload.get("base_model"),
+        user_metadata=payload.get("user_metadata"),
+    )
+    return _future(request_id, run.resolved_config["model_alias"])
 
 
 @endpoint
