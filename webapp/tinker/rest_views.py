@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from webapp.projects.access import Capability
 from webapp.tinker import selectors, services
-from webapp.tinker.errors import TinkerRefusal
+from webapp.tinker.errors import NOT_SUPPORTED, TinkerRefusal
 from webapp.tinker.views import _json, endpoint
 
 
@@ -80,3 +80,8 @@ def weights_info(request: HttpRequest, user: Any) -> Any:
     if not isinstance(path, str):
         raise TinkerRefusal("weights_info needs a tinker_path.")
     return selectors.weights_info(user, path)
+
+
+@endpoint
+def unknown_route(request: HttpRequest, user: Any, route: str) -> Any:
+    raise TinkerRefusal(f"{request.method} /api/v1/{route} {NOT_SUPPORTED}.", 404)

@@ -52,4 +52,6 @@ urlpatterns = [
         rest_views.checkpoint,
         name="checkpoint",
     ),
+    # Any other route of the SDK (sessions, audit, billing, copy_weights, …): a JSON 404 it can show.
+    path("<path:route>", rest_views.unknown_route, name="unknown"),
 ]
