@@ -27,7 +27,12 @@ CLIENT_CONFIG = {
     "sample_use_retrieve_futures": False,
     "custom_loss_server_side": False,
 }
-RETRIEVE_WAIT_S = 2.0
+# How long one retrieve_future poll waits for its answer (the SDK gives a poll 45 s), and how often the
+# waiting checks that the answer can still come (its run did not end with the request queued). Each poll
+# costs the dashboard a key check and a thread hop or two: on a loaded machine a 2 s poll during a 9 s
+# sample was the biggest part of what the service added to a step (bench/tinker_overhead.py's profile).
+RETRIEVE_WAIT_S = 20.0
+UNANSWERABLE_CHECK_S = 5.0
 
 
 def _json(request: HttpRequest) -> dict[str, Any]:
@@ -221,16 +226,20 @@ def asample(request: HttpRequest, user: Any) -> dict[str, Any]:
 
 @csrf_exempt
 async def retrieve_future(request: HttpRequest) -> HttpResponse:
-    """The answer of a future: waits up to RETRIEVE_WAIT_S for it, else "try again" (the SDK polls)."""
+    """The answer of a future: waits up to RETRIEVE_WAIT_S for it, else "try again" (the SDK polls
+    again); a future whose run ended with it still queued answers why within UNANSWERABLE_CHECK_S."""
     try:
         await sync_to_async(services.authenticate)(request.headers.get("X-API-Key"))
         request_id = str(_json(request).get("request_id", ""))
     except TinkerRefusal as exc:
         return _refused(exc)
-    answer = await transport.wait_answer(request_id, RETRIEVE_WAIT_S)
-    if answer is None:
-        if message := await sync_to_async(services.unanswerable)(request_id):
+    waited, answer = 0.0, None
+    while answer is None and waited < RETRIEVE_WAIT_S:
+        answer = await transport.wait_answer(request_id, UNANSWERABLE_CHECK_S)
+        waited += UNANSWERABLE_CHECK_S
+        if answer is None and (message := await sync_to_async(services.unanswerable)(request_id)):
             return JsonResponse({"error": message, "category": "user"})
+    if answer is None:
         return JsonResponse({"type": "try_again", "request_id": request_id, "queue_state": "active"})
     if "error" in answer:
         return JsonResponse({"error": answer["error"], "category": answer.get("category", "unknown")})
