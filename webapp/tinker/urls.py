@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from webapp.tinker import rest_views, views
+from webapp.tinker import views, views_rest
 
 app_name = "tinker"
 
@@ -27,31 +27,31 @@ urlpatterns = [
     path("asample", views.asample, name="asample"),
     path("retrieve_future", views.retrieve_future, name="retrieve_future"),
     # The RestClient's routes. A checkpoint id has a slash (`weights/<name>`): the longer routes first.
-    path("weights_info", rest_views.weights_info, name="weights_info"),
-    path("checkpoints", rest_views.user_checkpoints, name="user_checkpoints"),
-    path("training_runs", rest_views.training_runs, name="training_runs"),
-    path("training_runs/<str:model_id>", rest_views.training_run, name="training_run"),
-    path("training_runs/<str:model_id>/checkpoints", rest_views.run_checkpoints, name="run_checkpoints"),
+    path("weights_info", views_rest.weights_info, name="weights_info"),
+    path("checkpoints", views_rest.user_checkpoints, name="user_checkpoints"),
+    path("training_runs", views_rest.training_runs, name="training_runs"),
+    path("training_runs/<str:model_id>", views_rest.training_run, name="training_run"),
+    path("training_runs/<str:model_id>/checkpoints", views_rest.run_checkpoints, name="run_checkpoints"),
     path(
         "training_runs/<str:model_id>/checkpoints/<path:checkpoint_id>/publish",
-        rest_views.checkpoint_publish,
+        views_rest.checkpoint_publish,
         name="checkpoint_publish",
     ),
     path(
         "training_runs/<str:model_id>/checkpoints/<path:checkpoint_id>/ttl",
-        rest_views.checkpoint_ttl,
+        views_rest.checkpoint_ttl,
         name="checkpoint_ttl",
     ),
     path(
         "training_runs/<str:model_id>/checkpoints/<path:checkpoint_id>/external_weights_urls",
-        rest_views.external_weights_urls,
+        views_rest.external_weights_urls,
         name="external_weights_urls",
     ),
     path(
         "training_runs/<str:model_id>/checkpoints/<path:checkpoint_id>",
-        rest_views.checkpoint,
+        views_rest.checkpoint,
         name="checkpoint",
     ),
     # Any other route of the SDK (sessions, audit, billing, copy_weights, …): a JSON 404 it can show.
-    path("<path:route>", rest_views.unknown_route, name="unknown"),
+    path("<path:route>", views_rest.unknown_route, name="unknown"),
 ]
