@@ -139,3 +139,33 @@ def test_unmodified_sl_loop_and_rl_loop_run_to_completion(project, users, offlin
         # Two batches of two prompts, four samples each: every one is a trajectory with its tokens.
         wait_for(lambda: Trajectory.objects.filter(run=rl_run).count() == 16, 60, "the rl_loop samples")
         assert "final" in (rl_log / "checkpoints.jsonl").read_text()
+
+
+def test_sl_loop_restarted_on_its_log_path_resumes_from_its_last_state(
+    project, users, offline_caches, tmp_path
+):
+    """The cookbook's resume: a recipe started again on a log_path whose checkpoints.jsonl names a state
+    calls `create_training_client_from_state_with_optimizer` on it and trains on from that batch."""
+    _, raw = api_token_create(user=users["bob"], name="cookbook")
+    sl_log = tmp_path / "sl"
+    options = ("batch_size=2", "max_length=64", "save_every=1")
+    with (
+        asgi_server(TINKER_SESSION_TIMEOUT_S="20") as url,
+        celery_worker("cpu", DASHBOARD_URL=url),
+    ):
+        run_recipe("sl_loop", url, sdk_key(raw), offline_caches, sl_log, *options)
+        records = (sl_log / "checkpoints.jsonl").read_text().splitlines()
+        assert [json.loads(r)["name"] for r in records] == ["000001", "final"]
+        # As if the recipe had been stopped after step 1's save: its last state is batch 1's.
+        (sl_log / "checkpoints.jsonl").write_text(records[0] + "\n")
+        state_path = json.loads(records[0])["state_path"]
+        first = Run.objects.get(kind="tinker")
+
+        run_recipe("sl_loop", url, sdk_key(raw), offline_caches, sl_log, *options)
+        assert "Resuming from batch 1" in (sl_log / "logs.log").read_text()
+        assert [row["step"] for row in metrics_of(sl_log)] == [0, 1, 1]  # appended: batch 1 again
+        assert "final" in (sl_log / "checkpoints.jsonl").read_text()
+        resumed = Run.objects.exclude(pk=first.pk).get(kind="tinker")
+        assert resumed.lineage == "resume" and resumed.parent == first
+        assert resumed.parent_checkpoint.path.endswith("tinker/weights/000001"), state_path
+        assert MetricPoint.objects.filter(run=resumed, key="loss").count() == 1

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from trainers.sdk.cancel import Cancelled, stop_requested
 from trainers.sdk.events import EventSink, make_event
 from trainers.sdk.wire import pack_halves
+from trainers.tinker import paths
 from trainers.tinker.compute import TinkerModel
 from trainers.tinker.losses import LossInputError
 
@@ -45,6 +46,7 @@ class Session:
     trajectories_sent: int = 0
     max_trajectories: int = 20_000
     checkpoint_paths: dict[str, str] = field(default_factory=dict)
+    state_steps: set[int] = field(default_factory=set)  # the steps a save_state was reported at
     # Sampled sequences not yet reported, by their whole token sequence (prompt + completion): a later
     # forward_backward's datum of the same tokens gives its advantage before they go to the dashboard.
     pending: dict[tuple[int, ...], tuple[int, dict[str, Any]]] = field(default_factory=dict)
@@ -126,12 +128,19 @@ def handle_optim_step(session: Session, body: Mapping[str, Any]) -> dict[str, An
 
 
 def _checkpoint(session: Session, kind: str, name: str, *, with_optimizer: bool) -> str:
-    """Save under the run's artifacts, tell the dashboard (a Checkpoint row) and answer the tinker:// path."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:100] or "checkpoint"
+    """Save under the run's artifacts, tell the dashboard (a Checkpoint row) and answer the tinker:// path.
+
+    The dashboard keeps one checkpoint per step, so sampler weights saved at a step that already has a
+    `save_state` are not reported over it: the state (what a resume loads) holds the same weights."""
+    safe = paths.safe_name(name)
     target = session.checkpoints_dir / kind / safe
-    session.model.save(target, step=session.model.version, with_optimizer=with_optimizer)
-    session.sink.emit(make_event("checkpoint", step=session.model.version, path=str(target), kind="adapter"))
-    path = f"tinker://{session.model_id}/{kind}/{safe}"
+    step = session.model.version
+    session.model.save(target, step=step, with_optimizer=with_optimizer)
+    if with_optimizer or step not in session.state_steps:
+        session.sink.emit(make_event("checkpoint", step=step, path=str(target), kind="adapter"))
+    if with_optimizer:
+        session.state_steps.add(step)
+    path = paths.form(session.model_id, kind, safe)
     session.checkpoint_paths[path] = str(target)
     return path
 

@@ -8,6 +8,7 @@ without that prefix); the token's user must be allowed to launch runs in the ses
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from typing import Any
 
@@ -15,27 +16,23 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from trainers.tinker import paths
 from webapp.accounts.authentication import USER_TOKEN_PREFIX
 from webapp.accounts.models import ApiToken, hash_token
 from webapp.core.dispatch import queue_refusal
-from webapp.experiments.models import FINAL_STATUSES, Run, RunKind, RunStatus
+from webapp.experiments.models import FINAL_STATUSES, Checkpoint, Run, RunKind, RunStatus
 from webapp.experiments.services.runs import launched
 from webapp.projects.access import Capability, can
 from webapp.projects.models import Project
-from webapp.tinker import transport
+from webapp.tinker import selectors, transport
+from webapp.tinker.errors import NOT_SUPPORTED, TinkerRefusal
+from webapp.tinker.selectors import run_of_model
+
+__all__ = ["TinkerRefusal", "run_of_model"]
 
 SDK_KEY_PREFIX = "tml-"
-MODEL_ID_PREFIX = "rs-run-"
 MAX_DATUMS = 4096
 MAX_LORA_RANK = 256
-
-
-class TinkerRefusal(Exception):
-    """A request refused with a message the SDK shows: 401 for the key, 400/404 for the rest."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def sdk_key(raw_token: str) -> str:
@@ -105,8 +102,27 @@ def session_of(user: Any, session_id: str) -> dict[str, Any]:
     return session
 
 
+def session_gone(session_id: str) -> str | None:
+    """Why a session is over — every training run it made has ended (cancelled, lost, finished) — or
+    None while one is live or it has made none yet."""
+    runs = list(selectors.session_runs(session_id)[:50])
+    messages = [ended_message(run) for run in runs]
+    if not runs or not all(messages):
+        return None
+    return f"Session {session_id} is over: {messages[0]} Start a new ServiceClient to go on."
+
+
+def session_open(user: Any, session_id: str) -> dict[str, Any]:
+    """The session, refused with 410 (what the SDK takes for "this session has finished") once it is
+    over: a heartbeat or a new client does not bring it back."""
+    session = session_of(user, session_id)
+    if message := session_gone(session_id):
+        raise TinkerRefusal(message, 410)
+    return session
+
+
 def session_heartbeat(*, user: Any, session_id: str) -> None:
-    session_of(user, session_id)
+    session_open(user, session_id)
     transport.beat(session_id)
 
 
@@ -115,69 +131,169 @@ def session_finish(*, user: Any, session_id: str) -> None:
     transport.end_session(session_id)
 
 
-@transaction.atomic
-def model_create(*, user: Any, session_id: str, base_model: str, lora: dict[str, Any]) -> tuple[Run, str]:
-    """A run of kind tinker for a new LoRA training client, queued; the future of its `create_model`,
-    answered by the worker once the model is loaded."""
-    session = session_of(user, session_id)
-    models = offered_models()
-    if base_model not in models:
-        raise TinkerRefusal(f"Unknown base_model {base_model!r}: this deployment offers {', '.join(models)}.")
+def _lora_spec(lora: dict[str, Any]) -> dict[str, Any]:
     rank = int(lora.get("rank") or 32)
     if not 1 <= rank <= MAX_LORA_RANK:
         raise TinkerRefusal(f"LoRA rank must be between 1 and {MAX_LORA_RANK} (got {rank}).")
-    queue = settings.TINKER_QUEUE
-    if refusal := queue_refusal(queue):
-        raise TinkerRefusal(refusal)
-    project = Project.objects.get(pk=session["project"])
-    spec = {
+    return {
         "rank": rank,
         "train_attn": bool(lora.get("train_attn", True)),
         "train_mlp": bool(lora.get("train_mlp", True)),
         "seed": lora.get("seed"),
     }
+
+
+def _metadata(user_metadata: Any) -> dict[str, str]:
+    if not isinstance(user_metadata, dict):
+        return {}
+    return {str(k)[:100]: str(v)[:500] for k, v in list(user_metadata.items())[:50]}
+
+
+def _training_run_create(
+    *, user: Any, session_id: str, base_model: str, model: str, lora: dict[str, Any], **extra: Any
+) -> Run:
+    """A queued run of kind tinker for a new training client of the session (its model loads on a worker)."""
+    session = session_open(user, session_id)
+    queue = settings.TINKER_QUEUE
+    if refusal := queue_refusal(queue):
+        raise TinkerRefusal(refusal)
+    lineage = {k: extra.pop(k) for k in ("parent", "parent_checkpoint", "lineage") if k in extra}
     run = Run.objects.create(
-        project=project,
-        name=session["name"] or f"tinker · {base_model} · LoRA r{rank}",
+        project=Project.objects.get(pk=session["project"]),
+        name=session["name"] or f"tinker · {base_model} · LoRA r{lora['rank']}",
         created_by=user,
         kind=RunKind.TINKER,
         preset="tinker",
         resolved_config={
             "kind": "tinker",
-            "model": models[base_model],
+            "model": model,
             "base_model": base_model,
-            "lora": spec,
+            "lora": lora,
             "session_id": session_id,
+            **extra,
         },
         queue=queue,
+        **lineage,
     )
     launched(run, user=user, dispatch=True)
+    return run
+
+
+def _queue_first(run_id: int, kind: str, body: dict[str, Any]) -> str:
+    """The future of a new client's first request, queued once its run is committed (the worker answers
+    it when the model is loaded)."""
     request_id = transport.new_request_id()
-    transaction.on_commit(lambda: _queue_create(run.pk, request_id))
-    return run, request_id
+    transaction.on_commit(lambda: transport.put_request(run_id, kind, body, request_id=request_id))
+    return request_id
 
 
-def _queue_create(run_id: int, request_id: str) -> None:
-    conn = transport.client()
-    conn.set(transport.request_run_key(request_id), run_id, ex=transport.ANSWER_TTL_S)
-    import json
-
-    conn.rpush(
-        transport.requests_key(run_id),
-        json.dumps({"request_id": request_id, "kind": "create_model", "body": {}}),
+@transaction.atomic
+def model_create(
+    *,
+    user: Any,
+    session_id: str,
+    base_model: str,
+    lora: dict[str, Any],
+    user_metadata: Any = None,
+) -> tuple[Run, str]:
+    """A run of kind tinker for a new LoRA training client; the future of its `create_model`."""
+    models = offered_models()
+    if base_model not in models:
+        raise TinkerRefusal(f"Unknown base_model {base_model!r}: this deployment offers {', '.join(models)}.")
+    run = _training_run_create(
+        user=user,
+        session_id=session_id,
+        base_model=base_model,
+        model=models[base_model],
+        lora=_lora_spec(lora),
+        user_metadata=_metadata(user_metadata),
     )
+    return run, _queue_first(run.pk, "create_model", {})
+
+
+@transaction.atomic
+def model_create_from_state(
+    *,
+    user: Any,
+    session_id: str,
+    model_seq_id: Any,
+    path: str,
+    optimizer: bool,
+    base_model: str | None = None,
+    user_metadata: Any = None,
+) -> tuple[Run, str]:
+    """`create_training_client_from_state[_with_optimizer]` (the SDK's create-via-load): a new run of the
+    checkpoint's model and LoRA shape whose first request loads its weights (and optimizer state when
+    asked), addressed by the model id the SDK derives; its lineage is the checkpoint (resume with the
+    optimizer, init without)."""
+    if not isinstance(model_seq_id, int) or model_seq_id < 0:
+        raise TinkerRefusal("load_weights without model_id needs session_id and model_seq_id.")
+    target = selectors.parsed(path)
+    checkpoint = selectors.checkpoint_of(user, target)
+    if optimizer and target.segment != "weights":
+        raise TinkerRefusal(f"{path} holds sampler weights, no optimizer state: load a save_state path.")
+    config = checkpoint.run.resolved_config
+    if (
+        base_model
+        and base_model != config["base_model"]
+        and offered_models().get(base_model) != config["model"]
+    ):
+        raise TinkerRefusal(f"base_model {base_model!r} is not the checkpoint's ({config['base_model']}).")
+    run = _training_run_create(
+        user=user,
+        session_id=session_id,
+        base_model=config["base_model"],
+        model=config["model"],
+        lora=_lora_spec(config.get("lora") or {}),
+        user_metadata=_metadata(user_metadata) or (config.get("user_metadata") or {}),
+        model_alias=paths.alias(session_id, model_seq_id),
+        parent=checkpoint.run,
+        parent_checkpoint=checkpoint,
+        lineage="resume" if optimizer else "init",
+    )
+    body = {"path": str(target), "local_path": checkpoint.path, "optimizer": optimizer}
+    return run, _queue_first(run.pk, "load_weights", body)
+
+
+def model_load(*, user: Any, model_id: str, path: str, optimizer: bool) -> str:
+    """`load_state[_with_optimizer]` of a training client: its own save (the worker knows where it put
+    it) or a checkpoint of another run the user may read, which becomes the run's lineage when the run
+    has none (the SDK before 0.38 makes a client from a checkpoint as create_model + load_state)."""
+    run = run_of_model(user, model_id)
+    target = selectors.parsed(path)
+    body: dict[str, Any] = {"path": str(target), "optimizer": optimizer}
+    if target.run_id != run.pk:
+        checkpoint = selectors.checkpoint_of(user, target)
+        body["local_path"] = checkpoint.path
+        Run.objects.filter(pk=run.pk, parent_checkpoint=None).update(
+            parent=checkpoint.run, parent_checkpoint=checkpoint, lineage="resume" if optimizer else "init"
+        )
+    return model_request(user=user, model_id=model_id, kind="load_weights", body=body)
 
 
 def model_id_of(run: Run) -> str:
-    return f"{MODEL_ID_PREFIX}{run.pk}"
+    return paths.model_id(run.pk)
 
 
-def run_of_model(user: Any, model_id: str) -> Run:
-    run_id = model_id.removeprefix(MODEL_ID_PREFIX).split("/")[0]
-    run = Run.objects.filter(pk=int(run_id), kind=RunKind.TINKER).first() if run_id.isdigit() else None
-    if run is None or not can(user, run.project, Capability.LAUNCH):
-        raise TinkerRefusal(f"No training client {model_id!r} of yours.", 404)
-    return run
+@transaction.atomic
+def checkpoint_delete(*, user: Any, model_id: str, checkpoint_id: str) -> None:
+    """`DELETE /training_runs/{id}/checkpoints/{checkpoint_id}`: the row is marked deleted (kept for
+    lineage, as a pruned checkpoint is) and its directory removed when it is on this machine."""
+    run = run_of_model(user, model_id, Capability.LAUNCH)
+    try:
+        target = paths.checkpoint(paths.model_id(run.pk), checkpoint_id)
+    except ValueError as exc:
+        raise TinkerRefusal(str(exc)) from exc
+    checkpoint = selectors.checkpoint_of(user, target, Capability.LAUNCH, run=run)
+    Checkpoint.objects.filter(pk=checkpoint.pk).update(deleted=True)
+    directory = checkpoint.path
+    transaction.on_commit(lambda: shutil.rmtree(directory, ignore_errors=True))
+
+
+def not_supported(what: str) -> TinkerRefusal:
+    return TinkerRefusal(
+        f"{what} {NOT_SUPPORTED}: checkpoints here stay private to their project and are kept until deleted."
+    )
 
 
 def ended_message(run: Run) -> str | None:
@@ -233,11 +349,10 @@ def sampling_session_create(*, user: Any, model_path: str | None, base_model: st
     """A sampling client on saved weights (`tinker://rs-run-N/sampler_weights/name`) or a base model;
     base-model sampling goes to one of your live training clients of that model, adapters included."""
     if model_path:
-        if not model_path.startswith(f"tinker://{MODEL_ID_PREFIX}"):
-            raise TinkerRefusal(
-                f"Unknown model_path {model_path!r}: expected tinker://{MODEL_ID_PREFIX}<n>/….", 404
-            )
-        run = run_of_model(user, model_path.removeprefix("tinker://"))
+        prefix = f"{paths.SCHEME}{paths.MODEL_ID_PREFIX}"
+        if not model_path.startswith(prefix):
+            raise TinkerRefusal(f"Unknown model_path {model_path!r}: expected {prefix}<n>/….", 404)
+        run = run_of_model(user, model_path.removeprefix(paths.SCHEME))
         transport.put_json(transport.sampler_key(model_path), {"run": run.pk, "sampler_id": model_path})
         return model_path
     raise TinkerRefusal(

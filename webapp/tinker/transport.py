@@ -69,9 +69,9 @@ def new_request_id() -> str:
     return uuid.uuid4().hex
 
 
-def put_request(run_id: int, kind: str, body: dict[str, Any]) -> str:
+def put_request(run_id: int, kind: str, body: dict[str, Any], request_id: str | None = None) -> str:
     """Queue a request for the run's worker; its future id (what the SDK polls)."""
-    request_id = new_request_id()
+    request_id = request_id or new_request_id()
     conn = client()
     with conn.pipeline() as pipe:
         pipe.set(request_run_key(request_id), run_id, ex=ANSWER_TTL_S)

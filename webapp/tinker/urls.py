@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from webapp.tinker import views
+from webapp.tinker import views, views_rest
 
 app_name = "tinker"
 
@@ -26,4 +26,32 @@ urlpatterns = [
     path("create_sampling_session", views.create_sampling_session, name="create_sampling_session"),
     path("asample", views.asample, name="asample"),
     path("retrieve_future", views.retrieve_future, name="retrieve_future"),
+    # The RestClient's routes. A checkpoint id has a slash (`weights/<name>`): the longer routes first.
+    path("weights_info", views_rest.weights_info, name="weights_info"),
+    path("checkpoints", views_rest.user_checkpoints, name="user_checkpoints"),
+    path("training_runs", views_rest.training_runs, name="training_runs"),
+    path("training_runs/<str:model_id>", views_rest.training_run, name="training_run"),
+    path("training_runs/<str:model_id>/checkpoints", views_rest.run_checkpoints, name="run_checkpoints"),
+    path(
+        "training_runs/<str:model_id>/checkpoints/<path:checkpoint_id>/publish",
+        views_rest.checkpoint_publish,
+        name="checkpoint_publish",
+    ),
+    path(
+        "training_runs/<str:model_id>/checkpoints/<path:checkpoint_id>/ttl",
+        views_rest.checkpoint_ttl,
+        name="checkpoint_ttl",
+    ),
+    path(
+        "training_runs/<str:model_id>/checkpoints/<path:checkpoint_id>/external_weights_urls",
+        views_rest.external_weights_urls,
+        name="external_weights_urls",
+    ),
+    path(
+        "training_runs/<str:model_id>/checkpoints/<path:checkpoint_id>",
+        views_rest.checkpoint,
+        name="checkpoint",
+    ),
+    # Any other route of the SDK (sessions, audit, billing, copy_weights, …): a JSON 404 it can show.
+    path("<path:route>", views_rest.unknown_route, name="unknown"),
 ]

@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from webapp.tinker import services, transport, wire
-from webapp.tinker.services import TinkerRefusal
+from webapp.tinker.errors import TinkerRefusal
 
 CLIENT_CONFIG = {
     # Chunks of one forward_backward are sent one after another, so they reach the worker in order.
@@ -27,7 +27,12 @@ CLIENT_CONFIG = {
     "sample_use_retrieve_futures": False,
     "custom_loss_server_side": False,
 }
-RETRIEVE_WAIT_S = 2.0
+# How long one retrieve_future poll waits for its answer (the SDK gives a poll 45 s), and how often the
+# waiting checks that the answer can still come (its run did not end with the request queued). Each poll
+# costs the dashboard a key check and a thread hop or two: on a loaded machine a 2 s poll during a 9 s
+# sample was the biggest part of what the service added to a step (bench/tinker_overhead.py's profile).
+RETRIEVE_WAIT_S = 20.0
+UNANSWERABLE_CHECK_S = 5.0
 
 
 def _json(request: HttpRequest) -> dict[str, Any]:
@@ -116,6 +121,7 @@ def create_model(request: HttpRequest, user: Any) -> dict[str, Any]:
         session_id=str(payload.get("session_id", "")),
         base_model=str(payload.get("base_model", "")),
         lora=payload.get("lora_config") or {},
+        user_metadata=payload.get("user_metadata"),
     )
     return _future(request_id, services.model_id_of(run))
 
@@ -161,9 +167,31 @@ optim_step = _model_call(
 )
 save_weights = _model_call("save_weights", lambda p: {"path": p.get("path")})
 save_weights_for_sampler = _model_call("save_weights_for_sampler", lambda p: {"path": p.get("path")})
-load_weights = _model_call(
-    "load_weights", lambda p: {"path": p.get("path"), "optimizer": bool(p.get("optimizer"))}
-)
+
+
+@endpoint
+def load_weights(request: HttpRequest, user: Any) -> dict[str, Any]:
+    """`load_state` of a client (`model_id`), or — with `session_id` and `model_seq_id` instead, as the
+    SDK's `create_training_client_from_state[_with_optimizer]` sends it — a new client made from the
+    checkpoint."""
+    payload = _json(request)
+    path, optimizer = str(payload.get("path") or ""), bool(payload.get("optimizer"))
+    if payload.get("model_id"):
+        model_id = str(payload["model_id"])
+        return _future(
+            services.model_load(user=user, model_id=model_id, path=path, optimizer=optimizer), model_id
+        )
+    session_id = str(payload.get("session_id") or "")
+    run, request_id = services.model_create_from_state(
+        user=user,
+        session_id=session_id,
+        model_seq_id=payload.get("model_seq_id"),
+        path=path,
+        optimizer=optimizer,
+        base_model=payload.get("base_model"),
+        user_metadata=payload.get("user_metadata"),
+    )
+    return _future(request_id, run.resolved_config["model_alias"])
 
 
 @endpoint
@@ -198,16 +226,20 @@ def asample(request: HttpRequest, user: Any) -> dict[str, Any]:
 
 @csrf_exempt
 async def retrieve_future(request: HttpRequest) -> HttpResponse:
-    """The answer of a future: waits up to RETRIEVE_WAIT_S for it, else "try again" (the SDK polls)."""
+    """The answer of a future: waits up to RETRIEVE_WAIT_S for it, else "try again" (the SDK polls
+    again); a future whose run ended with it still queued answers why within UNANSWERABLE_CHECK_S."""
     try:
         await sync_to_async(services.authenticate)(request.headers.get("X-API-Key"))
         request_id = str(_json(request).get("request_id", ""))
     except TinkerRefusal as exc:
         return _refused(exc)
-    answer = await transport.wait_answer(request_id, RETRIEVE_WAIT_S)
-    if answer is None:
-        if message := await sync_to_async(services.unanswerable)(request_id):
+    waited, answer = 0.0, None
+    while answer is None and waited < RETRIEVE_WAIT_S:
+        answer = await transport.wait_answer(request_id, UNANSWERABLE_CHECK_S)
+        waited += UNANSWERABLE_CHECK_S
+        if answer is None and (message := await sync_to_async(services.unanswerable)(request_id)):
             return JsonResponse({"error": message, "category": "user"})
+    if answer is None:
         return JsonResponse({"type": "try_again", "request_id": request_id, "queue_state": "active"})
     if "error" in answer:
         return JsonResponse({"error": answer["error"], "category": answer.get("category", "unknown")})
