@@ -285,7 +285,11 @@ def test_queued_then_running_then_succeeded(queued_run, server, watch):
     watch.wait_for_status("Succeeded")
     done = watch.agrees_with_a_reload()
     assert done["phase"] is None and done["finished"] != ["—"]
-    assert done["actions"] == ["resume", "fork", "delete"]  # finished with a checkpoint: continued, or deleted
+    assert done["actions"] == [
+        "resume",
+        "fork",
+        "delete",
+    ]  # finished with a checkpoint: continued, or deleted
 
 
 def test_queued_then_cancelled(queued_run, server, browser, watch):
