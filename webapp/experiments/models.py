@@ -423,6 +423,11 @@ class Run(models.Model):
         offers Resume only when this is None, and `run_resume` refuses with exactly this."""
         if self.is_external:
             return "origin", "This run was trained outside the dashboard: resume it with its own trainer."
+        if self.kind == RunKind.TINKER:
+            return "kind", (
+                "A Tinker client's run continues from its loop: create_training_client_from_state"
+                "_with_optimizer(<a checkpoint's tinker:// path>) (docs/tinker.md)."
+            )
         if self.is_active:
             return "status", "This run is still active: cancel it (or wait for it) first."
         if self.is_dpo and self.status == RunStatus.SUCCEEDED:

@@ -30,6 +30,7 @@ from webapp.experiments.models import (
     Rubric,
     RubricVersion,
     Run,
+    RunKind,
     RunStatus,
 )
 from webapp.projects.models import Membership, Project, Role
@@ -591,3 +592,18 @@ def test_other_authorization_headers_are_left_to_other_authenticators(users):
         ApiTokenAuthentication().authenticate(request)
     request = APIRequestFactory().get("/", HTTP_AUTHORIZATION="Basic Ym9iOnB3")
     assert ApiTokenAuthentication().authenticate(request) is None
+
+
+def test_a_tinker_clients_run_is_not_offered_resume_it_continues_from_its_loop(
+    signed_in, project, environment, rubric, users
+):
+    run = make_run(
+        project, environment, rubric, users["bob"], status=RunStatus.SUCCEEDED, kind=RunKind.TINKER
+    )
+    run.checkpoints.create(step=2, path="/tmp/tinker-state")
+    assert (
+        run.resume_refusal()[0] == "kind" and "create_training_client_from_state" in run.resume_refusal()[1]
+    )
+    assert not run.actions()["resume"]
+    refused = signed_in("bob").post(f"/api/runs/{run.pk}/resume/", {}, format="json")
+    assert refused.status_code == 400, refused.content
