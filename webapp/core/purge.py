@@ -59,7 +59,38 @@ def deletion_plan(root: type[models.Model]) -> tuple[PlanStep, ...]:
             steps.append(PlanStep(child, lookup))
 
     walk(root, "", frozenset({root}))
-    return tuple(steps)
+    return tuple(_in_dependency_order(steps))
+
+
+def _in_dependency_order(steps: list[PlanStep]) -> list[PlanStep]:
+    """`steps` sorted so that every table is emptied before any table it points at with CASCADE (a turn
+    before its trajectory: the walk's post-order) and before any it PROTECTs (a reward model before its
+    preference snapshot, a run before its environment version, whose environment then follows it), keeping
+    the walk's order where nothing constrains it."""
+
+    def must_precede(first: type[models.Model], then: type[models.Model]) -> bool:
+        return first is not then and any(
+            f.is_relation
+            and f.many_to_one
+            and f.related_model is then
+            and f.remote_field.on_delete in (models.CASCADE, models.PROTECT)
+            for f in first._meta.get_fields()
+        )
+
+    waiting = {
+        i: {j for j, other in enumerate(steps) if must_precede(other.model, step.model)}
+        for i, step in enumerate(steps)
+    }
+    ordered: list[PlanStep] = []
+    done: set[int] = set()
+    while waiting:
+        ready = min((i for i, before in waiting.items() if before <= done), default=None)
+        if ready is None:
+            raise RuntimeError(f"the deletion plan's foreign keys form a cycle: {sorted(waiting)}")
+        ordered.append(steps[ready])
+        done.add(ready)
+        del waiting[ready]
+    return ordered
 
 
 # Called after each batch with (model, rows deleted, seconds its transaction took): a bench's measure.

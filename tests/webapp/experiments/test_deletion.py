@@ -213,3 +213,36 @@ def test_the_run_page_offers_delete_only_to_who_may_once_it_ended(new_run, clien
     answer = client_for("bob").post(f"/p/{project.slug}/runs/{run.pk}/delete/", follow=True)
     assert "freed in the background" in answer.content.decode()
     assert client_for("bob").get(f"/p/{project.slug}/runs/{run.pk}/").status_code == 404
+
+
+def test_a_project_with_queues_snapshots_and_reward_models_is_purged_whole(
+    new_run, signed_in, project, users
+):
+    """What PROTECTs what (a reward model its snapshot, a run its environment version) orders the purge."""
+    from tests.webapp.review_factories import make_group
+    from webapp.experiments.models import EnvironmentVersion
+    from webapp.review import services as review
+    from webapp.review.models import PreferenceSnapshot
+    from webapp.rewards.models import RewardModel
+
+    run = finished(new_run("bob"))
+    make_group(run, rewards=[1.0, 0.0])
+    queue = review.queue_create(
+        project=project, user=users["bob"], name="q", runs=[run], annotators=[users["carol"]], overlap=1
+    )
+    assignment = review.next_pair(queue=queue, annotator=users["carol"])
+    review.judgement_submit(pair=assignment.pair, annotator=users["carol"], choice="a")
+    snapshot = review.snapshot_create(queue, users["bob"])
+    RewardModel.objects.create(project=project, name="prefs", version=1, snapshot=snapshot, status="ready")
+
+    assert signed_in("alice").delete(f"/api/projects/{project.slug}/").status_code == 202
+    while purge_deleted(budget_s=30)["projects"] != [project.pk]:
+        pass
+    assert not Project.all_objects.filter(pk=project.pk).exists()
+    for model in (
+        Run.all_objects,
+        EnvironmentVersion.objects,
+        PreferenceSnapshot.objects,
+        RewardModel.objects,
+    ):
+        assert not model.filter(pk__isnull=False).exists(), model.model
