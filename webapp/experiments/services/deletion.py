@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -65,36 +66,45 @@ def _purge_soon() -> None:
 
 def purge_deleted(*, budget_s: float = PURGE_BUDGET_S) -> dict[str, list[int]]:
     """Purge the runs and projects marked for deletion, oldest first, for about `budget_s`; the ids purged
-    whole. What is left waits for the next call (the periodic job's next tick)."""
+    whole. What is left waits for the next call (the periodic job's next tick). One that fails is logged
+    and skipped, so it never holds up the others (the next tick tries it again)."""
     deadline = time.monotonic() + budget_s
     done: dict[str, list[int]] = {"runs": [], "projects": []}
-    for run_id in (
-        Run.all_objects.filter(deleting_at__isnull=False).order_by("deleting_at").values_list("pk", flat=True)
-    ):
-        if not _purge_run(run_id, deadline):
+    marked_runs = Run.all_objects.filter(deleting_at__isnull=False).order_by("deleting_at")
+    for run_id in marked_runs.values_list("pk", flat=True):
+        finished = _attempt("run", run_id, lambda pk: purge(Run, pk, budget_s=_left(deadline)))
+        if finished:
+            done["runs"].append(run_id)
+        elif finished is False:
             return done
-        done["runs"].append(run_id)
-    for project_id in (
-        Project.all_objects.filter(deleting_at__isnull=False)
-        .order_by("deleting_at")
-        .values_list("pk", flat=True)
-    ):
-        # A project's runs first, each as a run is purged (their checkpoints' files too): the versions
-        # and snapshots they pin are PROTECTed until they are gone.
-        for run_id in Run.all_objects.filter(project_id=project_id).values_list("pk", flat=True):
-            if not _purge_run(run_id, deadline):
-                return done
-        if not purge(Project, project_id, budget_s=_left(deadline)):
+    marked_projects = Project.all_objects.filter(deleting_at__isnull=False).order_by("deleting_at")
+    for project_id in marked_projects.values_list("pk", flat=True):
+        finished = _attempt("project", project_id, lambda pk: _purge_project(pk, deadline))
+        if finished:
+            done["projects"].append(project_id)
+        elif finished is False:
             return done
-        done["projects"].append(project_id)
     return done
 
 
-def _purge_run(run_id: int, deadline: float) -> bool:
-    if not purge(Run, run_id, budget_s=_left(deadline)):
-        return False
-    log.info("run %s deleted", run_id)
-    return True
+def _purge_project(project_id: int, deadline: float) -> bool:
+    # Its runs first, one by one as a run is purged (their files with them).
+    for run_id in Run.all_objects.filter(project_id=project_id).values_list("pk", flat=True):
+        if not purge(Run, run_id, budget_s=_left(deadline)):
+            return False
+    return purge(Project, project_id, budget_s=_left(deadline))
+
+
+def _attempt(what: str, pk: int, work: Callable[[int], bool]) -> bool | None:
+    """`work(pk)` (True: purged whole, False: out of time), or None when it raised (logged)."""
+    try:
+        finished = work(pk)
+    except Exception:  # a bug or a PROTECT nobody foresaw: say which, and let the others go on
+        log.exception("could not purge deleted %s %s; the next tick tries again", what, pk)
+        return None
+    if finished:
+        log.info("deleted %s %s purged", what, pk)
+    return finished
 
 
 def _left(deadline: float) -> float:
