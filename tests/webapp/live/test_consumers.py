@@ -466,7 +466,7 @@ def test_a_status_change_carries_the_actions_and_checkpoints_the_page_shows(repo
             cancelled = events[3]
             assert cancelled["status"] == "CANCELLED" and cancelled["finished_at"]
             # Stopped with a checkpoint: resume and fork become available, cancel does not.
-            assert cancelled["actions"] == {"cancel": False, "resume": True, "fork": True}
+            assert cancelled["actions"] == {"cancel": False, "resume": True, "fork": True, "delete": True}
             assert [c["step"] for c in cancelled["checkpoints"]] == [2]
 
     run_async(scenario)
