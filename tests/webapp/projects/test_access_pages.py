@@ -104,6 +104,14 @@ PAGES = [
         "members", "get", "read", "projects:members"
     ),  # as GET /api/projects/<slug>/members/; managing needs "manage"
     Page(
+        "delete project",
+        "post",
+        "manage",
+        "projects:delete",
+        data=lambda w: {"confirm_name": w["project"].name},
+        ok=302,
+    ),  # refused while the world's run is queued: the owner is sent back with the reason
+    Page(
         "add member",
         "post",
         "manage",
@@ -223,6 +231,9 @@ PAGES = [
     ),
     Page("create run", "post", "launch", "experiments:run_create", data=new_run, ok=302),
     Page("cancel run", "post", "launch", "experiments:run_cancel", ("run",), ok=302),
+    # bob launched the world's run (queued: allowed people are sent back with the reason); only he and
+    # the owner may delete it (tests/webapp/experiments/test_deletion.py)
+    Page("delete run", "post", "launch", "experiments:run_delete", ("run",), ok=302),
     Page(
         "run tags and note",
         "post",
