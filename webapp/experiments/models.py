@@ -543,6 +543,14 @@ def format_metric(value: Any) -> str:
     return f"{value:.4g}"
 
 
+class VisibleCheckpointManager(models.Manager["Checkpoint"]):
+    """Checkpoints of runs nobody asked to delete: a deleted run's checkpoint can no longer be downloaded or
+    started from, although its rows wait for the purge (VisibleRunManager)."""
+
+    def get_queryset(self) -> models.QuerySet[Checkpoint]:
+        return super().get_queryset().filter(run__deleting_at__isnull=True)
+
+
 class Checkpoint(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
     step = models.PositiveIntegerField()
@@ -551,6 +559,8 @@ class Checkpoint(models.Model):
     metrics = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
     deleted = models.BooleanField(default=False, help_text="pruned by keep-best-N; kept for lineage")
+
+    objects = VisibleCheckpointManager()
 
     class Meta:
         ordering = ["run", "step"]

@@ -246,8 +246,11 @@ def access_trajectory(
     *,
     queryset: QuerySet | None = None,
 ):
-    queryset = _default(queryset, "rollouts.Trajectory").select_related("run__project")
-    return _access(who, queryset, "run__project", need, "trajectory", trajectory_id)
+    # A deleted run's trajectories wait for the purge: not found from the moment it was deleted.
+    queryset = _default(queryset, "rollouts.Trajectory").filter(run__deleting_at__isnull=True)
+    return _access(
+        who, queryset.select_related("run__project"), "run__project", need, "trajectory", trajectory_id
+    )
 
 
 def access_queue(

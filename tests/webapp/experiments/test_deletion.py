@@ -246,3 +246,27 @@ def test_a_project_with_queues_snapshots_and_reward_models_is_purged_whole(
         RewardModel.objects,
     ):
         assert not model.filter(pk__isnull=False).exists(), model.model
+
+
+def test_a_deleted_runs_checkpoints_and_trajectories_are_gone_before_the_purge(
+    new_run, signed_in, client_for, project, environment, rubric, users
+):
+    run = finished(new_run("bob"))
+    fill(run, users)
+    checkpoint = Checkpoint.objects.get(run=run)
+    trajectory = Trajectory.objects.filter(run=run).first()
+    bob = signed_in("bob")
+    assert bob.delete(f"/api/runs/{run.pk}/").status_code == 202
+    assert bob.get(f"/api/runs/{run.pk}/checkpoints/{checkpoint.pk}/weights/").status_code == 404
+    assert client_for("bob").get(f"/p/{project.slug}/trajectories/{trajectory.pk}/").status_code == 404
+    started = bob.post(
+        f"/api/projects/{project.slug}/runs/",
+        {
+            "name": "from it",
+            "environment": environment.pk,
+            "rubric": rubric.pk,
+            "from_checkpoint": checkpoint.pk,
+        },
+        format="json",
+    )
+    assert started.status_code == 400, started.content  # not a checkpoint one can start from any more

@@ -36,7 +36,7 @@ def run_delete(*, run: Run, user) -> None:
     """Delete `run` (who may: `access_run_to_delete`): refused with the reason (`Run.delete_refusal`), else
     gone from every page now and purged in the background."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run.pk)  # a launch or resume from it waits for this
+        run = Run.objects.select_for_update().get(pk=run.pk)  # two deletes of one run: one wins
         refusal = run.delete_refusal()
         if refusal is not None:
             raise ValidationError({"run": [refusal]})
