@@ -36,9 +36,10 @@ class PlanStep:
 
 @cache
 def deletion_plan(root: type[models.Model]) -> tuple[PlanStep, ...]:
-    """The tables whose rows belong to a `root` row through CASCADE (or DO_NOTHING) foreign keys, deepest
-    first. `SET_NULL` and `PROTECT` links are not followed: the collector nulls the first batch by batch,
-    and a protected row stops the purge with Django's ProtectedError (that is what PROTECT is for)."""
+    """The tables whose rows belong to a `root` row through CASCADE (or DO_NOTHING) foreign keys, each
+    before the tables it points at (`_in_dependency_order`). `SET_NULL` and `PROTECT` links are not
+    followed: the collector nulls the first batch by batch; a row the plan does not own that PROTECTs one
+    it does stops the purge with Django's ProtectedError (that is what PROTECT is for)."""
     steps: list[PlanStep] = []
 
     def walk(model: type[models.Model], path: str, seen: frozenset[type[models.Model]]) -> None:
