@@ -192,10 +192,13 @@ def may_delete_run(access: ProjectAccess, run: Any) -> bool:
     )
 
 
-def access_run_to_delete(user: Any, run_id: Any, *, queryset: QuerySet | None = None):
-    """The run `user` may delete (`may_delete_run`); NotFound for an outsider, Forbidden otherwise."""
-    run = access_run(user, run_id, Capability.READ, queryset=queryset)
-    access = ProjectAccess(run.project, _membership(user, run.project))
+def access_run_to_delete(who: Who, run_id: Any, *, queryset: QuerySet | None = None):
+    """The run `who` may delete (`may_delete_run`); NotFound for an outsider, Forbidden otherwise. The run
+    page's button and `DELETE /api/runs/<id>/` both resolve the run here."""
+    run = access_run(who, run_id, Capability.READ, queryset=queryset)
+    access = (
+        who if isinstance(who, ProjectAccess) else ProjectAccess(run.project, _membership(who, run.project))
+    )
     if not may_delete_run(access, run):
         need = Capability.LAUNCH if not access.can(Capability.LAUNCH) else Capability.MANAGE
         raise Forbidden(

@@ -33,14 +33,12 @@ from webapp.experiments.views.judge_check import launch_judge_gate
 from webapp.fleet.selectors import queue_states, run_queue_state
 from webapp.live.selectors import MAX_COMPARED_RUNS, run_snapshot
 from webapp.projects.access import (
-    RUN_DELETE_ACTION,
     Capability,
-    Forbidden,
     ProjectAccess,
     access_project,
     access_run,
+    access_run_to_delete,
     may_delete_run,
-    refusal,
 )
 from webapp.projects.views import project_context
 from webapp.rollouts.selectors import runs as rollout_selectors
@@ -293,9 +291,7 @@ def run_fork(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
 @require_POST
 def run_delete(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     access = access_project(request.user, slug, Capability.READ)
-    run = access_run(access, run_id)
-    if not may_delete_run(access, run):
-        raise Forbidden(refusal(access.role, Capability.MANAGE, RUN_DELETE_ACTION))
+    run = access_run_to_delete(access, run_id)
     try:
         deletion.run_delete(run=run, user=request.user)
     except ValidationError as error:
