@@ -10,6 +10,7 @@ from datetime import datetime
 
 from django.db.models import QuerySet
 
+from webapp.experiments.models import Run
 from webapp.projects.models import Project
 from webapp.review.models import GROUPED_VERBS, KIND_OF_VERB, Activity, ActivityKind
 
@@ -40,9 +41,24 @@ def _group_key(activity: Activity) -> tuple | None:
     return (activity.actor_id, activity.verb, activity.queue_id)
 
 
+def mark_deleted_targets(activities: list[Activity]) -> None:
+    """Mark the rows whose run, or whose trajectory's run, has been deleted (or is being purged), so that
+    their line names it without a link that would 404: one query for the page."""
+    run_ids = {a.data.get("run_id") for a in activities if isinstance((a.data or {}).get("run_id"), int)}
+    run_ids |= {a.trajectory.run_id for a in activities if a.trajectory_id is not None}
+    if not run_ids:
+        return
+    live = set(Run.objects.filter(pk__in=run_ids).values_list("pk", flat=True))
+    for activity in activities:
+        run_id = (activity.data or {}).get("run_id")
+        activity.run_deleted = isinstance(run_id, int) and run_id not in live
+        activity.trajectory_deleted = activity.trajectory_id is not None and activity.trajectory.run_id not in live
+
+
 def activity_lines(activities: list[Activity], *, since: datetime | None = None) -> list[ActivityLine]:
     """Newest first, consecutive groupable rows of one person (and queue) merged into one line. A line is
     `new` when its latest row is newer than `since`; a group never spans the "since" boundary."""
+    mark_deleted_targets(activities)
     lines: list[ActivityLine] = []
     for activity in activities:
         is_new = since is not None and activity.created_at > since

@@ -7,6 +7,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from tests.webapp.factories import make_run
 from tests.webapp.review_factories import make_trajectory
@@ -126,6 +127,28 @@ def test_a_deleted_run_is_gone_at_once_and_its_rows_go_in_batches(new_run, signe
     assert child.parent_id is None
     line = Activity.objects.get(verb=ActivityVerb.RUN_DELETED)
     assert (line.actor, line.data["name"]) == (users["bob"], "doomed")
+
+
+def test_the_activity_page_names_a_deleted_run_without_a_link_that_would_404(
+    new_run, signed_in, project, users
+):
+    from webapp.review.services.activity import log_activity
+
+    doomed = finished(new_run("bob", name="doomed"))
+    kept = finished(new_run("bob", name="kept"))
+    fill(doomed, users)
+    for run in (doomed, kept):
+        log_activity(project, users["bob"], ActivityVerb.RUN_LAUNCHED, run_id=run.pk, name=run.name)
+    bob = signed_in("bob")
+    assert bob.delete(f"/api/runs/{doomed.pk}/").status_code == 202
+
+    page = bob.get(reverse("review:activity", args=[project.slug])).content.decode()
+    assert f"/runs/{doomed.pk}/" not in page  # neither the launch line nor the comments on its trajectories
+    assert "“doomed” <span class=\"muted\">(deleted)</span>" in page
+    assert "(deleted with its run)" in page
+    assert f"/runs/{kept.pk}/" in page  # the other run's line still links
+    home = bob.get(reverse("projects:home", args=[project.slug])).content.decode()
+    assert f"/runs/{doomed.pk}/" not in home
 
 
 def test_who_may_delete_a_run_and_when(new_run, signed_in, project, users):

@@ -271,11 +271,14 @@ class Activity(models.Model):
         return KIND_OF_VERB.get(self.verb, ActivityKind.EXPERIMENTS)
 
     def target(self) -> tuple[str, str] | None:
-        """(url, name) of the run, environment, rubric or reward model the activity is about, if any."""
+        """(url, name) of the run, environment, rubric or reward model the activity is about, if any; None
+        for a run deleted since (`activity_feed.mark_deleted_targets`): the line names it, unlinked."""
         from django.urls import reverse
 
         data = self.data or {}
         slug = self.project.slug
+        if getattr(self, "run_deleted", False):
+            return None
         for key, route in (
             ("run_id", "experiments:run_detail"),
             ("environment_id", "experiments:environment_detail"),
