@@ -308,6 +308,16 @@ def test_queued_then_cancelled(queued_run, server, browser, watch):
     assert cancelled["actions"] == ["delete"] and cancelled["cancelRequested"] == [False, False]
     assert cancelled["finished"] != ["—"] and cancelled["started"] == ["—"]
 
+    # Someone deletes it while the page is open: the page says so, by whom, and offers nothing more.
+    from webapp.experiments.models import Run
+    from webapp.experiments.services.deletion import run_delete
+
+    elsewhere(lambda: run_delete(run=Run.objects.get(pk=run.pk), user=run.created_by))
+    watch.page.locator("[data-run-deleted]").wait_for(state="visible", timeout=PAGE_TIMEOUT_MS)
+    banner = watch.page.locator("[data-run-deleted]").inner_text()
+    assert "alice deleted this run" in banner and "freed in the background" in banner
+    assert watch.state()["actions"] == []
+
 
 def test_running_then_cancelled(queued_run, server, browser, watch):
     project, run, token = queued_run

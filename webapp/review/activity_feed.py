@@ -52,7 +52,9 @@ def mark_deleted_targets(activities: list[Activity]) -> None:
     for activity in activities:
         run_id = (activity.data or {}).get("run_id")
         activity.run_deleted = isinstance(run_id, int) and run_id not in live
-        activity.trajectory_deleted = activity.trajectory_id is not None and activity.trajectory.run_id not in live
+        activity.trajectory_deleted = (
+            activity.trajectory_id is not None and activity.trajectory.run_id not in live
+        )
 
 
 def activity_lines(activities: list[Activity], *, since: datetime | None = None) -> list[ActivityLine]:

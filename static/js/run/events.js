@@ -9,7 +9,8 @@ import { scheduleHistogram } from "./histogram.js";
 import { noteEvaluation, setBest, setConnection, setProgress } from "./live_bar.js";
 import { logEvent } from "./log.js";
 import {
-  applyPageState, setActions, setCancelRequested, setHackingAlarm, setPeakMemory, setStall, setTimes,
+  applyPageState, setActions, setCancelRequested, setDeleted, setHackingAlarm, setPeakMemory, setStall,
+  setTimes,
 } from "./page_state.js";
 import { setPhase } from "./phase.js";
 import { setQueue } from "./queue.js";
@@ -36,6 +37,7 @@ const HANDLERS = {
     if (event.actions) setActions(event.actions);
   },
   hacking_alarm: function (event) { setHackingAlarm(event.alarm); },
+  deleted: setDeleted,
   queue: function (event) { setQueue(event.queue); },
   peak_memory: function (event) { setPeakMemory(event.peak_memory); },
   heartbeat: function (event) {

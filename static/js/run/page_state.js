@@ -119,6 +119,17 @@ export function applyPageState(source) {
 // from the snapshot and the server's seq-less hacking_alarm messages — shown when the alarm starts while
 // the page is open, hidden again if it clears (as a reload would render it). Its pause button is a cancel
 // action (data-run-action), shown while the run can be cancelled.
+// Someone deleted the run while the page was open: say so (who, and what becomes of its data) and take the
+// actions away: none applies to a run that is gone.
+export function setDeleted(event) {
+  const banner = document.querySelector("[data-run-deleted]");
+  if (!banner) return;
+  banner.hidden = false;
+  const message = banner.querySelector("[data-run-deleted-message]");
+  if (message) message.textContent = event.message || "";
+  document.querySelectorAll("[data-run-action]").forEach(function (action) { action.hidden = true; });
+}
+
 export function setHackingAlarm(alarm) {
   const banner = document.querySelector("[data-hacking-alarm]");
   if (!banner) return;

@@ -144,7 +144,7 @@ def test_the_activity_page_names_a_deleted_run_without_a_link_that_would_404(
 
     page = bob.get(reverse("review:activity", args=[project.slug])).content.decode()
     assert f"/runs/{doomed.pk}/" not in page  # neither the launch line nor the comments on its trajectories
-    assert "“doomed” <span class=\"muted\">(deleted)</span>" in page
+    assert '“doomed” <span class="muted">(deleted)</span>' in page
     assert "(deleted with its run)" in page
     assert f"/runs/{kept.pk}/" in page  # the other run's line still links
     home = bob.get(reverse("projects:home", args=[project.slug])).content.decode()

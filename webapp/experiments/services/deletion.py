@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from webapp.core.broadcast import broadcast_on_commit
 from webapp.core.dispatch import CONTROL_QUEUE, Task, send_task
 from webapp.core.purge import purge
 from webapp.experiments.models import ACTIVE_STATUSES, Run
@@ -42,6 +43,11 @@ def run_delete(*, run: Run, user) -> None:
             raise ValidationError({"run": [refusal]})
         Run.objects.filter(pk=run.pk).update(deleting_at=timezone.now())
         run_deleted.send(sender=Run, run=run, user=user)
+        # Pages open on the run say so at once instead of going on showing a run that is gone.
+        who = getattr(user, "username", "") or "someone"
+        broadcast_on_commit(
+            run, [{"type": "deleted", "message": f"{who} deleted this run. {DELETED_IN_BACKGROUND}"}]
+        )
         transaction.on_commit(_purge_soon)
 
 
