@@ -23,6 +23,7 @@ from webapp.core.env import (
     env_list,
     env_str,
     make_private_dir,
+    redis_database,
     secret_key_problem,
 )
 
@@ -147,10 +148,17 @@ else:
 # message per subscriber — 50 Redis round trips per batch for 50 open pages, the largest cost of the
 # fan-out (docs/live.md, "Latency"). Pub/sub keeps nothing for a process that is not listening; the run
 # page notices a gap in the sequence numbers and resumes from the last event it has (static/js/live.js).
+# Pub/sub channels belong to the whole Redis server, not to a database: two deployments (or two test lanes)
+# on databases 12 and 14 of one server shared every `run.<id>` group — a page of one saw the other's run 1,
+# and its consumer then dropped its own events as already sent (bench/live_latency.py beside bench/soak.py:
+# 21 of 14,500 deliveries). The prefix names the database, as the broker's and every key's database does.
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}]},
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+            "prefix": f"asgi:{redis_database(REDIS_URL)}:",
+        },
     }
 }
 

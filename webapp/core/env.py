@@ -44,6 +44,18 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def redis_database(url: str) -> int:
+    """The database number a Redis URL names, as redis-py reads it: `redis://host:6379/3` → 3,
+    `unix:///path.sock?db=3` → 3, none → 0."""
+    parsed = urlparse(url)
+    query = dict(parse_qsl(parsed.query))
+    raw = query.get("db") or (parsed.path.lstrip("/") if parsed.scheme in ("redis", "rediss") else "")
+    try:
+        return int(raw or 0)
+    except ValueError:
+        raise RuntimeError(f"REDIS_URL names no database number: {url!r}") from None
+
+
 def database_from_url(url: str, *, sqlite_path: Path) -> dict[str, Any]:
     """Django DATABASES entry for a postgres:// or sqlite:/// URL; SQLite at `sqlite_path` if empty."""
     if not url:

@@ -201,3 +201,78 @@ def test_bad_settings_stop_the_start(env, message, tmp_path):
     result = load_settings(tmp_path, **env)
     assert result.returncode != 0
     assert message in result.stderr
+
+
+# --- the channel layer ------------------------------------------------------------------------------------
+
+
+def channel_layer_config(tmp_path: Path, redis_url: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in _SETTINGS_VARS}
+    env.update({"ROLLOUT_STUDIO_VAR": str(tmp_path / "var"), "REDIS_URL": redis_url})
+    printed = subprocess.run(
+        [sys.executable, "-c", "import json, webapp.settings as s; print(json.dumps(s.CHANNEL_LAYERS))"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(printed.stdout)["default"]
+
+
+def test_deployments_on_two_databases_of_one_redis_hear_only_their_own_runs(tmp_path):
+    """Redis pub/sub ignores the database number: without a prefix per database, a page of run 1 on one
+    deployment (or test lane) got the run 1 events of another on the same server. Real Redis."""
+    import asyncio
+
+    import redis
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+
+    try:
+        redis.Redis(host="127.0.0.1", port=6379, socket_timeout=2).ping()
+    except redis.ConnectionError:
+        pytest.skip("no Redis on 127.0.0.1:6379")
+
+    def layer(database: int) -> RedisPubSubChannelLayer:
+        config = channel_layer_config(tmp_path, f"redis://127.0.0.1:6379/{database}")
+        assert config["BACKEND"] == "channels_redis.pubsub.RedisPubSubChannelLayer"
+        return RedisPubSubChannelLayer(**config["CONFIG"])
+
+    async def scenario() -> tuple[dict, bool]:
+        ours, theirs = layer(12), layer(14)
+        try:
+            page, other_page = await ours.new_channel(), await theirs.new_channel()
+            await ours.group_add("run.1", page)
+            await theirs.group_add("run.1", other_page)
+            await theirs.group_send("run.1", {"type": "run.events", "events": [{"seq": 9000}]})
+            await ours.group_send("run.1", {"type": "run.events", "events": [{"seq": 1}]})
+            received = await asyncio.wait_for(ours.receive(page), timeout=5)
+            try:
+                await asyncio.wait_for(ours.receive(page), timeout=0.5)
+                leaked = True
+            except TimeoutError:
+                leaked = False
+            return received, leaked
+        finally:
+            await ours.flush()
+            await theirs.flush()
+
+    received, leaked = asyncio.run(scenario())
+    assert received["events"] == [{"seq": 1}]
+    assert not leaked
+
+
+@pytest.mark.parametrize(
+    "url, database",
+    [
+        ("redis://cache:6379/3", 3),
+        ("redis://cache:6379", 0),
+        ("unix:///run/redis.sock?db=5", 5),
+        ("unix:///x.sock", 0),
+    ],
+)
+def test_the_redis_database_a_url_names(url, database):
+    from webapp.core.env import redis_database
+
+    assert redis_database(url) == database
