@@ -62,7 +62,10 @@ def timed_request(
     started = time.perf_counter()
     try:
         response = session.request(method, url, timeout=30, **kw)
-    except requests.RequestException:
+    except requests.RequestException as exc:
+        # Which failure: a refused connection (the server away) and a 30 s timeout (an answer too slow)
+        # are different findings.
+        record.count(f"request failures ({type(exc).__name__})")
         record.add(kind, name, (time.perf_counter() - started) * 1000, 0)
         return None
     record.add(kind, name, (time.perf_counter() - started) * 1000, response.status_code)
