@@ -508,3 +508,31 @@ def test_one_click_dpo_trains_the_model_the_judged_runs_started_from_and_names_i
     resumed, _ = run_resume(run=dpo, checkpoint=checkpoint, user=users["bob"], dispatch=False)
     assert resumed.resolved_config["model"] == "Qwen/Qwen3-0.6B"
     assert "the base model: smollm2-135m</option>" in bob.get(queue_url).content.decode()
+
+
+def test_the_api_trains_dpo_from_a_chosen_checkpoint_as_the_snapshot_page_does(
+    signed_in, project, run, users
+):
+    """POST …/dpo-runs/ takes the checkpoint to start from (issue 35's "by the API"): the same run as the
+    snapshot page's choice, linked under the checkpoint; one of another project is refused by name."""
+    snapshot = annotated_snapshot(
+        project=project, run=run, researcher=users["bob"], annotator=users["carol"], rows=preference_texts(3)
+    )
+    policy = Checkpoint.objects.create(run=run, step=10, path="/ckpt/grpo-10")
+    url = f"/api/preference-snapshots/{snapshot.pk}/dpo-runs/"
+    bob = signed_in("bob")
+
+    refused = bob.post(url, {"name": "dpo", "from_checkpoint": 999_999}, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["fields"] == {
+        "from_checkpoint": ["Choose a kept checkpoint of this project to start from."]
+    }
+    assert not Run.objects.filter(kind="dpo").exists()
+
+    created = bob.post(
+        url, {"name": "dpo", "config": {"max_steps": 2}, "from_checkpoint": policy.pk}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    dpo = Run.objects.get(pk=created.json()["id"])
+    assert dpo.resolved_config["model"] == "/ckpt/grpo-10"
+    assert (dpo.parent_id, dpo.parent_checkpoint_id, dpo.lineage) == (run.pk, policy.pk, "init")
