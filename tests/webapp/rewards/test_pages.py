@@ -154,6 +154,38 @@ def test_a_researcher_trains_from_a_snapshot_through_the_form(
     assert "Queued" in detail and 'hx-trigger="every 3s"' in detail and "Add to rubric" not in detail
 
 
+def test_a_reward_model_embeds_with_a_chosen_checkpoints_policy_and_says_so(
+    client_for, world, django_capture_on_commit_callbacks
+):
+    """Every checkpoint is a model (issue 35.1): the form offers the project's kept checkpoints as the frozen
+    base beside the bundled model; the worker gets the checkpoint's directory, the page names its run and
+    step, and "Train again" keeps the base."""
+    run = world["run"]
+    policy = Checkpoint.objects.create(run=run, step=10, path="/ckpt/grpo-10", kind="adapter")
+    Checkpoint.objects.create(run=run, step=5, path="/ckpt/grpo-5", deleted=True)
+    client = client_for("bob")
+    url = reverse("rewards:reward_model_create", args=[world["project"].slug])
+    page = client.get(url).content.decode()
+    assert '<option value="" selected>the bundled model</option>' in page
+    assert f'<option value="{policy.pk}">{run.name} · step 10</option>' in page and "step 5" not in page
+    data = form_data(page, "train-form")
+    data.update(name="on policy", base_checkpoint=str(policy.pk))
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(url, data)
+    created = RewardModel.objects.get(name="on policy")
+    assert created.base_checkpoint == policy and created.params["model"] == "/ckpt/grpo-10"
+    detail = client.get(response.url).content.decode()
+    assert f"{run.name}</a> · step 10" in detail[detail.index("data-base-model") :]
+    with django_capture_on_commit_callbacks(execute=False):
+        client.post(reverse("rewards:reward_model_retrain", args=[world["project"].slug, created.pk]))
+    again = RewardModel.objects.get(name="on policy", version=2)
+    assert again.base_checkpoint == policy and again.params["model"] == "/ckpt/grpo-10"
+    bundled = client.get(
+        reverse("rewards:reward_model_detail", args=[world["project"].slug, world["reward_model"].pk])
+    )
+    assert "the bundled model" in bundled.content.decode()
+
+
 def test_form_errors_are_shown_next_to_their_fields(client_for, world):
     url = reverse("rewards:reward_model_create", args=[world["project"].slug])
     data = form_data(client_for("bob").get(url).content.decode(), "train-form")
