@@ -70,7 +70,17 @@ def reward_model_train(
     `base_checkpoint`: a kept checkpoint of the project whose policy is the frozen base that embeds the
     pairs (every checkpoint is a model, LoRA included); None: the bundled model."""
     name = _clean_name(name)
-    params = training_params({key: value for key, value in (params or {}).items() if key != "model"})
+    params = dict(params or {})
+    # `model` is written here from the checkpoint, never taken as a path (a retrain passes its own back).
+    if params.pop("model", None) is not None and base_checkpoint is None:
+        raise ValidationError(
+            {
+                "base_checkpoint": [
+                    "Choose the base model as a kept checkpoint of this project (it may have been deleted)."
+                ]
+            }
+        )
+    params = training_params(params)
     if base_checkpoint is not None:
         if base_checkpoint.deleted or base_checkpoint.run.project_id != snapshot.project_id:
             raise ValidationError({"base_checkpoint": ["Choose a kept checkpoint of this project."]})

@@ -568,3 +568,39 @@ def test_the_api_trains_dpo_from_a_chosen_checkpoint_as_the_snapshot_page_does(
     dpo = Run.objects.get(pk=created.json()["id"])
     assert dpo.resolved_config["model"] == "/ckpt/grpo-10"
     assert (dpo.parent_id, dpo.parent_checkpoint_id, dpo.lineage) == (run.pk, policy.pk, "init")
+
+
+def test_the_api_trains_a_reward_model_from_the_bundled_model_or_a_checkpoints_policy(
+    signed_in, world, users
+):
+    """POST /api/preference-snapshots/<id>/reward-models/ (issue 35.1: reward-model training from a checkpoint
+    by the API): the knobs of the form, the base a kept checkpoint of the project or the bundled model."""
+    project, run, snapshot = world["project"], world["run"], world["snapshot"]
+    policy = Checkpoint.objects.create(run=run, step=10, path="/ckpt/grpo-10", kind="adapter")
+    url = f"/api/preference-snapshots/{snapshot.pk}/reward-models/"
+    bob = signed_in("bob")
+
+    created = bob.post(
+        url, {"name": "on policy", "params": {"epochs": 7}, "base_checkpoint": policy.pk}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert (body["base_checkpoint"], body["params"]["model"], body["params"]["epochs"]) == (
+        policy.pk,
+        "/ckpt/grpo-10",
+        7,
+    )
+    assert body["status"] == "queued" and body["version"] == 1
+    plain = bob.post(url, {"name": "on policy"}, format="json").json()
+    assert plain["version"] == 2 and plain["base_checkpoint"] is None and "model" not in plain["params"]
+
+    for body, field in (
+        ({"name": "x", "base_checkpoint": 999_999}, "base_checkpoint"),
+        ({"name": "x", "params": {"model": "/etc"}}, "base_checkpoint"),  # a base is a checkpoint, not a path
+        ({"name": "x", "params": {"epochs": 0}}, "params.epochs"),
+    ):
+        refused = bob.post(url, body, format="json")
+        assert refused.status_code == 400 and field in refused.json()["fields"], refused.content
+    assert not RewardModel.objects.filter(name="x").exists()
+    assert signed_in("carol").post(url, {"name": "y"}, format="json").status_code == 403
+    assert project.pk == snapshot.project_id
