@@ -182,7 +182,9 @@ def test_dpo_and_grpo_start_from_a_lora_grpo_runs_checkpoint(
             environment=environment,
             rubric=rubric,
             preset="grpo",
-            overrides={**TINY, "max_steps": 1},
+            overrides={**TINY, "max_steps": 1, "eval_tasks": 2},
             user=users["bob"],
         )
         finished(again)
+    # Evaluating the checkpoint: a run from it evaluates its policy before the first step.
+    assert MetricPoint.objects.filter(run=again, key="eval/accuracy", step=0).exists()
