@@ -1,7 +1,8 @@
 """Issue 35 point 1's walk, in real headless Chromium on a real daphne server and a real Celery worker:
-a short GRPO LoRA run (the demo's knobs made tiny: two steps, checkpoints at each) trains on the worker
-→ an annotator judges its groups' pairs → the researcher freezes a snapshot and, on the snapshot's row,
-trains the policy with DPO from the GRPO run's checkpoint at step 2 → the DPO run succeeds, and the
+a short GRPO LoRA run (the demo's knobs made tiny: 12 steps, the demo's checkpoint at step 10 and the final
+one at 12) trains on the worker → an annotator judges its last steps' pairs → the researcher freezes a
+snapshot and, on the snapshot's row, trains the policy with DPO from the GRPO run's step-10 checkpoint (not
+the latest) → the DPO run succeeds, and the
 policy it trained is the checkpoint's: its held-out log-probs before its first DPO step are the ones the
 checkpoint (loaded here as any run loads a model) gives the same pairs — and not the base model's.
 
@@ -32,7 +33,8 @@ pytestmark = [
     pytest.mark.timeout(900),
 ]
 
-GRPO_STEPS = 2
+GRPO_STEPS = 12
+START_STEP = 10  # the demo checkpoints every 10 steps: DPO starts from its step-10 policy
 TRAINING_TIMEOUT_MS = 360_000  # a worker's start and a run's steps on a busy two-core machine
 
 
@@ -48,8 +50,8 @@ def demo_made_tiny(model: str) -> dict:
         "max_new_tokens": 8,
         "max_turns": 1,
         "eval_tasks": 2,
-        "eval_every": 1,
-        "checkpoint_every": 1,
+        "eval_every": 5,
+        "checkpoint_every": START_STEP,
     }
 
 
@@ -106,14 +108,15 @@ def test_dpo_from_a_lora_grpo_runs_checkpoint_trains_the_checkpoints_policy(
         expect(page.locator("[data-run-status]")).to_have_text("Succeeded", timeout=TRAINING_TIMEOUT_MS)
         grpo.refresh_from_db()
         assert grpo.status == RunStatus.SUCCEEDED, grpo.error_message + grpo.error_traceback
-        checkpoint = Checkpoint.objects.get(run=grpo, step=GRPO_STEPS)
+        checkpoint = Checkpoint.objects.get(run=grpo, step=START_STEP)
         assert checkpoint.kind == "adapter"  # the demo trains LoRA
+        assert Checkpoint.objects.filter(run=grpo, step=GRPO_STEPS).exists()  # a later one to pass over
 
         # 2. carol judges the run's groups (every pair: the tiny model's rewards may tie, and the queue
         # form's "Skip pairs with equal rewards" is what a team unticks for that).
         queue = review.queue_create(
             project=project, user=users["bob"], name="tiny demo's pairs", runs=[grpo],
-            annotators=[users["carol"]], distinct_rewards=False, seed=1,
+            annotators=[users["carol"]], distinct_rewards=False, seed=1, steps=[START_STEP - 1, START_STEP],
         )  # fmt: skip
         pairs = queue.pairs.count()
         assert pairs >= 5  # enough for the DPO run to hold some out
@@ -131,15 +134,17 @@ def test_dpo_from_a_lora_grpo_runs_checkpoint_trains_the_checkpoints_policy(
         finally:
             carol_context.close()
 
-        # 3. bob freezes a snapshot and trains the policy with DPO from the GRPO run's step-2 checkpoint.
+        # 3. bob freezes a snapshot and trains the policy with DPO from the GRPO run's step-10 checkpoint.
         page.goto(f"{server}/p/{slug}/review/queues/{queue.pk}/")
         page.click("#snapshot-form button:has-text('Create dataset snapshot')")
         expect(page.locator(".messages")).to_contain_text(f"Dataset v1: {pairs} pairs")
         row = page.locator("#datasets ~ table tbody tr").first
         row.locator("[data-dpo-run] input[name=max_steps]").fill("1")
         start = row.locator("[data-dpo-start]")
-        expect(start.locator("option")).to_contain_text([f"tiny demo · step {GRPO_STEPS}"])
-        start.select_option(label=f"tiny demo · step {GRPO_STEPS}")
+        expect(start.locator("option")).to_contain_text(
+            [f"tiny demo · step {GRPO_STEPS}", f"tiny demo · step {START_STEP}"]
+        )
+        start.select_option(label=f"tiny demo · step {START_STEP}")
         row.locator("[data-dpo-run] button:has-text('Train the policy with DPO')").click()
         page.wait_for_url(re.compile(r"/runs/\d+/$"))
         dpo = Run.objects.get(kind="dpo")

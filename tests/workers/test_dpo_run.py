@@ -137,10 +137,11 @@ def test_the_worker_task_of_a_dpo_run_returns_done(project, users, snapshot, tin
 
 
 def test_dpo_and_grpo_start_from_a_lora_grpo_runs_checkpoint(
-    project, users, rubric, snapshot, tiny_model_path
+    project, users, rubric, snapshot, tiny_model_path, signed_in
 ):
-    """The demo trains LoRA: its checkpoint is a model DPO and a new GRPO run start from (the DPO run's
-    policy before its first step is the checkpoint's: its held-out margin is 0 against that reference)."""
+    """The demo trains LoRA: its checkpoint is a model DPO (asked for through the API, as a script would)
+    and a new GRPO run start from (the DPO run's policy before its first step is the checkpoint's: its
+    held-out margin is 0 against that reference)."""
     environment = environment_create(
         project=project,
         name="tiny",
@@ -161,16 +162,18 @@ def test_dpo_and_grpo_start_from_a_lora_grpo_runs_checkpoint(
         grpo = finished(grpo)
         lora_checkpoint = Checkpoint.objects.get(run=grpo, step=1)
         assert lora_checkpoint.kind == "adapter"
-        dpo, _ = run_create_dpo(
-            project=project,
-            snapshot=snapshot,
-            name="dpo from grpo",
-            params={**DPO_TINY, "max_steps": 1},
-            user=users["bob"],
-            start_from=lora_checkpoint,
-            start_from_given=True,
+        response = signed_in("bob").post(
+            f"/api/preference-snapshots/{snapshot.pk}/dpo-runs/",
+            {
+                "name": "dpo from grpo",
+                "config": {**DPO_TINY, "max_steps": 1},
+                "from_checkpoint": lora_checkpoint.pk,
+            },
+            format="json",
         )
-        dpo = finished(dpo)
+        assert response.status_code == 201, response.content
+        dpo = finished(Run.objects.get(pk=response.json()["id"]))
+        assert dpo.resolved_config["model"] == lora_checkpoint.path
         assert (dpo.lineage, dpo.parent_checkpoint_id) == ("init", lora_checkpoint.pk)
         assert MetricPoint.objects.filter(run=dpo, key="dpo/accuracy").count() == 1
         again, _ = run_create_from_checkpoint(
@@ -179,7 +182,9 @@ def test_dpo_and_grpo_start_from_a_lora_grpo_runs_checkpoint(
             environment=environment,
             rubric=rubric,
             preset="grpo",
-            overrides={**TINY, "max_steps": 1},
+            overrides={**TINY, "max_steps": 1, "eval_tasks": 2},
             user=users["bob"],
         )
         finished(again)
+    # Evaluating the checkpoint: a run from it evaluates its policy before the first step.
+    assert MetricPoint.objects.filter(run=again, key="eval/accuracy", step=0).exists()

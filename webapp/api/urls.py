@@ -174,6 +174,11 @@ urlpatterns = [
         experiment_apis.DpoRunCreateView.as_view(),
         name="preference-snapshot-dpo-runs",
     ),
+    path(
+        "preference-snapshots/<int:pk>/reward-models/",
+        reward_apis.RewardModelTrainView.as_view(),
+        name="preference-snapshot-reward-models",
+    ),
     # Learned reward models.
     path("reward-models/<int:pk>/", reward_apis.RewardModelDetailView.as_view(), name="reward-model"),
     path(

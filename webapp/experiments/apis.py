@@ -361,6 +361,7 @@ class DpoRunCreateView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         snapshot = access_snapshot(request.user, pk, Capability.LAUNCH)
         data = parse(s.DpoRunInputSerializer, request.data)
+        checkpoint_id = data.get("from_checkpoint")
         run, token = experiment_services.run_create_dpo(
             project=snapshot.project,
             snapshot=snapshot,
@@ -368,6 +369,8 @@ class DpoRunCreateView(APIView):
             params=data["config"],
             queue=data["queue"],
             user=request.user,
+            start_from=selectors.startable_checkpoint(project=snapshot.project, checkpoint_id=checkpoint_id),
+            start_from_given=checkpoint_id is not None,
         )
         run = selectors.run_queryset().get(pk=run.pk)
         return secret_response(s.RunCreatedSerializer(run, context={"ingest_token": token}).data)

@@ -324,6 +324,12 @@ class DpoRunInputSerializer(serializers.Serializer):
         default=dict, help_text="DPO knobs (trainers/recipes/dpo.py); defaults fill the rest"
     )
     queue = serializers.ChoiceField(choices=Queue.choices, default=Queue.CPU)
+    from_checkpoint = fields.object_id(
+        required=False,
+        allow_null=True,
+        help_text="id of a kept checkpoint of this project (a GRPO run's, LoRA included): the policy DPO trains "
+        "starts from its weights instead of the base model (lineage `init`, as the snapshot page's choice)",
+    )
 
 
 class RunFilterSerializer(serializers.Serializer):

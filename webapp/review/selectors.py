@@ -635,12 +635,3 @@ def dpo_start_checkpoints(queue: PreferenceQueue, *, limit: int = 20) -> list[Ch
         .select_related("run")
         .order_by("-run__created_at", "-step")[:limit]
     )
-
-
-def project_checkpoint(project: Project, checkpoint_id: str) -> Checkpoint | None:
-    """The project's checkpoint with this id (as a form posts it), None for another project's or a malformed id."""
-    if not checkpoint_id.isdigit():
-        return None
-    return (
-        Checkpoint.objects.filter(pk=int(checkpoint_id), run__project=project).select_related("run").first()
-    )

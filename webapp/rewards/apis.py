@@ -1,4 +1,5 @@
-"""The JSON API of learned reward models: read one (with its reliability), add it to a rubric."""
+"""The JSON API of learned reward models: train one on a snapshot, read one (with its reliability), add it
+to a rubric."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from trainers.learn.reward_training import TRAINING_SCHEMA
 from webapp.api import fields
 from webapp.api.base import FORBIDDEN, NOT_FOUND, VALIDATION_ERROR, parse
+from webapp.core.dispatch import Queue
 from webapp.experiments.models import Rubric
-from webapp.projects.access import Capability, access_reward_model
+from webapp.experiments.selectors import startable_checkpoint
+from webapp.projects.access import Capability, access_reward_model, access_snapshot
 from webapp.rewards import selectors, services
-from webapp.rewards.models import RewardModel
+from webapp.rewards.models import DEFAULT_ACCURACY_THRESHOLD, RewardModel
 
 
 class ReliabilitySerializer(serializers.Serializer):
@@ -42,6 +46,7 @@ class RewardModelSerializer(serializers.ModelSerializer):
             "name",
             "version",
             "snapshot",
+            "base_checkpoint",
             "status",
             "params",
             "accuracy_threshold",
@@ -61,6 +66,54 @@ class RewardModelSerializer(serializers.ModelSerializer):
     @extend_schema_field(ReliabilitySerializer)
     def get_reliability(self, reward_model: RewardModel) -> dict:
         return reward_model.reliability().as_dict()
+
+
+@extend_schema_field(TRAINING_SCHEMA)
+class TrainingParamsField(serializers.DictField):
+    pass
+
+
+class TrainInputSerializer(serializers.Serializer):
+    name = fields.name(RewardModel, help_text="the model's name; training it again makes its next version")
+    params = TrainingParamsField(
+        default=dict, help_text="training knobs (trainers/learn/reward_training.py); defaults fill the rest"
+    )
+    queue = serializers.ChoiceField(choices=Queue.choices, default=Queue.CPU)
+    accuracy_threshold = serializers.FloatField(
+        min_value=0.0,
+        max_value=1.0,
+        default=DEFAULT_ACCURACY_THRESHOLD,
+        help_text="reliable from this held-out accuracy",
+    )
+    base_checkpoint = fields.object_id(
+        required=False,
+        allow_null=True,
+        help_text="id of a kept checkpoint of this project (a GRPO run's, LoRA included) whose policy is the frozen "
+        "base that embeds the pairs; omitted: the bundled model",
+    )
+
+
+class RewardModelTrainView(APIView):
+    @extend_schema(
+        request=TrainInputSerializer,
+        responses={201: RewardModelSerializer, 400: VALIDATION_ERROR, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Train a reward model on a preference dataset (queued on a worker), from the bundled model or a "
+        "checkpoint's policy",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        snapshot = access_snapshot(request.user, pk, Capability.LAUNCH)
+        data = parse(TrainInputSerializer, request.data)
+        checkpoint_id = data.pop("base_checkpoint", None)
+        base = startable_checkpoint(project=snapshot.project, checkpoint_id=checkpoint_id)
+        if checkpoint_id is not None and base is None:
+            raise serializers.ValidationError(
+                {"base_checkpoint": ["Choose a kept checkpoint of this project."]}
+            )
+        reward_model = services.reward_model_train(
+            snapshot=snapshot, user=request.user, base_checkpoint=base, **data
+        )
+        created = selectors.reward_model_queryset().get(pk=reward_model.pk)
+        return Response(RewardModelSerializer(created).data, status=201)
 
 
 class RegisterInputSerializer(serializers.Serializer):

@@ -7,7 +7,7 @@ from django import forms
 
 from trainers.learn.reward_training import TRAINING_SCHEMA
 from webapp.core.dispatch import Queue
-from webapp.experiments.models import Rubric
+from webapp.experiments.models import Checkpoint, Rubric
 from webapp.projects.models import Project
 from webapp.rewards import selectors
 from webapp.rewards.models import DEFAULT_ACCURACY_THRESHOLD
@@ -34,6 +34,14 @@ class TrainForm(forms.Form):
         help_text=_help("held_out_fraction"),
     )
     seed = forms.IntegerField(initial=_KNOBS["seed"]["default"])
+    base_checkpoint = forms.ModelChoiceField(
+        queryset=Checkpoint.objects.none(),
+        required=False,
+        empty_label="the bundled model",
+        label="Base model",
+        help_text="The frozen model that embeds each pair: the bundled one, or the policy of a kept checkpoint "
+        "(a GRPO run's, say) — the model whose answers the reward model will score.",
+    )
     accuracy_threshold = forms.FloatField(
         required=False,
         initial=DEFAULT_ACCURACY_THRESHOLD,
@@ -53,6 +61,8 @@ class TrainForm(forms.Form):
         self.fields["snapshot"].label_from_instance = lambda s: (
             f"dataset #{s.pk} · v{s.version} · {s.pair_count} pairs · {s.created_at:%Y-%m-%d %H:%M}"
         )
+        self.fields["base_checkpoint"].queryset = selectors.base_checkpoints(project=project)
+        self.fields["base_checkpoint"].label_from_instance = lambda c: f"{c.run.name} · step {c.step}"
 
     def threshold(self) -> float:
         value = self.cleaned_data.get("accuracy_threshold")

@@ -18,6 +18,7 @@ from trainers.rubrics.reward_model import Reliability, assess_reliability
 from webapp.core.dispatch import Queue
 from webapp.core.models import BackgroundJob
 from webapp.core.purge import directories_under
+from webapp.experiments.models import Checkpoint
 from webapp.projects.models import Project
 from webapp.review.models import PreferenceSnapshot
 
@@ -46,8 +47,13 @@ class RewardModel(BackgroundJob):
     version = models.PositiveIntegerField()
     # PROTECT: a reward model's training data must stay inspectable while the model exists.
     snapshot = models.ForeignKey(PreferenceSnapshot, on_delete=models.PROTECT, related_name="reward_models")
-    # Training knobs as trainers.recipes.reward_model.train_reward_model takes them (head, epochs, lr, seed…).
+    # Training knobs as trainers.recipes.reward_model.train_reward_model takes them (head, epochs, lr, seed…);
+    # `model` is the frozen base's directory when it is a checkpoint, set only from `base_checkpoint`.
     params = models.JSONField(default=dict)
+    # The checkpoint whose policy embeds the pairs (a GRPO run's, LoRA included); null: the bundled model.
+    base_checkpoint = models.ForeignKey(
+        Checkpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="reward_models"
+    )
     queue = models.CharField(max_length=8, choices=Queue.choices, default=Queue.CPU)
     # Below this held-out accuracy the model is "not reliable" (see reliability()).
     accuracy_threshold = models.FloatField(

@@ -25,7 +25,9 @@ def reward_model_list(*, project: Project) -> QuerySet[RewardModel]:
 
 def reward_model_queryset() -> QuerySet[RewardModel]:
     """Reward models with what their page shows (look one up with access_reward_model)."""
-    return RewardModel.objects.select_related("snapshot", "snapshot__queue", "created_by")
+    return RewardModel.objects.select_related(
+        "snapshot", "snapshot__queue", "created_by", "base_checkpoint", "base_checkpoint__run"
+    )
 
 
 def trainable_snapshots(*, project: Project) -> QuerySet[PreferenceSnapshot]:
@@ -36,6 +38,13 @@ def trainable_snapshots(*, project: Project) -> QuerySet[PreferenceSnapshot]:
         .annotate(pair_count=Count("pairs"))
         .order_by("-created_at", "-pk")
     )
+
+
+def base_checkpoints(*, project: Project) -> QuerySet[Checkpoint]:
+    """The kept checkpoints of the project a reward model may embed with, the newest runs' first (a
+    queryset a form field can look its choice up in)."""
+    kept = Checkpoint.objects.filter(run__project=project, deleted=False).select_related("run")
+    return kept.order_by("-run__created_at", "-step")
 
 
 def rubric_versions_using(reward_model: RewardModel) -> list[RubricVersion]:

@@ -19,7 +19,7 @@ from trainers.learn.reward_training import TRAINING_SCHEMA
 from trainers.registry import config_with_defaults, validate_config
 from webapp.core.dispatch import Queue, Task, queue_refusal, send_on_commit, send_pending
 from webapp.core.jobs import job_request_cancel
-from webapp.experiments.models import Rubric, RubricVersion
+from webapp.experiments.models import Checkpoint, Rubric, RubricVersion
 from webapp.experiments.services.rubrics import rubric_update
 from webapp.fleet.selectors import lost_jobs
 from webapp.review.models import ActivityVerb, PreferenceSnapshot
@@ -63,11 +63,28 @@ def reward_model_train(
     queue: str = Queue.CPU,
     dispatch: bool = True,
     accuracy_threshold: float = DEFAULT_ACCURACY_THRESHOLD,
+    base_checkpoint: Checkpoint | None = None,
 ) -> RewardModel:
     """Create the next version of reward model `name` from `snapshot` and queue its training on a
-    worker after commit. `accuracy_threshold`: the lowest held-out accuracy that counts as reliable."""
+    worker after commit. `accuracy_threshold`: the lowest held-out accuracy that counts as reliable.
+    `base_checkpoint`: a kept checkpoint of the project whose policy is the frozen base that embeds the
+    pairs (every checkpoint is a model, LoRA included); None: the bundled model."""
     name = _clean_name(name)
+    params = dict(params or {})
+    # `model` is written here from the checkpoint, never taken as a path (a retrain passes its own back).
+    if params.pop("model", None) is not None and base_checkpoint is None:
+        raise ValidationError(
+            {
+                "base_checkpoint": [
+                    "Choose the base model as a kept checkpoint of this project (it may have been deleted)."
+                ]
+            }
+        )
     params = training_params(params)
+    if base_checkpoint is not None:
+        if base_checkpoint.deleted or base_checkpoint.run.project_id != snapshot.project_id:
+            raise ValidationError({"base_checkpoint": ["Choose a kept checkpoint of this project."]})
+        params["model"] = base_checkpoint.path
     try:
         accuracy_threshold = float(accuracy_threshold)
     except (TypeError, ValueError):
@@ -97,6 +114,7 @@ def reward_model_train(
                     version=(top or 0) + 1,
                     snapshot=snapshot,
                     params=params,
+                    base_checkpoint=base_checkpoint,
                     queue=queue,
                     accuracy_threshold=accuracy_threshold,
                     metrics={"n_pairs": pairs},

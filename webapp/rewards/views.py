@@ -63,6 +63,7 @@ def reward_model_create(request: HttpRequest, slug: str) -> HttpResponse:
                 params=form.params(),
                 queue=form.cleaned_data["queue"],
                 accuracy_threshold=form.threshold(),
+                base_checkpoint=form.cleaned_data["base_checkpoint"],
             )
         except ValidationError as error:
             _show_errors(form, error)
@@ -165,6 +166,7 @@ def reward_model_retrain(request: HttpRequest, slug: str, reward_model_id: int) 
             params=reward_model.params,
             queue=reward_model.queue,
             accuracy_threshold=reward_model.accuracy_threshold,
+            base_checkpoint=reward_model.base_checkpoint,
         )
     except ValidationError as error:
         for field_messages in error.message_dict.values():

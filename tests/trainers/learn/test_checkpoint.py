@@ -148,3 +148,24 @@ def test_a_lora_checkpoint_is_a_model_another_run_starts_from(tiny, toy_env, tmp
     assert all(torch.equal(value, loaded[name]) for name, value in trained.items())
     base = model.state_dict()
     assert any(not torch.equal(base[name], loaded[name]) for name in base if "q_proj" in name)
+
+
+def test_a_reward_model_embeds_with_a_lora_checkpoints_policy(tiny, toy_env, tmp_path):
+    """Issue 35.1: reward-model training starts from a LoRA GRPO checkpoint as from any model — the frozen
+    base that embeds the pairs is the checkpoint's merged policy, and the saved model names it."""
+    from trainers.recipes.reward_model import train_reward_model
+
+    model, tokenizer = tiny
+    config = {**RESUME, "max_steps": 1, "lora": {"enabled": True, "r": 4}}
+    trainer = Trainer(
+        config, env_factory=toy_env, out_dir=tmp_path / "run", model=copy.deepcopy(model), tokenizer=tokenizer
+    )
+    trainer.run()
+    checkpoint = tmp_path / "run" / "checkpoints" / "step-000001"
+    pairs = [{"prompt": f"q{i}", "chosen": f"right {i}", "rejected": f"wrong {i}"} for i in range(6)]
+    result = train_reward_model(
+        pairs, out_dir=tmp_path / "rm", model=str(checkpoint), epochs=2, held_out_fraction=0.0, device="cpu"
+    )
+    assert result.n_train == 6
+    saved = json.loads((tmp_path / "rm" / "reward_model.json").read_text())
+    assert str(checkpoint) in json.dumps(saved)

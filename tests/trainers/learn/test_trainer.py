@@ -208,6 +208,31 @@ def test_cancel_between_steps(policy_copy, toy_env):
     )
 
 
+def test_a_cancel_saves_the_checkpoint_the_dialog_promises_and_the_log_names_it(
+    policy_copy, toy_env, tmp_path
+):
+    """Walk 35.8: the cancel dialog promised a checkpoint, then the page said "No checkpoints yet" and the
+    log had no cancel line. A run with somewhere to write (checkpoints off, as the walk's) keeps the last
+    finished step as a checkpoint event the page lists, and its log says that a resume starts there."""
+    model, tokenizer = policy_copy
+    sink = MemorySink()
+    result = Trainer(
+        {**TINY, "max_steps": 5, "checkpoint_every": 0},
+        sink=sink,
+        env_factory=toy_env,
+        out_dir=tmp_path,
+        model=model,
+        tokenizer=tokenizer,
+        cancel=lambda: bool(sink.of_type("metrics")),  # let one step run
+    ).run()
+    assert result.status == "CANCELLED" and result.step == 1
+    assert [event["step"] for event in sink.of_type("checkpoint")] == [1]
+    assert result.checkpoint is not None and (tmp_path / "checkpoints" / "step-000001").is_dir()
+    assert sink.of_type("log")[-1]["message"] == (
+        "cancelled: stopped after step 1; a resume starts from the checkpoint of step 1"
+    )
+
+
 def test_cancel_mid_evaluation_stops_inside_the_generation(policy_copy, toy_env):
     """The one cancellation check (trainers.sdk.cancel) is polled inside the decode loop: a cancel asked
     while the held-out tasks generate stops the evaluation there, before any of it is reported."""

@@ -151,6 +151,7 @@ def world(users, project, environment, rubric, run) -> World:
             },
             "/api/preference-snapshots/{id}/export/": {"id": snapshot.pk},
             "/api/preference-snapshots/{id}/dpo-runs/": {"id": snapshot.pk},
+            "/api/preference-snapshots/{id}/reward-models/": {"id": snapshot.pk},
             "/api/reward-models/{id}/": {"id": reward_model.pk},
             "/api/reward-models/{id}/register/": {"id": reward_model.pk},
             "/api/reward-models/{id}/cancel/": {"id": reward_model.pk},

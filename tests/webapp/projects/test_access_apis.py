@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 
 from tests.conftest import make_project
 from tests.webapp.review_factories import make_group
+from tests.webapp.rewards_factories import direct_snapshot, preference_texts
 from webapp.accounts.models import ApiToken
 from webapp.accounts.services import api_token_create
 from webapp.experiments.models import (
@@ -77,6 +78,7 @@ class World:
     checkpoint: Checkpoint  # of finished_run: a run can start from it
     comment: Comment  # a thread carol (annotator) started on `trajectory`: she, bob and alice may resolve it
     spare_project: Project | None = None  # the same people, no active run: its owner may delete it
+    training_snapshot: PreferenceSnapshot | None = None  # enough pairs to train a reward model on
 
 
 # The world is built once for the module's ~800 tests, inside a transaction that is rolled back when the
@@ -182,6 +184,9 @@ def build_world(users, project, environment, rubric, run, tmp_path) -> World:
     secret_set(project=project, name="JUDGE_KEY", value="sk-test", user=users["alice"])
     return World(
         spare_project=make_project(users),
+        training_snapshot=direct_snapshot(
+            project=project, rows=preference_texts(4), user=users["bob"], version=2
+        ),
         invitation=invitation,
         reward_model=reward_model,
         queued_model=queued_model,
@@ -484,6 +489,13 @@ ENDPOINTS: dict[str, Endpoint] = {
         201,
         lambda w: {"name": "dpo", "config": {"max_steps": 3}},
     ),
+    "preference-snapshot-reward-models": Endpoint(
+        "POST",
+        lambda w, who: f"/api/preference-snapshots/{w.training_snapshot.pk}/reward-models/",
+        "launch",
+        201,
+        lambda w: {"name": "prefs", "base_checkpoint": w.checkpoint.pk},
+    ),
     # learned reward models
     "reward-model-get": Endpoint("GET", lambda w, who: f"/api/reward-models/{w.reward_model.pk}/", "read"),
     "reward-model-cancel": Endpoint(
@@ -664,6 +676,7 @@ def test_every_api_route_is_in_the_matrix():
         "preference-queue-snapshots": {"preference-snapshots-list", "preference-snapshots-create"},
         "preference-snapshot-export": {"preference-snapshot-export"},
         "preference-snapshot-dpo-runs": {"preference-snapshot-dpo-runs"},
+        "preference-snapshot-reward-models": {"preference-snapshot-reward-models"},
         "reward-model": {"reward-model-get"},
         "reward-model-register": {"reward-model-register"},
         "reward-model-cancel": {"reward-model-cancel"},

@@ -154,6 +154,38 @@ def test_a_researcher_trains_from_a_snapshot_through_the_form(
     assert "Queued" in detail and 'hx-trigger="every 3s"' in detail and "Add to rubric" not in detail
 
 
+def test_a_reward_model_embeds_with_a_chosen_checkpoints_policy_and_says_so(
+    client_for, world, django_capture_on_commit_callbacks
+):
+    """Every checkpoint is a model (issue 35.1): the form offers the project's kept checkpoints as the frozen
+    base beside the bundled model; the worker gets the checkpoint's directory, the page names its run and
+    step, and "Train again" keeps the base."""
+    run = world["run"]
+    policy = Checkpoint.objects.create(run=run, step=10, path="/ckpt/grpo-10", kind="adapter")
+    Checkpoint.objects.create(run=run, step=5, path="/ckpt/grpo-5", deleted=True)
+    client = client_for("bob")
+    url = reverse("rewards:reward_model_create", args=[world["project"].slug])
+    page = client.get(url).content.decode()
+    assert '<option value="" selected>the bundled model</option>' in page
+    assert f'<option value="{policy.pk}">{run.name} · step 10</option>' in page and "step 5" not in page
+    data = form_data(page, "train-form")
+    data.update(name="on policy", base_checkpoint=str(policy.pk))
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(url, data)
+    created = RewardModel.objects.get(name="on policy")
+    assert created.base_checkpoint == policy and created.params["model"] == "/ckpt/grpo-10"
+    detail = client.get(response.url).content.decode()
+    assert f"{run.name}</a> · step 10" in detail[detail.index("data-base-model") :]
+    with django_capture_on_commit_callbacks(execute=False):
+        client.post(reverse("rewards:reward_model_retrain", args=[world["project"].slug, created.pk]))
+    again = RewardModel.objects.get(name="on policy", version=2)
+    assert again.base_checkpoint == policy and again.params["model"] == "/ckpt/grpo-10"
+    bundled = client.get(
+        reverse("rewards:reward_model_detail", args=[world["project"].slug, world["reward_model"].pk])
+    )
+    assert "the bundled model" in bundled.content.decode()
+
+
 def test_form_errors_are_shown_next_to_their_fields(client_for, world):
     url = reverse("rewards:reward_model_create", args=[world["project"].slug])
     data = form_data(client_for("bob").get(url).content.decode(), "train-form")
@@ -508,3 +540,67 @@ def test_one_click_dpo_trains_the_model_the_judged_runs_started_from_and_names_i
     resumed, _ = run_resume(run=dpo, checkpoint=checkpoint, user=users["bob"], dispatch=False)
     assert resumed.resolved_config["model"] == "Qwen/Qwen3-0.6B"
     assert "the base model: smollm2-135m</option>" in bob.get(queue_url).content.decode()
+
+
+def test_the_api_trains_dpo_from_a_chosen_checkpoint_as_the_snapshot_page_does(
+    signed_in, project, run, users
+):
+    """POST …/dpo-runs/ takes the checkpoint to start from (issue 35's "by the API"): the same run as the
+    snapshot page's choice, linked under the checkpoint; one of another project is refused by name."""
+    snapshot = annotated_snapshot(
+        project=project, run=run, researcher=users["bob"], annotator=users["carol"], rows=preference_texts(3)
+    )
+    policy = Checkpoint.objects.create(run=run, step=10, path="/ckpt/grpo-10")
+    url = f"/api/preference-snapshots/{snapshot.pk}/dpo-runs/"
+    bob = signed_in("bob")
+
+    refused = bob.post(url, {"name": "dpo", "from_checkpoint": 999_999}, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["fields"] == {
+        "from_checkpoint": ["Choose a kept checkpoint of this project to start from."]
+    }
+    assert not Run.objects.filter(kind="dpo").exists()
+
+    created = bob.post(
+        url, {"name": "dpo", "config": {"max_steps": 2}, "from_checkpoint": policy.pk}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    dpo = Run.objects.get(pk=created.json()["id"])
+    assert dpo.resolved_config["model"] == "/ckpt/grpo-10"
+    assert (dpo.parent_id, dpo.parent_checkpoint_id, dpo.lineage) == (run.pk, policy.pk, "init")
+
+
+def test_the_api_trains_a_reward_model_from_the_bundled_model_or_a_checkpoints_policy(
+    signed_in, world, users
+):
+    """POST /api/preference-snapshots/<id>/reward-models/ (issue 35.1: reward-model training from a checkpoint
+    by the API): the knobs of the form, the base a kept checkpoint of the project or the bundled model."""
+    project, run, snapshot = world["project"], world["run"], world["snapshot"]
+    policy = Checkpoint.objects.create(run=run, step=10, path="/ckpt/grpo-10", kind="adapter")
+    url = f"/api/preference-snapshots/{snapshot.pk}/reward-models/"
+    bob = signed_in("bob")
+
+    created = bob.post(
+        url, {"name": "on policy", "params": {"epochs": 7}, "base_checkpoint": policy.pk}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert (body["base_checkpoint"], body["params"]["model"], body["params"]["epochs"]) == (
+        policy.pk,
+        "/ckpt/grpo-10",
+        7,
+    )
+    assert body["status"] == "queued" and body["version"] == 1
+    plain = bob.post(url, {"name": "on policy"}, format="json").json()
+    assert plain["version"] == 2 and plain["base_checkpoint"] is None and "model" not in plain["params"]
+
+    for body, field in (
+        ({"name": "x", "base_checkpoint": 999_999}, "base_checkpoint"),
+        ({"name": "x", "params": {"model": "/etc"}}, "base_checkpoint"),  # a base is a checkpoint, not a path
+        ({"name": "x", "params": {"epochs": 0}}, "params.epochs"),
+    ):
+        refused = bob.post(url, body, format="json")
+        assert refused.status_code == 400 and field in refused.json()["fields"], refused.content
+    assert not RewardModel.objects.filter(name="x").exists()
+    assert signed_in("carol").post(url, {"name": "y"}, format="json").status_code == 403
+    assert project.pk == snapshot.project_id

@@ -13,9 +13,10 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from webapp.experiments.selectors import startable_checkpoint
 from webapp.experiments.services.dpo import run_create_dpo
 from webapp.projects.access import Capability, access_project, access_queue, access_snapshot
-from webapp.review import exports, selectors, services
+from webapp.review import exports, services
 
 
 @login_required
@@ -67,7 +68,7 @@ def snapshot_dpo_run(request: HttpRequest, slug: str, snapshot_id: int) -> HttpR
             name=f"DPO on {exports.export_basename(snapshot)}",
             params=params,
             user=request.user,
-            start_from=selectors.project_checkpoint(access.project, start) if start else None,
+            start_from=startable_checkpoint(project=access.project, checkpoint_id=start),
             start_from_given=bool(start),
         )
     except ValidationError as error:
