@@ -17,6 +17,8 @@ from urllib.parse import urlparse
 
 import psutil
 
+from bench import _postgres
+
 ROOT = Path(__file__).resolve().parents[1]
 SOAK_DATABASE = "rollout_soak"
 SOAK_REDIS_DB = 12  # the suite and the other benches use others (live_latency / ingest: 14)
@@ -48,23 +50,9 @@ def stack_environment(stack: str, var_dir: Path, heartbeat_timeout_s: int) -> di
     return env
 
 
-def postgres_admin(env: dict[str, str]) -> str:
-    return urlparse(env["DATABASE_URL"])._replace(scheme="postgresql", path="/postgres", query="").geturl()
-
-
 def create_database(env: dict[str, str]) -> None:
-    import psycopg
-
-    with psycopg.connect(postgres_admin(env), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{SOAK_DATABASE}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{SOAK_DATABASE}"')
-
-
-def drop_database(env: dict[str, str]) -> None:
-    import psycopg
-
-    with psycopg.connect(postgres_admin(env), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{SOAK_DATABASE}" WITH (FORCE)')
+    """The stack's own database, made afresh."""
+    _postgres.create_database(env["DATABASE_URL"], fresh=True)
 
 
 @dataclass
@@ -239,7 +227,7 @@ class Stack:
             from django.db import connections
 
             connections.close_all()
-            drop_database(self.env)
+            _postgres.drop_database(self.env["DATABASE_URL"])
 
     def remove_state(self) -> None:
         shutil.rmtree(self.var_dir, ignore_errors=True)

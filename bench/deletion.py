@@ -21,13 +21,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import _postgres  # noqa: E402
 from bench._measure import smoke_parser  # noqa: E402
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -40,31 +40,8 @@ ARGS = smoke_parser(parser, trajectories=64, steps=200, keys=5).parse_args()
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rollout_bench_deletion")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/14")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-DATABASE = urlparse(os.environ["DATABASE_URL"])
-if DATABASE.scheme not in ("postgres", "postgresql"):
-    raise SystemExit("bench/deletion.py measures Postgres: set DATABASE_URL=postgres://…")
-ADMIN = DATABASE._replace(path="/postgres").geturl().replace("postgres://", "postgresql://", 1)
-NAME = DATABASE.path.lstrip("/")
-
-
-def recreate_database() -> None:
-    import psycopg
-
-    with psycopg.connect(ADMIN, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{NAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{NAME}"')
-
-
-def drop_database() -> None:
-    import psycopg
-    from django.db import connections
-
-    connections.close_all()
-    with psycopg.connect(ADMIN, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{NAME}" WITH (FORCE)')
-
-
-recreate_database()
+_postgres.require_postgres(os.environ["DATABASE_URL"], "bench/deletion.py")
+_postgres.create_database(os.environ["DATABASE_URL"], fresh=True)
 
 import django  # noqa: E402
 
@@ -238,7 +215,7 @@ def main() -> None:
         )
     finally:
         if not ARGS.keep:
-            drop_database()
+            _postgres.drop_database(os.environ["DATABASE_URL"])
 
 
 if __name__ == "__main__":

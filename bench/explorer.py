@@ -28,11 +28,11 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import _postgres  # noqa: E402
 from bench._measure import SMOKE  # noqa: E402
 
 # --smoke: a project of 1,024 trajectories in its own database, dropped at the end, three timed requests a
@@ -57,36 +57,17 @@ MEDIUM_WORD, MEDIUM_RATE = "zeppelin", 0.01  # ~10,000
 PHRASE, PHRASE_RATE = "carry the one", 0.05
 
 
-def ensure_database(url: str, *, reseed: bool) -> None:
-    parsed = urlparse(url)
-    if parsed.scheme not in ("postgres", "postgresql"):
-        raise SystemExit("bench/explorer.py measures Postgres: set DATABASE_URL=postgres://…")
-    import psycopg
-
-    name = parsed.path.lstrip("/")
-    admin = parsed._replace(path="/postgres").geturl().replace("postgres://", "postgresql://", 1)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        if reseed:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
-            conn.execute(f'CREATE DATABASE "{name}"')
-
-
 def drop_database_unless_kept(url: str) -> None:
     if os.environ.get("EXPLORER_BENCH_KEEP") == "1" and not SMOKE:
         return
-    import psycopg
-    from django.db import connections
-
-    connections.close_all()
-    parsed = urlparse(url)
-    admin = parsed._replace(path="/postgres").geturl().replace("postgres://", "postgresql://", 1)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{parsed.path.lstrip("/")}" WITH (FORCE)')
+    _postgres.drop_database(url)
     print("dropped the bench database (EXPLORER_BENCH_KEEP=1 keeps it)", flush=True)
 
 
-ensure_database(os.environ["DATABASE_URL"], reseed=SMOKE or os.environ.get("EXPLORER_BENCH_RESEED") == "1")
+_postgres.require_postgres(os.environ["DATABASE_URL"], "bench/explorer.py")
+_postgres.create_database(
+    os.environ["DATABASE_URL"], fresh=SMOKE or os.environ.get("EXPLORER_BENCH_RESEED") == "1"
+)
 
 import django  # noqa: E402
 

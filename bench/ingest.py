@@ -49,6 +49,7 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import _postgres  # noqa: E402
 from bench._measure import size  # noqa: E402
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rollout_bench")
@@ -78,17 +79,6 @@ GOAL_TURNS = 5000.0
 
 
 # --- setup ------------------------------------------------------------------------------------------------
-
-
-def ensure_database(url: str) -> None:
-    parsed = urlparse(url)
-    import psycopg
-
-    name = parsed.path.lstrip("/")
-    admin = parsed._replace(path="/postgres", scheme="postgresql").geturl()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def mlflow_store_url() -> str:
@@ -587,13 +577,10 @@ def remove_ours(run_ids: set[int]) -> None:
     Run.objects.filter(pk__in=run_ids).delete()
 
 
-def drop_mlflow_database() -> None:
-    """MLflow's store is the bench's alone: dropped after each run (the next one creates and migrates it)."""
-    import psycopg
-
-    admin = urlparse(os.environ["DATABASE_URL"])._replace(path="/postgres", scheme="postgresql").geturl()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{MLFLOW_DATABASE}" WITH (FORCE)')
+def mlflow_database_url() -> str:
+    """MLflow's store is the bench's alone, on the dashboard's server: dropped after each run (the next
+    one creates and migrates it)."""
+    return urlparse(os.environ["DATABASE_URL"])._replace(path=f"/{MLFLOW_DATABASE}").geturl()
 
 
 def count_mlflow(experiment_id: str) -> int:
@@ -616,8 +603,8 @@ def count_mlflow(experiment_id: str) -> int:
 
 
 def main() -> None:
-    ensure_database(os.environ["DATABASE_URL"])
-    ensure_database(urlparse(os.environ["DATABASE_URL"])._replace(path=f"/{MLFLOW_DATABASE}").geturl())
+    _postgres.create_database(os.environ["DATABASE_URL"], fresh=False)
+    _postgres.create_database(mlflow_database_url(), fresh=False)
     metric_runs, trajectory_runs, run_ids = setup_ours()
     ours_port, mlflow_port = free_port(), free_port()
     server_label = (f"{SERVER} ×{WORKERS}" if SERVER != "daphne" else "daphne ×1") + (
@@ -714,7 +701,7 @@ def main() -> None:
         if mlflow_proc is not None:
             stop(mlflow_proc)
         remove_ours(run_ids)
-        drop_mlflow_database()
+        _postgres.drop_database(mlflow_database_url())
 
     print()
     print(

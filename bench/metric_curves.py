@@ -1,17 +1,20 @@
-"""Curves of a long run, before and after the stored tiers (webapp/rollouts/metric_tiles.py), in one run of
-the bench: a run of 100,000 steps × 25 keys ingested through `ingest_batch` (40 steps a batch: 1,000
-points, MLflow's log-batch maximum, as bench/ingest.py sends), then its curves read through the whole
-Django view — `GET /api/runs/<id>/metrics/` (every key, max_points 2,000 and the soak's 500), the live
-page's `metrics.json`, and a zoom of 1,000 steps — with tiles (after) and without (`metric_series(
-tiles=False)`, every point read: before). Issue 39.1's goal: p95 ≤ 300 ms on Postgres.
+"""Curves of a long run, before and after, in one run of the bench: a run of 100,000 steps × 25 keys
+ingested through `ingest_batch` (40 steps a batch: 1,000 points, MLflow's log-batch maximum, as
+bench/ingest.py sends), then its curves read through the whole Django view — `GET /api/runs/<id>/metrics/`
+(every key, max_points 2,000 and the soak's 500), the live page's `metrics.json`, and a zoom of 1,000
+steps — three ways, interleaved under the same load: now; as at `--before REV` (the curve reads of that
+revision: its `webapp/rollouts/selectors/metrics.py` loaded from git, its JSON rendering; default
+fcf69f4, the per-key SQL envelope of the stored tiers, before one query per level for every key and numpy);
+and every point read (`metric_series(tiles=False)`: before the stored tiers,
+webapp/rollouts/metric_tiles.py). Issue 39.1's goal: p95 ≤ 300 ms on Postgres.
 
-Ingest, before and after: the first INGEST_COMPARE_STEPS steps go into two runs in alternating rounds (so
-both sides see the same machine load), one written as before tiles (`insert_metrics(summaries=False)`:
-no summary columns, no tiles), the other as now; points/s of each.
+Ingest, before and after the tiers: the first INGEST_COMPARE_STEPS steps go into two runs in alternating
+rounds (so both sides see the same machine load), one written as before tiles (`insert_metrics(
+summaries=False)`: no summary columns, no tiles), the other as now; points/s of each.
 
-`python bench/metric_curves.py [--smoke] [--steps N] [--keys K]`; on the embedded default (SQLite in a
-fresh var directory) or on Postgres (DATABASE_URL=postgres://…). Prints the machine's load beside the
-figures. Environment: ROLLOUT_STUDIO_VAR (default var/bench-curves, wiped without DATABASE_URL).
+`python bench/metric_curves.py [--smoke] [--steps N] [--keys K] [--before REV]`; on the embedded default
+(SQLite in a fresh var directory) or on Postgres (DATABASE_URL=postgres://…). Prints the machine's load
+beside the figures. Environment: ROLLOUT_STUDIO_VAR (default var/bench-curves, wiped without DATABASE_URL).
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ import math
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +86,20 @@ def ingest(run, first_step: int, last_step: int, keys: int, *, summaries: bool) 
         ingest_module.insert_metrics = original
 
 
+def reads_at(rev: str) -> types.ModuleType | None:
+    """The curve reads (webapp/rollouts/selectors/metrics.py) as they were at git revision `rev`, as a
+    module of this process; None where git or the revision is not there (a shallow CI checkout)."""
+    path = "webapp/rollouts/selectors/metrics.py"
+    shown = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True)
+    if shown.returncode != 0:
+        print(f"no {rev}:{path} here ({shown.stderr.strip()[:120]}): no reads as at {rev}")
+        return None
+    module = types.ModuleType(f"metrics_at_{rev}")
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    exec(compile(shown.stdout, f"{rev}:{path}", "exec"), module.__dict__)
+    return module
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
@@ -94,6 +113,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--keys", type=int, default=25)
+    parser.add_argument("--before", default="fcf69f4", help="the revision whose curve reads to compare")
     args = smoke_parser(parser, steps=2_500, keys=4).parse_args()
     if not os.environ.get("DATABASE_URL"):
         shutil.rmtree(VAR, ignore_errors=True)
@@ -107,19 +127,21 @@ def main() -> None:
 
         ensure_embedded_redis(settings.VAR_DIR)
     try:
-        run_bench(args.steps, args.keys)
+        run_bench(args.steps, args.keys, args.before)
     finally:
         if settings.EMBEDDED:
             stop_embedded_redis(settings.VAR_DIR)
 
 
-def run_bench(steps: int, keys: int) -> None:
+def run_bench(steps: int, keys: int, before_rev: str) -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection
+    from django.http import JsonResponse
     from django.test import Client
     from django.urls import reverse
 
+    from webapp.core.views import json_bytes_response
     from webapp.experiments.models import Run
     from webapp.projects.services import project_create
     from webapp.rollouts.selectors import metrics
@@ -167,27 +189,54 @@ def run_bench(steps: int, keys: int) -> None:
             {"keys": "metric/00", "start": middle, "end": middle + 999, "max_points": 2000},
         ),
     }
-    original = metrics.metric_series
+    if connection.vendor == "postgresql":  # as autovacuum would (this machine's server runs without it)
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE rollouts_metricchunk, rollouts_metrictile")
+    from rest_framework.response import Response
+
+    from webapp.live import views as live_views
+    from webapp.rollouts import apis
+
+    now, old = metrics.metric_series, reads_at(before_rev)
+    # Each way: the curve reads and the JSON rendering the view used then.
+    ways: dict[str, dict[str, Any]] = {
+        "now": {"metric_series": now},
+        **(
+            {"rev": {"metric_series": old.metric_series, "api": Response, "live": JsonResponse}}
+            if old
+            else {}
+        ),
+        "points": {"metric_series": functools.partial(now, tiles=False)},
+    }
     print(f"curve reads through the Django view, p50 / p95 ms ({load()}):")
+    print(f"  {'':34s} {'now':>18s}   {'as at ' + before_rev:>18s}   {'every point read':>18s}")
     for name, (url, query) in reads.items():
-        timings: dict[bool, list[float]] = {True: [], False: []}
-        zoom = "start" in query  # the path before tiles had no step range: after only
+        timings: dict[str, list[float]] = {way: [] for way in ways}
+        zoom = "start" in query  # the path before tiles had no step range: now and rev only
         for i in range(READS_AFTER):
-            for tiles in (True, False) if not zoom and i < READS_BEFORE else (True,):
-                metrics.metric_series = functools.partial(original, tiles=tiles)
+            for way in ways if i < READS_BEFORE else ("now",):
+                if zoom and way == "points":
+                    continue
+                metrics.metric_series = ways[way]["metric_series"]
+                apis.json_bytes_response = ways[way].get("api", json_bytes_response)
+                live_views.json_bytes_response = ways[way].get("live", json_bytes_response)
                 try:
                     started = time.perf_counter()
                     response = client.get(url, query)
-                    timings[tiles].append((time.perf_counter() - started) * 1000)
+                    timings[way].append((time.perf_counter() - started) * 1000)
                 finally:
-                    metrics.metric_series = original
+                    metrics.metric_series = now
+                    apis.json_bytes_response = live_views.json_bytes_response = json_bytes_response
                 assert response.status_code == 200, response.content[:300]
-        after_p95 = percentile(timings[True], 0.95)
-        line = f"  {name:34s} after p50 {statistics.median(timings[True]):7.1f}  p95 {after_p95:7.1f}"
-        if timings[False]:
-            line += f"   before p50 {statistics.median(timings[False]):8.1f}  p95 {percentile(timings[False], 0.95):8.1f}"
-        verdict = "ok" if after_p95 <= GOAL_MS else "MISSED"
-        print(f"{line}   goal p95 ≤ {GOAL_MS} ms {verdict}", flush=True)
+        cells = [
+            f"{statistics.median(timings[way]):8.1f} / {percentile(timings[way], 0.95):7.1f}"
+            if timings.get(way)
+            else f"{'—':>18s}"
+            for way in ("now", "rev", "points")
+        ]
+        verdict = "ok" if percentile(timings["now"], 0.95) <= GOAL_MS else "MISSED"
+        print(f"  {name:34s} {'   '.join(cells)}   goal p95 ≤ {GOAL_MS} ms {verdict}", flush=True)
+    print(f"  ({READS_AFTER} reads now, {READS_BEFORE} each other way; {load()})")
     # The spikes stay: every key's downsampled curve holds its spikes at their steps.
     series = metrics.metric_series(after, ["metric/03"], max_points=500)["metric/03"]
     spikes = [s for s in range(steps) if s % 9_973 == 4_321]

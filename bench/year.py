@@ -40,6 +40,7 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import _postgres  # noqa: E402
 from bench._measure import SMOKE  # noqa: E402
 
 
@@ -96,37 +97,12 @@ os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/14")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 
-def admin_url() -> str:
-    parsed = urlparse(os.environ["DATABASE_URL"])
-    return parsed._replace(path="/postgres").geturl().replace("postgres://", "postgresql://", 1)
-
-
 def database_name() -> str:
-    return urlparse(os.environ["DATABASE_URL"]).path.lstrip("/")
+    return _postgres.database_name(os.environ["DATABASE_URL"])
 
 
-def create_database(*, fresh: bool) -> None:
-    import psycopg
-
-    if urlparse(os.environ["DATABASE_URL"]).scheme not in ("postgres", "postgresql"):
-        raise SystemExit("bench/year.py measures Postgres: set DATABASE_URL=postgres://…")
-    with psycopg.connect(admin_url(), autocommit=True) as conn:
-        if fresh:
-            conn.execute(f'DROP DATABASE IF EXISTS "{database_name()}" WITH (FORCE)')
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database_name()]).fetchone() is None:
-            conn.execute(f'CREATE DATABASE "{database_name()}"')
-
-
-def drop_database() -> None:
-    import psycopg
-    from django.db import connections
-
-    connections.close_all()
-    with psycopg.connect(admin_url(), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{database_name()}" WITH (FORCE)')
-
-
-create_database(fresh=not ARGS.reuse)
+_postgres.require_postgres(os.environ["DATABASE_URL"], "bench/year.py")
+_postgres.create_database(os.environ["DATABASE_URL"], fresh=not ARGS.reuse)
 
 import django  # noqa: E402
 
@@ -405,7 +381,7 @@ def main() -> None:
     if ARGS.keep or ARGS.reuse:
         print(f"kept database {database_name()} (--reuse measures it again)")
     else:
-        drop_database()
+        _postgres.drop_database(os.environ["DATABASE_URL"])
         print(f"dropped database {database_name()}")
     print(f"every page {'meets' if met else 'does NOT meet'} its goal at size {ARGS.size}")
 

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
@@ -89,6 +90,13 @@ def flash_job_queued(request: HttpRequest, job: Any, *, queue: str, queued: str)
         )
     else:
         messages.success(request, queued)
+
+
+def json_bytes_response(body: dict[str, Any]) -> HttpResponse:
+    """`body` as JSON through orjson: a long run's curves (25 keys × 2,000 points, 1.3 MB) took ~35 ms
+    in Python's json (JsonResponse, DRF's JSONRenderer) on an idle machine, 2 ms here. No NaN or
+    infinity reaches it (ingestion refuses them); orjson would write null."""
+    return HttpResponse(orjson.dumps(body), content_type="application/json")
 
 
 def favicon(request: HttpRequest) -> HttpResponse:

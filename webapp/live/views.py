@@ -12,6 +12,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from webapp.core.views import json_bytes_response
 from webapp.experiments.models import Run
 from webapp.live import selectors
 from webapp.projects.access import Capability, access_project, access_run
@@ -80,7 +81,7 @@ def metrics_json(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
     series = metrics.metric_series(
         run, keys, max_points=max_points, x=x, start=steps.get("start"), end=steps.get("end")
     )
-    return JsonResponse(
+    return json_bytes_response(
         {
             "run": run.pk,
             "x": x,

@@ -31,6 +31,7 @@ from webapp.api.base import BAD_REQUEST, NOT_FOUND, DownloadNegotiation, parse, 
 from webapp.api.errors import flatten_errors
 from webapp.api.parsers import NUL_ESCAPE, SURROGATE_ESCAPE, UNSTORABLE, load_json
 from webapp.api.serializers import BodyTooLargeSerializer, ErrorSerializer
+from webapp.core.views import json_bytes_response
 from webapp.experiments.models import Environment, Rubric, Run
 from webapp.projects.access import (
     Capability,
@@ -160,7 +161,7 @@ class RunMetricsView(APIView):
         responses={200: s.MetricsSerializer, 404: NOT_FOUND},
         summary="Per-key metric series (optionally of a step range), downsampled on the server when long",
     )
-    def get(self, request: Request, pk: int) -> Response:
+    def get(self, request: Request, pk: int) -> HttpResponseBase:
         run = access_run(request.user, pk)
         query = parse(s.MetricsQuerySerializer, request.query_params)
         keys = [k.strip() for k in query["keys"].split(",") if k.strip()] if "keys" in query else None
@@ -185,7 +186,7 @@ class RunMetricsView(APIView):
         }
         # The body as built, in MetricsSerializer's shape (the schema's): through its fields every value
         # went through FloatField one at a time — 25 keys × 2,000 points took longer than reading them.
-        return Response(body)
+        return json_bytes_response(body)
 
 
 # --- ingestion ----------------------------------------------------------------------------------------

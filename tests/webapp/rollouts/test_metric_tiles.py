@@ -5,6 +5,7 @@ late chunks, equal steps, deletes and an upgraded database keep the tiles true t
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from django.db import connection
@@ -259,13 +260,14 @@ def test_an_upgraded_database_gets_its_chunks_summed_up_and_its_tiles(run):
     assert (whole.x, whole.y) == stored_points(run, "kl")
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="only Postgres downsamples tiles in SQL")
-def test_the_databases_envelope_is_the_python_one(run, monkeypatch):
-    """On Postgres the tiles inside the range are downsampled in SQL (_ENVELOPE_SQL); the answer is the
-    Python rule's (_downsample_units), to the point, with edges, late chunks and chunks not folded yet."""
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="only Postgres reads tiles packed")
+def test_the_packed_read_of_tiles_is_the_orm_read(run, monkeypatch):
+    """On Postgres a level's tiles inside the range come as packed binary columns (_EXTREMES_SQL); the
+    curves are the ORM read's, to the point, with edges, late chunks and chunks not folded yet."""
     from webapp.rollouts.selectors import metrics
 
     store(run, "kl", range(STEPS))
+    store(run, "entropy", range(0, STEPS, 3), value_of=lambda s: -wave(s))
     insert_metrics(
         run.pk, [(9_000, None, None, {"kl": 50.0}), (100, None, None, {"kl": -3.0})], progress_step=STEPS
     )
@@ -276,11 +278,58 @@ def test_the_databases_envelope_is_the_python_one(run, monkeypatch):
         (0, 20_000, 300),
         (5_000, None, 150),
     ]
-    in_sql = {
-        case: metric_series(run, ["kl"], max_points=case[2], start=case[0], end=case[1]) for case in cases
+    keys = ["kl", "entropy"]
+    packed = {
+        case: metric_series(run, keys, max_points=case[2], start=case[0], end=case[1]) for case in cases
     }
-    original = metrics._downsample_cover
-    monkeypatch.setattr(metrics, "_downsample_cover", lambda *a, **k: original(*a, **k, in_database=False))
-    for (start, end, max_points), series in in_sql.items():
-        assert series["kl"].downsampled
-        assert metric_series(run, ["kl"], max_points=max_points, start=start, end=end) == series
+    original = metrics._extremes_inside
+    monkeypatch.setattr(metrics, "_extremes_inside", lambda *a, **k: original(*a, **k, packed=False))
+    for (start, end, max_points), series in packed.items():
+        assert all(one.downsampled for one in series.values())
+        assert metric_series(run, keys, max_points=max_points, start=start, end=end) == series
+
+
+def envelope_as_written(lows, highs, first, last, extent, max_points):
+    """The downsampling rule in plain Python, a candidate at a time (what selectors.metrics._envelope
+    computes with numpy): the ends plus each range's lowest and highest (ties: the lowest x), each
+    (x, y) once at its first place, ordered by x."""
+    buckets = (max_points - 2) // 2
+    lo, hi = extent
+    scale, top = buckets / (float(hi - lo) or 1.0), buckets - 1
+    low: dict[int, tuple] = {}
+    high: dict[int, tuple] = {}
+    for x, y in lows:
+        b = min(int((x - lo) * scale), top)
+        if b not in low or (y, x) < (low[b][1], low[b][0]):
+            low[b] = (x, y)
+    for x, y in highs:
+        b = min(int((x - lo) * scale), top)
+        if b not in high or (-y, x) < (-high[b][1], high[b][0]):
+            high[b] = (x, y)
+    middle = [p for b in sorted(low.keys() | high.keys()) for p in (low.get(b), high.get(b)) if p is not None]
+    unique = list(dict.fromkeys([first, *middle, last]))
+    unique.sort(key=lambda p: p[0])
+    return unique
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_envelope_is_its_rule_as_written(seed):
+    """Few distinct steps and values: ties of value, of step and of whole points everywhere."""
+    import numpy as np
+
+    from webapp.rollouts.selectors.metrics import _envelope
+
+    rng = random.Random(seed)
+    size = rng.choice([1, 7, 300, 3_000])
+    lows = [(rng.randint(0, 400), float(rng.randint(-3, 3))) for _ in range(size)]
+    highs = [(x, y + rng.choice([0.0, 1.0])) for x, y in lows]
+    first, last = min(lows), max(highs)
+    extent = (min(x for x, _ in lows), max(x for x, _ in lows))
+    max_points = rng.choice([10, 13, 100, 2_000])
+
+    def columns(points):
+        return np.array([x for x, _ in points]), np.array([y for _, y in points])
+
+    xs, ys = _envelope(columns(lows), columns(highs), first, last, extent, max_points)
+    assert list(zip(xs, ys, strict=True)) == envelope_as_written(lows, highs, first, last, extent, max_points)
+    assert all(type(x) is int for x in xs)
