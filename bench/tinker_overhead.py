@@ -15,9 +15,14 @@ sampling → sample a group of `--group` completions of `--tokens` tokens → on
   LoRA rank 8 — for scale, not the same loop (its rollouts go through an environment and a rubric, its
   learner micro-batches; `--no-grpo` skips it).
 
-Both run the same seeds, one after the other (not at once: they would share the CPUs). The first step of
-each pays for warm-up and is not counted; the figure is the median step. Prints both, the ratio and the
-goal (the service adds ≤ 10 %). Figures on a loaded machine are noisy: the load average is printed.
+Both run the same seeds against one running demo and take turns, step for step (which goes first
+alternates; never at once: they would share the CPUs), so each service step has an in-process step beside
+it that saw the same load of the machine. The first step of each pays for warm-up and is not counted; the
+figure is the median of the paired ratios (the ratio of the median steps is printed too), against the goal
+(the service adds ≤ 10 %). Wall time on a loaded machine is noisy, so the bench also meters CPU seconds
+per step by process — the worker, daphne, the control worker, redis, the SDK client (this process) — which
+count what each part did whatever the load; the load average is printed at the start and the end.
+`OMP_NUM_THREADS` (inherited by the demo's worker) sets both loops' torch threads.
 """
 
 from __future__ import annotations
