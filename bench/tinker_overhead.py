@@ -52,10 +52,16 @@ PROMPT = "Question: name three colours of the rainbow.\nAnswer:"
 GOAL_OVERHEAD = 0.10
 
 
-def phases(started: float, sampled_at: float) -> dict[str, float]:
-    """A step's seconds: in all, to the samples (weights frozen + sampled), and training on them."""
+def phases(started: float, sampled_at: float, sampled_tokens: int) -> dict[str, float]:
+    """A step's seconds: in all, to the samples (weights frozen + sampled), and training on them; and how
+    many tokens it sampled (the same seeds and weights sample the same tokens: the same work)."""
     now = time.perf_counter()
-    return {"step": now - started, "sample": sampled_at - started, "train": now - sampled_at}
+    return {
+        "step": now - started,
+        "sample": sampled_at - started,
+        "train": now - sampled_at,
+        "tokens": float(sampled_tokens),
+    }
 
 
 def advantages_of(groups: list[list[int]]) -> list[float]:
@@ -158,7 +164,7 @@ class InProcessLoop:
             )
         model.forward_backward(datums, "importance_sampling")
         model.optim_step({"learning_rate": 1e-4})
-        return phases(started, sampled_at)
+        return phases(started, sampled_at, sum(len(s["tokens"]) for s in sequences))
 
 
 class ServiceLoop:
@@ -199,7 +205,7 @@ class ServiceLoop:
         fb = client.forward_backward(datums, "importance_sampling")
         optim = client.optim_step(types.AdamParams(learning_rate=1e-4))
         fb.result(), optim.result()
-        return phases(started, sampled_at)
+        return phases(started, sampled_at, sum(len(s.tokens) for s in sampled.sequences))
 
     def close(self) -> None:
         self.service.close("success").result(timeout=30)
@@ -382,6 +388,8 @@ def main() -> None:
     paired = statistics.median(ratios)
     verdict = "within" if paired - 1 <= GOAL_OVERHEAD else "over"
     print(f"per step, service / in-process: {' '.join(f'{r:.2f}' for r in ratios)}")
+    for label, steps in (("in-process", local_times), ("service", served_times)):
+        print(f"tokens sampled per step, {label}: {' '.join(str(int(t['tokens'])) for t in steps)}")
     print(
         f"service / in-process: {paired:.2f} (median of the pairs; of the medians {served_s / local_s:.2f}): "
         f"adds {paired - 1:+.0%}; goal ≤ +10 %: {verdict}"
