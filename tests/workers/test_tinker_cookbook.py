@@ -169,3 +169,37 @@ def test_sl_loop_restarted_on_its_log_path_resumes_from_its_last_state(
         assert resumed.lineage == "resume" and resumed.parent == first
         assert resumed.parent_checkpoint.path.endswith("tinker/weights/000001"), state_path
         assert MetricPoint.objects.filter(run=resumed, key="loss").count() == 1
+
+
+def test_rl_loop_restarted_on_its_log_path_resumes_from_its_last_state(
+    project, users, offline_caches, tmp_path
+):
+    """rl_loop's resume, as sl_loop's: started again on its log_path, it makes its client from the last
+    state in checkpoints.jsonl (`create_training_client_from_state_with_optimizer`) and samples and trains
+    on from that batch. The 135M model rarely earns a reward, so its steps usually train nothing: batch
+    1's state and the final one are then saves at the same step, whose one dashboard checkpoint the final
+    save took — batch 1's state must still load."""
+    _, raw = api_token_create(user=users["bob"], name="cookbook")
+    rl_log = tmp_path / "rl"
+    options = ("batch_size=2", "group_size=4", "max_tokens=24", "max_steps=2", "save_every=1")
+    with (
+        asgi_server(TINKER_SESSION_TIMEOUT_S="20") as url,
+        celery_worker("cpu", DASHBOARD_URL=url),
+    ):
+        run_recipe("rl_loop", url, sdk_key(raw), offline_caches, rl_log, *options)
+        records = (rl_log / "checkpoints.jsonl").read_text().splitlines()
+        assert [json.loads(r)["name"] for r in records] == ["000001", "final"]
+        # As if the recipe had been stopped after batch 1's save: its last state is batch 1's.
+        (rl_log / "checkpoints.jsonl").write_text(records[0] + "\n")
+        first = Run.objects.get(kind="tinker")
+        wait_for(lambda: Checkpoint.objects.filter(run=first).exists(), 60, "the first run's checkpoints")
+
+        run_recipe("rl_loop", url, sdk_key(raw), offline_caches, rl_log, *options)
+        assert "Resuming from batch 1" in (rl_log / "logs.log").read_text()
+        assert [row["step"] for row in metrics_of(rl_log)] == [0, 1, 1]  # appended: batch 1 again
+        assert "final" in (rl_log / "checkpoints.jsonl").read_text()
+        resumed = Run.objects.exclude(pk=first.pk).get(kind="tinker")
+        assert resumed.lineage == "resume" and resumed.parent == first
+        assert resumed.parent_checkpoint.run == first
+        # Batch 1 again: two prompts, four samples each, drawn by the resumed client.
+        wait_for(lambda: Trajectory.objects.filter(run=resumed).count() == 8, 60, "the resumed samples")

@@ -137,9 +137,11 @@ def test_a_saved_state_starts_training_clients_of_later_sessions(project, users,
                 rest.publish_checkpoint_from_tinker_path(saved).result()
             with pytest.raises(tinker.BadRequestError, match="not supported by this server"):
                 rest.set_checkpoint_ttl_from_tinker_path(saved, 7200).result()
-            # The sampler weights saved at the state's step are the state's row (one checkpoint a step).
+            # The sampler weights saved at the state's step have no row of their own (one checkpoint a
+            # step: the state's, listed above), but the path the SDK was given still answers.
+            assert rest.get_weights_info_by_tinker_path(sampler_path).result().base_model == "smollm2-135m"
             with pytest.raises(tinker.NotFoundError):
-                rest.get_weights_info_by_tinker_path(sampler_path).result()
+                rest.get_weights_info_by_tinker_path(f"tinker://rs-run-{first.pk}/weights/never").result()
 
             outsider = tinker.RestClient(base_url=url, api_key=sdk_key(eve_raw))
             with pytest.raises(tinker.NotFoundError):

@@ -70,6 +70,8 @@ def serve(session: Session, transport: Transport, stop: Callable[[], str | None]
             if request is None:
                 continue
             transport.reply(request["request_id"], answer(session, request))
+            if request.get("kind") in REPORTS_SAMPLES:
+                report_samples(session)  # after the reply: the client's next request need not wait for it
     finally:
         report_samples(session)
 
@@ -82,10 +84,7 @@ def answer(session: Session, request: Mapping[str, Any]) -> dict[str, Any]:
     if handler is None:
         return {"error": f"This service does not do {kind!r} requests.", "category": "user"}
     try:
-        result = handler(session, request.get("body") or {})
-        if kind in REPORTS_SAMPLES:
-            report_samples(session)
-        return {"result": result}
+        return {"result": handler(session, request.get("body") or {})}
     except (LossInputError, ValueError, KeyError, TypeError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}", "category": "user"}
     except Cancelled:

@@ -8,6 +8,7 @@ API apply: a user sees the training runs of projects they belong to; changing on
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -56,14 +57,14 @@ def parsed(path: str) -> paths.TinkerPath:
 def checkpoint_of(
     user: Any, path: paths.TinkerPath, need: Capability = Capability.READ, *, run: Run | None = None
 ) -> Checkpoint:
-    """The kept Checkpoint row of a tinker path; 404 when there is none `user` may `need`."""
+    """The kept Checkpoint row of a tinker path — or of the step it was saved at, when a later save at the
+    same step took the row (`saved_directory` then names the path's own directory); 404 when there is
+    none `user` may `need`."""
     run = run or run_of_model(user, path.model_id, need)
-    found = (
-        Checkpoint.objects.filter(run=run, deleted=False, path__endswith=f"/{path.local_suffix}")
-        .select_related("run__project")
-        .order_by("-step")
-        .first()
-    )
+    kept = Checkpoint.objects.filter(run=run, deleted=False).select_related("run__project")
+    found = kept.filter(path__endswith=f"/{path.local_suffix}").order_by("-step").first()
+    if found is None:
+        found = _row_of_replaced_save(kept, path)
     if found is None:
         raise TinkerRefusal(
             f"No checkpoint {path} (never saved, deleted, replaced by a later save at the same step, or "
@@ -71,6 +72,40 @@ def checkpoint_of(
             404,
         )
     return found
+
+
+def saved_directory(checkpoint: Checkpoint, path: paths.TinkerPath) -> str:
+    """Where the save `path` names lies: the row's directory, or the directory of a save at the row's step
+    whose row a later save replaced (it stays on disk beside the row's own)."""
+    named = _beside(checkpoint, path)
+    return str(named) if named is not None and named.is_dir() else checkpoint.path
+
+
+def _beside(checkpoint: Checkpoint, path: paths.TinkerPath) -> Path | None:
+    """The directory `path` names in the run's tinker folder that holds `checkpoint` (None for a row of
+    another layout: not a Tinker client's save)."""
+    if paths.of_local(path.model_id, checkpoint.path) is None:
+        return None
+    return Path(checkpoint.path).parents[2] / path.local_suffix
+
+
+def _row_of_replaced_save(kept: QuerySet[Checkpoint], path: paths.TinkerPath) -> Checkpoint | None:
+    """The dashboard keeps one checkpoint per step, so a second save at a step (a cookbook recipe's
+    periodic save, then its "final" one, with no optimizer step between) takes the first one's row. The
+    first save is still on disk and still loads: its row is the one of the step it was saved at."""
+    for row in kept.order_by("-step"):
+        named = _beside(row, path)
+        if named is None:
+            continue
+        if not named.is_dir():
+            return None  # every save of the run lies in the same folder: this one is not there
+        try:
+            # trainers/learn/checkpoint.py's trainer state, read without importing torch into the web app.
+            step = int(json.loads((named / "trainer_state.json").read_text())["step"])
+        except (OSError, ValueError, KeyError):
+            return None
+        return kept.filter(step=step).first()
+    return None
 
 
 def _size(directory: str) -> int | None:

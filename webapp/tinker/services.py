@@ -251,7 +251,11 @@ def model_create_from_state(
         parent_checkpoint=checkpoint,
         lineage="resume" if optimizer else "init",
     )
-    body = {"path": str(target), "local_path": checkpoint.path, "optimizer": optimizer}
+    body = {
+        "path": str(target),
+        "local_path": selectors.saved_directory(checkpoint, target),
+        "optimizer": optimizer,
+    }
     return run, _queue_first(run.pk, "load_weights", body)
 
 
@@ -264,7 +268,7 @@ def model_load(*, user: Any, model_id: str, path: str, optimizer: bool) -> str:
     body: dict[str, Any] = {"path": str(target), "optimizer": optimizer}
     if target.run_id != run.pk:
         checkpoint = selectors.checkpoint_of(user, target)
-        body["local_path"] = checkpoint.path
+        body["local_path"] = selectors.saved_directory(checkpoint, target)
         Run.objects.filter(pk=run.pk, parent_checkpoint=None).update(
             parent=checkpoint.run, parent_checkpoint=checkpoint, lineage="resume" if optimizer else "init"
         )

@@ -55,8 +55,16 @@ def sampler_key(sampling_session_id: str) -> str:
     return f"{PREFIX}:sampler:{sampling_session_id}"
 
 
+_clients: dict[str, redis.Redis] = {}
+
+
 def client() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=30, socket_connect_timeout=5)
+    """One client (and connection pool) per process and URL: every request of the SDK and every answer
+    of the worker touches Redis, and a client made per call opened a connection per call."""
+    url = settings.REDIS_URL
+    if url not in _clients:
+        _clients[url] = redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5)
+    return _clients[url]
 
 
 def async_client() -> Any:
