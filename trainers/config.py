@@ -305,6 +305,12 @@ def validate_run_config(
                         messages
                     )
 
+    if config.get("max_steps") == 0 and config.get("eval_tasks") == 0:
+        add(
+            "max_steps",
+            "0 steps only evaluates the starting policy: give it held-out tasks (eval_tasks above 0).",
+        )
+
     group_size = config.get("group_size")
     algorithm = config.get("algorithm")
     if isinstance(group_size, int) and group_size < 2 and algorithm == "rloo":

@@ -279,7 +279,14 @@ KNOBS: dict[str, Any] = {
     ),
     # --- optimisation ------------------------------------------------------------------------
     "max_steps": knob_property(
-        "integer", "Max steps", "Optimizer steps to run.", 100, "optimization", minimum=1, maximum=10_000_000
+        "integer",
+        "Max steps",
+        "Optimizer steps to run. 0: only evaluate the starting policy (the base model, or a checkpoint's with "
+        "Start from checkpoint) on the held-out tasks; nothing is trained or saved.",
+        100,
+        "optimization",
+        minimum=0,
+        maximum=10_000_000,
     ),
     "learning_rate": knob_property(
         "number",

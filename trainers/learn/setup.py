@@ -106,7 +106,7 @@ def _build_rest(
     rounds = 1 + (cfg.dynamic_sampling_max_rounds if cfg.dynamic_sampling else 0)
     train_tasks = list(probe.tasks("train", cfg.max_steps * cfg.prompts_per_step * rounds, cfg.seed))
     eval_tasks = list(probe.tasks("eval", cfg.eval_tasks, cfg.seed)) if cfg.eval_tasks else []
-    if not train_tasks:
+    if not train_tasks and cfg.max_steps > 0:  # (0 steps: an evaluation of the starting policy)
         raise ValueError("the environment returned no training tasks")
     stop = getattr(probe, "stop", None)  # an environment may set its own stop strings (or none: ())
     stops = tuple(stop) if stop is not None else chat.tool_format.stop

@@ -222,6 +222,8 @@ class Trainer:
         cfg = self.config
         if cfg.eval_tasks and self.step == 0:
             self._stop_on_hacking_alarm(self.evaluate())
+        if cfg.max_steps == 0:  # an evaluation of the starting policy: its figures above are the run's
+            return
         while self.step < cfg.max_steps:
             check_cancel()
             metrics = self.train_step()

@@ -189,6 +189,40 @@ def test_a_run_on_the_arithmetic_environment_reports_everything(policy_copy):
     )
 
 
+def test_zero_steps_evaluate_the_starting_policy_and_train_nothing(policy_copy, tmp_path):
+    """`max_steps: 0` is an evaluation run (issue 35.1: evaluate a checkpoint from the dashboard and the API,
+    as `python -m trainers eval` does): the held-out figures of the policy it starts from, no training step,
+    no checkpoint written, SUCCEEDED."""
+    model, tokenizer = policy_copy
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    sink = MemorySink()
+    config = {
+        **TINY,
+        "max_steps": 0,
+        "eval_tasks": 2,
+        "checkpoint_every": 1,
+        "environment": {"kind": "arithmetic_calculator", "config": {}},
+    }
+    result = Trainer(config, sink=sink, model=model, tokenizer=tokenizer, out_dir=tmp_path).run()
+    assert result.status == "SUCCEEDED" and result.step == 0
+    metrics = sink.of_type("metrics")
+    assert [(e["split"], e["step"]) for e in metrics] == [("eval", 0)]
+    assert "eval/reward/mean" in metrics[0]["values"]
+    assert not sink.of_type("checkpoint") and not (tmp_path / "checkpoints").exists()
+    assert all(torch.equal(p, before[name]) for name, p in model.named_parameters())
+
+
+def test_zero_steps_without_held_out_tasks_are_refused_in_words():
+    from trainers.config import resolve_run_config, validate_run_config
+
+    errors = validate_run_config(
+        resolve_run_config(preset="grpo", overrides={"max_steps": 0, "eval_tasks": 0})
+    )
+    assert errors["max_steps"] == [
+        "0 steps only evaluates the starting policy: give it held-out tasks (eval_tasks above 0)."
+    ]
+
+
 def test_cancel_between_steps(policy_copy, toy_env):
     model, tokenizer = policy_copy
     sink = MemorySink()
