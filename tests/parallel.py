@@ -26,6 +26,8 @@ import os
 from collections.abc import MutableMapping
 from urllib.parse import urlsplit, urlunsplit
 
+from webapp.core.env import redis_database
+
 REDIS_DATABASES = 16  # redis-server's default `databases`
 LANE_VARIABLE = "ROLLOUT_STUDIO_TEST_LANE"
 # The real model, Ray, workers, servers, Chromium, bench scripts (`bench_second` only comes with `bench`).
@@ -66,7 +68,7 @@ def own_redis_url(url: str, slot: int) -> str:
     parts = urlsplit(url)
     if parts.scheme == "unix":  # the embedded redis-server: one per var dir already
         return url
-    base = int(parts.path.lstrip("/") or 0)
+    base = redis_database(url)
     return urlunsplit(parts._replace(path=f"/{(base - slot) % REDIS_DATABASES}"))
 
 
