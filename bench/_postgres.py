@@ -35,6 +35,13 @@ def create_database(url: str, *, fresh: bool) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def ensure_database(url: str) -> None:
+    """Create the database `url` names where it is missing, if `url` names Postgres (a bench that also
+    measures the embedded SQLite default passes its URL through unchanged)."""
+    if urlparse(url).scheme in ("postgres", "postgresql"):
+        create_database(url, fresh=False)
+
+
 def drop_database(url: str) -> None:
     """Drop the database `url` names, after closing this process's Django connections where Django is
     set up (FORCE ends every other session on it)."""

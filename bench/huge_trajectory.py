@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import ingest  # noqa: E402  (sets the bench's environment defaults)
+from bench import _postgres, ingest  # noqa: E402  (ingest sets the bench's environment defaults)
 from bench._measure import size  # noqa: E402
 
 TURNS = size(int(os.environ.get("HUGE_TURNS", "10000")), smoke=200)
@@ -137,7 +137,7 @@ def p95(values: list[float]) -> float:
 
 
 def main() -> None:
-    ingest.ensure_database(os.environ["DATABASE_URL"])
+    _postgres.ensure_database(os.environ["DATABASE_URL"])
     user, run, trajectory = make_trajectory()
     port = ingest.free_port()
     proc = ingest.start_ours(port)

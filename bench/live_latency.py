@@ -41,6 +41,7 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import _postgres  # noqa: E402
 from bench._measure import size  # noqa: E402
 
 # As deployed (docker-compose.yml): psycopg's pool, or every request under ASGI connects anew.
@@ -57,20 +58,6 @@ WARMUP = 10  # the first events pay for cold caches and connection pools; not co
 GOAL_MS = 100.0
 END_TO_END_GOAL_MS = 50.0  # POST sent -> every subscriber has the frame
 POLLING_PEER_MS = 1000.0  # the fastest polling peer (Inspect) refreshes every second
-
-
-def ensure_database(url: str) -> None:
-    """Create the Postgres database named in the URL if it does not exist."""
-    parsed = urlparse(url)
-    if parsed.scheme not in ("postgres", "postgresql"):
-        return
-    import psycopg
-
-    name = parsed.path.lstrip("/")
-    admin = parsed._replace(path="/postgres", query="").geturl().replace("postgres://", "postgresql://", 1)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def setup_django_and_run() -> tuple[str, int, str, str]:
@@ -303,7 +290,7 @@ async def measure(
 
 
 def main() -> None:
-    ensure_database(os.environ["DATABASE_URL"])
+    _postgres.ensure_database(os.environ["DATABASE_URL"])
     cookie, run_id, token, _slug = setup_django_and_run()
     port = free_port()
     server = start_server(port)

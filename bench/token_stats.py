@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import ingest  # noqa: E402  (sets the bench's environment defaults)
+from bench import _postgres, ingest  # noqa: E402  (ingest sets the bench's environment defaults)
 from bench._measure import size  # noqa: E402
 from trainers.sdk import wire  # noqa: E402
 
@@ -112,7 +112,7 @@ def stored_bytes(run_ids: list[int]) -> tuple[int, int]:
 
 
 def main() -> None:
-    ingest.ensure_database(os.environ["DATABASE_URL"])
+    _postgres.ensure_database(os.environ["DATABASE_URL"])
     off_runs, on_runs, run_ids = ingest.setup_ours()
     port = ingest.free_port()
     off_bytes, on_bytes = len(body(1, 0, False)), len(body(1, 0, True))

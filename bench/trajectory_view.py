@@ -31,11 +31,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import _postgres  # noqa: E402
 from bench._measure import SMOKE, size  # noqa: E402
 
 TEMP_VAR = None
@@ -52,20 +52,6 @@ WORDS = (
     "the calculator returns value so we add carry digits then check sum answer step first next units tens "
     "because result matches expected format tool call expression number total careful"
 ).split()
-
-
-def ensure_database(url: str) -> None:
-    """Create the Postgres database named in the URL if it does not exist."""
-    parsed = urlparse(url)
-    if parsed.scheme not in ("postgres", "postgresql"):
-        return
-    import psycopg
-
-    name = parsed.path.lstrip("/")
-    admin = parsed._replace(path="/postgres").geturl().replace("postgres://", "postgresql://", 1)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def sentence(rng: random.Random, words: int) -> str:
@@ -182,7 +168,7 @@ def p95(samples: list[float]) -> float:
 def main() -> int:
     import django
 
-    ensure_database(os.environ.get("DATABASE_URL", ""))
+    _postgres.ensure_database(os.environ.get("DATABASE_URL", ""))
     django.setup()
     from django.conf import settings
 
