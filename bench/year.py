@@ -1,7 +1,7 @@
 """A team's year of data on Postgres, written through the same write paths as real runs, and the pages a team
 opens every day timed on it.
 
-    python bench/year.py [--size smoke|quick|full] [--keep] [--reuse] [--dump]
+    python bench/year.py [--size smoke|quick|full] [--writers N] [--keep] [--reuse] [--dump]
 
 The year (full size): ~2,000 runs (external runs, as the SDK and every trainer report: the ingestion path
 `webapp.rollouts.ingest.ingest_batch` that `POST /api/runs/<id>/events` calls), 100M metric points (20 long
@@ -25,6 +25,7 @@ migrated, dropped at the end unless --keep; --reuse measures a kept one without 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import random
 import shutil
@@ -86,6 +87,12 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep the database for a --reuse")
     parser.add_argument("--reuse", action="store_true", help="measure a kept database, write nothing")
     parser.add_argument("--dump", action="store_true", help="also time pg_dump -Fc and pg_restore")
+    parser.add_argument(
+        "--writers",
+        type=int,
+        default=1,
+        help="writer processes, each a share of the runs (the cores: faster)",
+    )
     parser.add_argument("--repeats", type=int, default=None, help="timed requests per page (20; smoke 3)")
     return parser.parse_args()
 
@@ -110,7 +117,7 @@ django.setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from django.db import connection  # noqa: E402
+from django.db import connection, connections  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
@@ -208,22 +215,49 @@ def write_year(rng: random.Random) -> tuple[Project, list[Run]]:
     project = project_create(name="Year", owner=owner, slug=PROJECT)
     for annotator in annotators:
         Membership.objects.get_or_create(project=project, user=annotator, defaults={"role": Role.ANNOTATOR})
-    keys = [f"metric/{k:02d}" for k in range(YEAR.metric_keys)]
-    seq = Seq()
-    runs: list[Run] = []
-    per_run = YEAR.trajectories // YEAR.runs
-    started, last_print = time.perf_counter(), 0.0
-    for index in range(YEAR.runs):
-        run, _token = external_run_create(project=project, user=owner, name=f"run {index:04d}")
-        long = index < YEAR.long_runs
-        write_metrics(run, YEAR.long_steps if long else YEAR.short_steps, seq, keys)
-        write_trajectories(run, per_run, seq, rng, YEAR.token_share)
-        runs.append(run)
-        if time.perf_counter() - last_print > 10 or index == YEAR.runs - 1:
-            last_print = time.perf_counter()
-            print(f"  {index + 1:,}/{YEAR.runs:,} runs written, {last_print - started:.0f} s", flush=True)
+    runs = [
+        external_run_create(project=project, user=owner, name=f"run {index:04d}")[0]
+        for index in range(YEAR.runs)
+    ]
+    writers = max(1, min(ARGS.writers, YEAR.runs))
+    if writers == 1:
+        write_runs(runs, 0, 1, rng.random())
+    else:
+        # Each writer process takes every n-th run (a run's events come from one writer, in order, as from
+        # one trainer); the connections are closed first so that no child shares the parent's socket.
+        connections.close_all()
+        context = multiprocessing.get_context("fork")
+        children = [
+            context.Process(target=write_runs, args=(runs, w, writers, rng.random())) for w in range(writers)
+        ]
+        for child in children:
+            child.start()
+        for child in children:
+            child.join()
+        failed = [child.exitcode for child in children if child.exitcode]
+        if failed:
+            raise SystemExit(f"{len(failed)} of {writers} writer processes failed (exit codes {failed})")
     write_review(project, owner, annotators, runs, rng)
     return project, runs
+
+
+def write_runs(runs: list[Run], first: int, every: int, seed: float) -> None:
+    """Write the metrics and trajectories of runs[first::every] (one writer's share of the year)."""
+    rng = random.Random(seed)
+    keys = [f"metric/{k:02d}" for k in range(YEAR.metric_keys)]
+    seq = Seq()
+    per_run = YEAR.trajectories // YEAR.runs
+    started, last_print = time.perf_counter(), 0.0
+    mine = range(first, len(runs), every)
+    for done, index in enumerate(mine, 1):
+        long = index < YEAR.long_runs
+        write_metrics(runs[index], YEAR.long_steps if long else YEAR.short_steps, seq, keys)
+        write_trajectories(runs[index], per_run, seq, rng, YEAR.token_share)
+        if time.perf_counter() - last_print > 10 or done == len(mine):
+            last_print = time.perf_counter()
+            who = f"writer {first + 1}/{every}: " if every > 1 else ""
+            print(f"  {who}{done:,}/{len(mine):,} runs written, {last_print - started:.0f} s", flush=True)
+    connections.close_all()
 
 
 def write_review(project: Project, owner, annotators: list, runs: list[Run], rng: random.Random) -> None:
