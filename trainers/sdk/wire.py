@@ -1,8 +1,16 @@
 """The run event wire format, declared once.
 
 Every event a trainer reports — the built-in trainer through `trainers.sdk.reporting.HttpSink`, any other
-through `trainers.sdk` or its own HTTP client — is a JSON object of one of the shapes below. This module
-is their only declaration; everything else is derived from it:
+through `trainers.sdk` or its own HTTP client — is a JSON object of one of the shapes below. The declaration
+is this module and the two it builds on:
+
+- `trainers.sdk.wire_fields`: the limits (what fits a column, a batch, an event) and `Field` / `Shape`;
+- `trainers.sdk.wire_trajectory`: a trajectory, its turns, reward components and per-token statistics
+  (where a new stored trajectory or turn field is declared);
+- here: the events themselves (`EVENT`, `EVENTS`) and their vocabularies (statuses, phases, log levels).
+
+This module is the one to import (`trainers.sdk.wire`, `trainers.wire` for users): it re-exports the other
+two and the packing helpers (`trainers.sdk.wire_pack`). Everything else is derived from the declaration:
 
 - `check_batch` / `check_item` (`trainers.sdk.wire_check`): the validator ingestion runs on every batch (compiled from the shapes
   into plain closures: it is on the hot path) and the SDK runs on what it is about to send, so a piece
@@ -13,19 +21,30 @@ is their only declaration; everything else is derived from it:
 - `markdown_table()` (`trainers.sdk.wire_docs`): the field tables of docs/api.md (a test keeps the two equal).
 
 Plain Python: no Django, no torch (the SDK installs without either).
-
-Adding a stored trajectory or turn field: declare it here with its `column`, add the column to the model
-(`webapp/rollouts/models.py` + a migration), show it in `templates/rollouts/trajectory.html`, and
-regenerate its row in docs/api.md. Nothing else changes (docs/architecture.md has a worked example).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
-
-# Per-token values travel packed (base64 half floats or bytes), re-exported from trainers.sdk.wire_pack.
+# Re-exported (noqa: F401): `trainers.sdk.wire` stays the one import for every shape, limit and packing helper
+# of the wire format, as it was before they got modules of their own; users import them from here.
+from trainers.sdk.wire_fields import (  # noqa: F401
+    INT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_COMPONENTS,
+    MAX_EVENTS_PER_BATCH,
+    MAX_ITEMS_PER_EVENT,
+    MAX_JSON_DEPTH,
+    MAX_METRIC_NAME,
+    MAX_METRICS_PER_EVENT,
+    MAX_TEXT,
+    MAX_TOKENS_PER_TURN,
+    MAX_TURNS_PER_TRAJECTORY,
+    Errors,
+    Field,
+    Shape,
+    int_field,
+)
 from trainers.sdk.wire_pack import (  # noqa: F401
     HALF_MAX,
     pack_halves,
@@ -34,28 +53,18 @@ from trainers.sdk.wire_pack import (  # noqa: F401
     unpack_halves,
     unpack_octets,
 )
+from trainers.sdk.wire_trajectory import (  # noqa: F401
+    COMPONENT,
+    ROLES,
+    SPLITS,
+    TOKEN_STAT_NAMES,
+    TOKEN_STATS,
+    TRAJECTORY,
+    TRAJECTORY_STATUSES,
+    TURN,
+    TURN_TOKEN_STATS,
+)
 
-# Integer columns: Django's PositiveIntegerField is a signed 32-bit `integer` on Postgres,
-# BigIntegerField a 64-bit `bigint`. A value must fit its column, or the database refuses the batch.
-INT32_MAX = 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
-MAX_TEXT = 200_000
-# The dashboard answers 413 past this many events in one batch (its INGEST_MAX_EVENTS setting defaults to it).
-MAX_EVENTS_PER_BATCH = 5000
-MAX_ITEMS_PER_EVENT = 2000
-MAX_TURNS_PER_TRAJECTORY = 2000
-MAX_COMPONENTS = 100
-MAX_METRICS_PER_EVENT = 10_000
-MAX_METRIC_NAME = 100
-MAX_TOKENS_PER_TURN = 1_000_000
-# Free-form JSON objects (tool arguments, environment state, provenance) nest at most this deep: deeper
-# documents are refused rather than risking Python's recursion limit when they are read back.
-MAX_JSON_DEPTH = 32
-
-ROLES = ("system", "user", "assistant", "tool")
-SPLITS = ("train", "eval")
-TRAJECTORY_STATUSES = ("ok", "truncated", "error")
 EXPERIENCE_OPS = ("add", "modify", "delete")
 TASK_POOL_STATES = ("new", "frontier", "retired", "failed", "mastered", "seen")
 # What a trainer may report; QUEUED and LOST are the dashboard's own.
@@ -84,392 +93,6 @@ STEP_TIME_PARTS = {
     "sync": ("weight_sync",),
 }
 
-Errors = dict[str, list[str]]
-
-
-@dataclass(frozen=True)
-class Field:
-    """One field of a shape.
-
-    `type`: integer | number | string | boolean | integers (a list of integers) | numbers (an object of
-    name → number or null) | object (free-form JSON, depth-limited) | list (of objects of `items`) |
-    record (one object of `items`) | halves / octets (a packed array: `pack_halves`, `pack_octets`;
-    `max_length` counts entries).
-    `column`: the model field a stored value lands in (None: not a column of its own). `default`: what is
-    stored when the field is left out.
-    """
-
-    name: str
-    type: str
-    doc: str
-    required: bool = False
-    nullable: bool = False
-    minimum: float | None = None
-    maximum: float | None = None
-    min_length: int = 0
-    max_length: int | None = None
-    choices: tuple[str, ...] | None = None
-    items: Shape | None = None
-    default: Any = None
-    column: str | None = None
-
-
-@dataclass(frozen=True)
-class Shape:
-    name: str
-    fields: tuple[Field, ...]
-    # Rules across fields: obj → [(field name, message)]; run when every field is valid on its own.
-    rules: tuple[Callable[[dict[str, Any]], list[tuple[str, str]]], ...] = ()
-    _by_name: dict[str, Field] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_name", {f.name: f for f in self.fields})
-
-    def __getitem__(self, name: str) -> Field:
-        return self._by_name[name]
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.fields)
-
-    @property
-    def columns(self) -> dict[str, Field]:
-        """{model field: wire field} of the fields stored as columns."""
-        return {f.column: f for f in self.fields if f.column}
-
-    def stored_values(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """{model field: value} for a valid object, defaults filled in."""
-        return {column: obj.get(f.name, f.default) for column, f in self.columns.items()}
-
-
-# --- packed per-token arrays ----------------------------------------------------------------------------
-# --- the shapes -------------------------------------------------------------------------------------------
-
-
-def _int(name: str, doc: str, *, maximum: int = INT32_MAX, minimum: int = 0, **kw: Any) -> Field:
-    return Field(name, "integer", doc, minimum=minimum, maximum=maximum, **kw)
-
-
-def _equal_token_lengths(turn: dict[str, Any]) -> list[tuple[str, str]]:
-    ids, mask = turn.get("token_ids"), turn.get("loss_mask")
-    if ids is not None and mask is not None and len(ids) != len(mask):
-        return [("loss_mask", f"Must have one entry per token id ({len(ids)}), not {len(mask)}.")]
-    return []
-
-
-# Per-token statistics of a model turn (what the trajectory page colours tokens by). All optional; each
-# array has one entry per token id of its turn.
-TOKEN_STATS = Shape(
-    "token_stats",
-    (
-        Field(
-            "logprob",
-            "halves",
-            "log-probability of each token under the policy that sampled it (the rollout engine's)",
-            max_length=MAX_TOKENS_PER_TURN,
-        ),
-        Field(
-            "entropy",
-            "halves",
-            "entropy (nats) of the learner's next-token distribution at each position",
-            max_length=MAX_TOKENS_PER_TURN,
-        ),
-        Field(
-            "advantage",
-            "halves",
-            "the advantage the loss gave each token: its advantage × its loss mask (0 where masked)",
-            max_length=MAX_TOKENS_PER_TURN,
-        ),
-        Field(
-            "gap",
-            "halves",
-            "learner log-prob − sampling log-prob of each token: the train/inference mismatch "
-            "(0 when both engines agree)",
-            max_length=MAX_TOKENS_PER_TURN,
-        ),
-        Field(
-            "text_lengths",
-            "octets",
-            "characters (Unicode code points) of the turn's text each token decodes to, so the page can "
-            "show the text token by token; only when the pieces add up to the text",
-            max_length=MAX_TOKENS_PER_TURN,
-        ),
-    ),
-)
-TOKEN_STAT_NAMES = ("logprob", "entropy", "advantage", "gap")
-
-
-def _token_stats_fit(turn: dict[str, Any]) -> list[tuple[str, str]]:
-    stats, ids = turn.get("token_stats"), turn.get("token_ids")
-    if not stats:
-        return []
-    if ids is None:
-        return [("token_stats", "Needs the turn's token_ids (one entry per token).")]
-    width = {"halves": 2, "octets": 1}
-    problems = []
-    for name, packed in stats.items():
-        if packed is None:
-            continue
-        count = packed_length(packed, width[TOKEN_STATS[name].type])
-        if count != len(ids):
-            problems.append(
-                (f"token_stats.{name}", f"Must have one entry per token id ({len(ids)}), not {count}.")
-            )
-    return problems
-
-
-TURN = Shape(
-    "turn",
-    (
-        Field("role", "string", "who speaks", required=True, choices=ROLES, column="role"),
-        Field("text", "string", "the message", max_length=MAX_TEXT, default="", column="text"),
-        Field(
-            "tool_name",
-            "string",
-            "on an assistant turn that calls a tool, and on the tool's answer",
-            max_length=100,
-            default="",
-            column="tool_name",
-        ),
-        Field("tool_args", "object", "the call's arguments", nullable=True, column="tool_args"),
-        Field(
-            "tool_result",
-            "string",
-            "what the tool returned (tool turns)",
-            max_length=MAX_TEXT,
-            default="",
-            column="tool_result",
-        ),
-        Field(
-            "reward",
-            "number",
-            "this turn's own reward, where a criterion gives one (process rewards)",
-            nullable=True,
-            column="reward",
-        ),
-        Field(
-            "token_ids",
-            "integers",
-            "the turn's tokens as the model saw or sampled them",
-            nullable=True,
-            minimum=0,
-            maximum=INT32_MAX,
-            max_length=MAX_TOKENS_PER_TURN,
-            column="token_ids",
-        ),
-        Field(
-            "loss_mask",
-            "integers",
-            "1 where the token was sampled by the model (it trains), 0 elsewhere; one entry per token id",
-            nullable=True,
-            minimum=0,
-            maximum=1,
-            max_length=MAX_TOKENS_PER_TURN,
-            column="loss_mask",
-        ),
-        Field(
-            "token_stats",
-            "record",
-            "per-token statistics of a model turn, packed (below); opt-in per run",
-            nullable=True,
-            items=TOKEN_STATS,
-            column="token_stats",
-        ),
-    ),
-    rules=(_equal_token_lengths, _token_stats_fit),
-)
-
-COMPONENT = Shape(
-    "component",
-    (
-        Field(
-            "name",
-            "string",
-            "the criterion's name in the rubric",
-            required=True,
-            min_length=1,
-            max_length=200,
-        ),
-        Field("raw", "number", "the criterion's own value", required=True),
-        Field("weight", "number", "its weight in the rubric", required=True),
-        Field(
-            "weighted",
-            "number",
-            "its share of the total reward (the total is the sum of these)",
-            required=True,
-        ),
-        Field("kind", "string", "the criterion kind (exact_match, regex, llm_judge…)", max_length=64),
-        Field("explanation", "string", "why it scored so, shown beside the value", max_length=MAX_TEXT),
-        Field("normalized", "number", "the group z-score (group-normalized rubrics)", nullable=True),
-        Field(
-            "turn_rewards", "numbers", "per-turn values of this criterion (turn index → value)", nullable=True
-        ),
-        Field("skipped", "boolean", "could not score here; weighted is 0"),
-        Field(
-            "counted",
-            "boolean",
-            "false: scored, but not counted because a check it is gated on failed; weighted is 0",
-        ),
-        Field("provenance", "object", "where the value came from (model, version…)", nullable=True),
-    ),
-)
-
-TRAJECTORY = Shape(
-    "trajectory",
-    (
-        _int("group", "the GRPO group (same task) within the step", required=True, column="group_index"),
-        _int("sample", "the sample's index within its group", required=True, column="sample_index"),
-        Field(
-            "task_id",
-            "string",
-            'stable across steps: "this task at step 10 vs step 200" pairs on it',
-            required=True,
-            min_length=1,
-            max_length=200,
-            column="task_id",
-        ),
-        Field(
-            "reward",
-            "number",
-            "the total reward (normally the sum of the components' weighted)",
-            required=True,
-            column="reward",
-        ),
-        Field(
-            "turns",
-            "list",
-            "the conversation (may be empty)",
-            required=True,
-            items=TURN,
-            max_length=MAX_TURNS_PER_TRAJECTORY,
-        ),
-        Field(
-            "prompt",
-            "string",
-            "the task prompt, for search and pairing",
-            max_length=MAX_TEXT,
-            default="",
-            column="prompt",
-        ),
-        Field(
-            "components",
-            "list",
-            "the reward per rubric criterion, raw and weighted",
-            items=COMPONENT,
-            max_length=MAX_COMPONENTS,
-            default=[],
-            column="components",
-        ),
-        Field(
-            "advantage", "number", "the sample's advantage in its group", nullable=True, column="advantage"
-        ),
-        Field(
-            "split",
-            "string",
-            "training sample or held-out evaluation",
-            choices=SPLITS,
-            default="train",
-            column="split",
-        ),
-        Field(
-            "status",
-            "string",
-            "how the episode ended",
-            choices=TRAJECTORY_STATUSES,
-            default="ok",
-            column="status",
-        ),
-        _int(
-            "seed",
-            "the environment seed of the episode (null when unknown)",
-            nullable=True,
-            minimum=INT64_MIN,
-            maximum=INT64_MAX,
-            column="seed",
-        ),
-        _int(
-            "policy_version",
-            "the policy version that sampled it (updates since the start)",
-            default=0,
-            column="policy_version",
-        ),
-        _int(
-            "staleness",
-            "policy versions between the policy that sampled it and the one trained on it "
-            "(0: on-policy; at most the run's max_staleness)",
-            default=0,
-            column="staleness",
-        ),
-        _int("prompt_tokens", "tokens of the initial prompt", default=0, column="prompt_tokens"),
-        _int("completion_tokens", "tokens the model sampled", default=0, column="completion_tokens"),
-        _int("rubric_version", "the rubric version that scored it", nullable=True, column="rubric_version"),
-        Field(
-            "env_state",
-            "object",
-            "the environment's final state, shown on the trajectory page",
-            nullable=True,
-            column="env_state",
-        ),
-        Field(
-            "dropped",
-            "boolean",
-            "generated but not trained on (a zero-variance group dynamic sampling replaced)",
-            default=False,
-            column="dropped",
-        ),
-        Field(
-            "env_reward",
-            "number",
-            "the sum of the rewards the environment itself returned (what an env_reward criterion reads)",
-            nullable=True,
-            column="env_reward",
-        ),
-        Field(
-            "correct",
-            "boolean",
-            "the environment's own verdict on the answer (null: it gave none); the truth the reward-hacking "
-            "alarm and the judge check compare a judge's scores with",
-            nullable=True,
-            column="correct",
-        ),
-        Field(
-            "answer",
-            "string",
-            "the task's expected answer as text (JSON for a non-text answer; empty when the task has none)",
-            max_length=MAX_TEXT,
-            default="",
-            column="answer",
-        ),
-        Field(
-            "branch",
-            "object",
-            "where a branching rollout split off its parent (rollout_strategy branching): parent (its sample), "
-            "prefix_tokens and turn (what they share), entropy, initial_entropy, rise; null for a whole sample",
-            nullable=True,
-            column="branch",
-        ),
-    ),
-)
-
-# Statistics known only after a trajectory was sent (the learner's, computed by the update that follows
-# the step's early report) travel in a `token_stats` event, one item per turn, and join the turn's own.
-TURN_TOKEN_STATS = Shape(
-    "turn_token_stats",
-    (
-        _int("group", "the trajectory's group, as its trajectories event sent it", required=True),
-        _int("sample", "its sample index in the group", required=True),
-        Field("split", "string", "its split", choices=SPLITS, default="train"),
-        _int("turn", "the turn's index in the trajectory", required=True, maximum=MAX_TURNS_PER_TRAJECTORY),
-        Field(
-            "stats",
-            "record",
-            "what to add to the turn's token_stats (a quantity already there is replaced); one entry per "
-            "token id of the turn",
-            required=True,
-            items=TOKEN_STATS,
-        ),
-    ),
-)
 
 # Training-Free GRPO's experience library (trainers.recipes.training_free_grpo): one event per step.
 EXPERIENCE_ITEM = Shape(
@@ -493,7 +116,7 @@ EXPERIENCE_EDIT = Shape(
         ),
         Field("applied", "boolean", "false: refused (see reason)", default=True),
         Field("reason", "string", "why it was refused", max_length=200, default=""),
-        _int("group", "the group whose contrast prompted it", default=0),
+        int_field("group", "the group whose contrast prompted it", default=0),
     ),
 )
 
@@ -507,9 +130,9 @@ TASK_POOL_ENTRY = Shape(
             "parent", "string", "the failed task it came from; empty: the run's", max_length=200, default=""
         ),
         Field("generator", "string", "what made it: environment, llm:<model>", max_length=250, default=""),
-        _int("born", "the step after which it was generated", default=0),
+        int_field("born", "the step after which it was generated", default=0),
         Field("state", "string", "where it is now", choices=TASK_POOL_STATES, default="new"),
-        _int("attempts", "groups rolled out on it", default=0),
+        int_field("attempts", "groups rolled out on it", default=0),
         Field("rate", "number", "the newest group's success rate", nullable=True),
         Field(
             "difficulty", "string", "its metadata's numbers for how hard it is", max_length=200, default=""
@@ -520,7 +143,7 @@ TASK_POOL_ENTRY = Shape(
 EVENT = Shape(
     "event",
     (
-        _int(
+        int_field(
             "seq",
             "the event's per-run sequence number; unique within the batch",
             required=True,
@@ -547,13 +170,13 @@ EVENTS: dict[str, Shape] = {
             Field(
                 "traceback", "string", "for FAILED, shown on the run page", max_length=MAX_TEXT, nullable=True
             ),
-            _int("step", "the step reached"),
+            int_field("step", "the step reached"),
         ),
     ),
     "metrics": Shape(
         "metrics",
         (
-            _int("step", "the training step", required=True),
+            int_field("step", "the training step", required=True),
             Field(
                 "values",
                 "numbers",
@@ -568,13 +191,13 @@ EVENTS: dict[str, Shape] = {
                 "train or eval (informational; eval metrics are named eval/…)",
                 choices=SPLITS,
             ),
-            _int("tokens", "tokens seen so far, an alternative x-axis", maximum=INT64_MAX),
+            int_field("tokens", "tokens seen so far, an alternative x-axis", maximum=INT64_MAX),
         ),
     ),
     "trajectories": Shape(
         "trajectories",
         (
-            _int("step", "the training step", required=True),
+            int_field("step", "the training step", required=True),
             Field(
                 "items",
                 "list",
@@ -589,7 +212,7 @@ EVENTS: dict[str, Shape] = {
     "checkpoint": Shape(
         "checkpoint",
         (
-            _int("step", "the step saved", required=True),
+            int_field("step", "the step saved", required=True),
             Field(
                 "path",
                 "string",
@@ -615,9 +238,9 @@ EVENTS: dict[str, Shape] = {
         "phase",
         (
             Field("phase", "string", "what the trainer is doing now", required=True, choices=PHASES),
-            _int("step", "the step it works towards"),
-            _int("done", "units of the phase finished (tasks evaluated, groups generated…)"),
-            _int("total", "units the phase has in all (0: unknown)"),
+            int_field("step", "the step it works towards"),
+            int_field("done", "units of the phase finished (tasks evaluated, groups generated…)"),
+            int_field("total", "units the phase has in all (0: unknown)"),
             Field("message", "string", 'the phase in words, e.g. "generating turn 2"', max_length=500),
             Field(
                 "elapsed_s",
@@ -630,7 +253,7 @@ EVENTS: dict[str, Shape] = {
     "token_stats": Shape(
         "token_stats",
         (
-            _int("step", "the step of the trajectories the turns belong to", required=True),
+            int_field("step", "the step of the trajectories the turns belong to", required=True),
             Field(
                 "items",
                 "list",
@@ -645,7 +268,7 @@ EVENTS: dict[str, Shape] = {
     "experience": Shape(
         "experience",
         (
-            _int(
+            int_field(
                 "step",
                 "the step whose groups made these edits (0: the library the run starts with)",
                 required=True,
@@ -666,21 +289,23 @@ EVENTS: dict[str, Shape] = {
                 max_length=2000,
                 default=[],
             ),
-            _int("groups_asked", "groups with a contrast the experience model was asked about", default=0),
-            _int("prompt_tokens", "the experience model's prompt tokens this step", default=0),
-            _int("completion_tokens", "the experience model's answer tokens this step", default=0),
+            int_field(
+                "groups_asked", "groups with a contrast the experience model was asked about", default=0
+            ),
+            int_field("prompt_tokens", "the experience model's prompt tokens this step", default=0),
+            int_field("completion_tokens", "the experience model's answer tokens this step", default=0),
         ),
     ),
     "task_pool": Shape(
         "task_pool",
         (
-            _int("step", "the step whose groups the pool has seen", required=True),
-            _int("size", "tasks the pool knows", default=0),
-            _int("frontier", "tasks waiting on the frontier", default=0),
-            _int("replay", "tasks in the replay buffer of past successes", default=0),
+            int_field("step", "the step whose groups the pool has seen", required=True),
+            int_field("size", "tasks the pool knows", default=0),
+            int_field("frontier", "tasks waiting on the frontier", default=0),
+            int_field("replay", "tasks in the replay buffer of past successes", default=0),
             Field("drawn", "numbers", "the step's tasks by origin: tasks, frontier, replay", max_length=10),
             Field("generator", "string", "variants by: environment, llm:<model>", max_length=250, default=""),
-            _int("generated", "variants the step's failures seeded", default=0),
+            int_field("generated", "variants the step's failures seeded", default=0),
             Field("refused", "numbers", "LLM variants refused, by reason", max_length=20, default={}),
             Field(
                 "entries",
@@ -695,12 +320,12 @@ EVENTS: dict[str, Shape] = {
     "heartbeat": Shape(
         "heartbeat",
         (
-            _int(
+            int_field(
                 "peak_rss_mb",
                 "the trainer process's peak resident memory (MB) since the run started; the run keeps the "
                 "highest reported (trainers.sdk.resources)",
             ),
-            _int("peak_gpu_mb", "the most GPU memory it allocated at once (MB), where it uses a GPU"),
+            int_field("peak_gpu_mb", "the most GPU memory it allocated at once (MB), where it uses a GPU"),
         ),
     ),
 }
