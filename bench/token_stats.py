@@ -1,4 +1,4 @@
-"""What per-token statistics (`token_stats`, trainers/sdk/wire.py:TOKEN_STATS) cost: bytes per token on the
+"""What per-token statistics (`token_stats`, trainers/sdk/wire_trajectory.py:TOKEN_STATS) cost: bytes per token on the
 wire and in Postgres, and the ingestion rate with them on vs off.
 
 Real pieces, as bench/ingest.py runs them (its server, runs and posters are reused): the dashboard under

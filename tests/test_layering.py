@@ -477,9 +477,7 @@ def test_the_metric_scan_finds_a_second_formula():
 
 MAX_FILE_LINES = 650
 MAX_FUNCTION_LINES = 120
-FILES_OVER = {
-    "trainers/sdk/wire.py": 735,
-}
+FILES_OVER: dict[str, int] = {}
 FUNCTIONS_OVER: dict[str, int] = {}
 
 

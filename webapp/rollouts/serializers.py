@@ -15,7 +15,7 @@ from webapp.rollouts.selectors.metrics import DEFAULT_MAX_POINTS, MAX_MAX_POINTS
 # --- trajectories and metrics ------------------------------------------------------------------------
 
 
-# Trajectory and turn fields are the wire format's stored columns (trainers/sdk/wire.py): a field added there
+# Trajectory and turn fields are the wire format's stored columns (trainers/sdk/wire_trajectory.py): a field added there
 # and to the model is served here without a change. Heavy ones only in the detail (and tokens on request).
 _TOKEN_FIELDS = ("token_ids", "loss_mask", "token_stats")
 _DETAIL_ONLY = ("env_state",)
