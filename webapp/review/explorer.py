@@ -466,28 +466,44 @@ def top_components(components: Any, limit: int = TOP_COMPONENTS) -> list[dict[st
 
 
 def row_links(slug: str) -> Callable[[Trajectory], dict[str, str]]:
-    """URLs of a row's run, trajectory view and group view (reversed by name; their paths otherwise)."""
-    from django.urls import NoReverseMatch, reverse
-
-    run_urls: dict[int, str] = {}
+    """URLs of a row's run, trajectory view and group view (reversed by name; their paths otherwise).
+    Each name is reversed once, with stand-ins for the row's numbers that are then formatted per row: a
+    page of 50 rows made 150 reverse() calls, a tenth of the explorer's time."""
+    trajectory_url = _url_format("rollouts:trajectory_detail", slug, 1, "/p/{}/trajectories/{}/")
+    group_url = _url_format("rollouts:group_detail", slug, 3, "/p/{}/runs/{}/groups/{}/{}/")
+    run_url = _url_format("experiments:run_detail", slug, 1, "/p/{}/runs/{}/")
 
     def links(trajectory: Trajectory) -> dict[str, str]:
-        if trajectory.run_id not in run_urls:
-            run_urls[trajectory.run_id] = reverse("experiments:run_detail", args=[slug, trajectory.run_id])
-        try:
-            detail = reverse("rollouts:trajectory_detail", args=[slug, trajectory.pk])
-        except NoReverseMatch:
-            detail = f"/p/{slug}/trajectories/{trajectory.pk}/"
-        group_args = [slug, trajectory.run_id, trajectory.step, trajectory.group_index]
-        try:
-            group = reverse("rollouts:group_detail", args=group_args)
-        except NoReverseMatch:
-            group = "/p/{}/runs/{}/groups/{}/{}/".format(*group_args)
-        # A group is named by its split too: an evaluation group's page without ?split=eval is a 404.
-        group += f"?split={trajectory.split}"
-        return {"trajectory": detail, "group": group, "run": run_urls[trajectory.run_id]}
+        group = group_url.format(trajectory.run_id, trajectory.step, trajectory.group_index)
+        return {
+            "trajectory": trajectory_url.format(trajectory.pk),
+            # A group is named by its split too: an evaluation group's page without ?split=eval is a 404.
+            "group": f"{group}?split={trajectory.split}",
+            "run": run_url.format(trajectory.run_id),
+        }
 
     return links
+
+
+# Stand-ins for the numbers of a URL: reversed, then replaced by "{}".
+_STAND_INS = (900_000_001, 900_000_002, 900_000_003)
+
+
+def _url_format(name: str, slug: str, numbers: int, fallback: str) -> str:
+    """The URL of `name` for the project `slug` as a str.format pattern of its `numbers` integer
+    arguments; `fallback` (its path, "{}" for the slug and each number) where the name does not reverse."""
+    from django.urls import NoReverseMatch, reverse
+
+    stand_ins = _STAND_INS[:numbers]
+    try:
+        url = reverse(name, args=[slug, *stand_ins])
+    except NoReverseMatch:
+        return fallback.replace("{}", slug.replace("{", "{{").replace("}", "}}"), 1)
+    pattern = url.replace("{", "{{").replace("}", "}}")
+    for stand_in in reversed(stand_ins):  # from the right: the numbers come after the slug
+        head, _, tail = pattern.rpartition(str(stand_in))
+        pattern = f"{head}{{}}{tail}"
+    return pattern
 
 
 def saved_view_list(*, project: Project, user) -> QuerySet[SavedView]:

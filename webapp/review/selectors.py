@@ -238,28 +238,40 @@ def queue_judgements(queue: PreferenceQueue) -> list[tuple[int, str, str]]:
 def judge_components(queue: PreferenceQueue) -> dict[int, tuple[str, float | None, float | None]]:
     """For pairs whose trajectories carry an `llm_judge` component: pair id -> (criterion name, raw value
     on A, raw value on B). Pairs without one are left out."""
-    pairs = PreferencePair.objects.filter(queue=queue).select_related("a", "b")
+    # Only the pairs' trajectory ids, then only those trajectories' component lists, by id: a queue of
+    # thousands of pairs loaded both whole trajectories (prompts included) as model rows per pair, most of
+    # the queue page's time, and the planner merge-joins the two sides through the trajectory table when
+    # they are joined in one query (ten times the by-id lookups on a year of data). Unordered: the default
+    # orderings join the queue and the run.
+    pairs = PreferencePair.objects.filter(queue=queue).order_by()
+    sides = pairs.values("a_id").union(pairs.values("b_id"), all=True)
+    judged: dict[int, dict[Any, dict]] = {}
+    for trajectory_id, components in (
+        Trajectory.objects.filter(pk__in=sides).order_by().values_list("pk", "components")
+    ):
+        if found_here := _llm_judge_components(components):
+            judged[trajectory_id] = found_here
     found: dict[int, tuple[str, float | None, float | None]] = {}
-    for pair in pairs:
-        judged_a = {
-            c.get("name"): c
-            for c in pair.a.components or []
-            if isinstance(c, dict) and c.get("kind") == "llm_judge"
-        }
-        judged_b = {
-            c.get("name"): c
-            for c in pair.b.components or []
-            if isinstance(c, dict) and c.get("kind") == "llm_judge"
-        }
+    if not judged:
+        return found
+    for pair_id, a_id, b_id in pairs.values_list("pk", "a_id", "b_id"):
+        judged_a, judged_b = judged.get(a_id, {}), judged.get(b_id, {})
         common = sorted(set(judged_a) & set(judged_b), key=str)
         if common:
             name = common[0]
-            found[pair.pk] = (
+            found[pair_id] = (
                 str(name),
                 _number(judged_a[name].get("raw")),
                 _number(judged_b[name].get("raw")),
             )
     return found
+
+
+def _llm_judge_components(components: Any) -> dict[Any, dict]:
+    """A trajectory's `llm_judge` components by criterion name."""
+    return {
+        c.get("name"): c for c in components or [] if isinstance(c, dict) and c.get("kind") == "llm_judge"
+    }
 
 
 # --- LLM judges as annotators ------------------------------------------------------------------------

@@ -31,7 +31,7 @@ export function getJson(url) {
   return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
 }
 
-// A task as every page shows it (templates/rollouts/_task.html): its prompt's first line, the whole
+// A task as every page shows it (webapp/rollouts/templatetags/task_tags.py): its prompt's first line, the whole
 // prompt on hover, and the expected answer; its id where the trainer sent no prompt.
 export function taskNodes(source) {
   const nodes = [];

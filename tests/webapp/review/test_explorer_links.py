@@ -26,3 +26,19 @@ def test_every_group_link_opens_its_group_evaluation_groups_too(client_for, proj
     assert any("split=eval" in link for link in links)
     for link in links:
         assert client.get(link.replace("&amp;", "&")).status_code == 200, link
+
+
+def test_row_links_are_the_reversed_urls_whatever_the_slug_holds(db):
+    """The links are formatted from one reversed URL per name: the same as reversing each, even for a
+    slug made of the numbers that stand in for the row's while reversing."""
+    from types import SimpleNamespace
+
+    from webapp.review.explorer import row_links
+
+    row = SimpleNamespace(pk=123, run_id=900_000_002, step=40, group_index=2, split="eval")
+    for slug in ("year", "900000001-900000002-900000003"):
+        assert row_links(slug)(row) == {
+            "trajectory": reverse("rollouts:trajectory_detail", args=[slug, 123]),
+            "group": reverse("rollouts:group_detail", args=[slug, 900_000_002, 40, 2]) + "?split=eval",
+            "run": reverse("experiments:run_detail", args=[slug, 900_000_002]),
+        }

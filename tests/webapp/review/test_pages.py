@@ -488,6 +488,45 @@ def test_the_queue_page_compares_humans_with_the_llm_judge(client_for, users, ru
     assert "<strong>33%</strong>" in html and "3 pairs, helpful" in html
 
 
+def test_the_queue_page_makes_as_many_queries_for_many_judgements(client_for, users, run, project):
+    """The agreement section reads judgements and the pairs' components as columns, a fixed number of
+    queries: a year's queue of a thousand pairs had loaded both whole trajectories of each as models
+    (docs/scale.md, "A team's year")."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for group in range(6):
+        for sample, score in enumerate((0.9, 0.1)):
+            judged = {"name": "helpful", "kind": "llm_judge", "raw": score, "weight": 1.0, "weighted": score}
+            answer = f"{group}.{sample}"
+            make_trajectory(run, group=group, sample=sample, reward=score, components=[judged], answer=answer)
+    annotators = [users["carol"], users["alice"]]
+    queue = services.queue_create(
+        project=project, user=users["bob"], name="q", runs=[run], annotators=annotators, overlap=2
+    )
+    client = client_for("bob")
+    url = reverse("review:queue_detail", args=[project.slug, queue.pk])
+
+    def judge(annotator, count: int) -> None:
+        for _ in range(count):
+            assignment = services.next_pair(queue=queue, annotator=annotator)
+            services.judgement_submit(pair=assignment.pair, annotator=annotator, choice="a")
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(url).status_code == 200
+        # The pairs' trajectories are read for their components only, never as whole rows.
+        assert not [q for q in captured.captured_queries if '"rollouts_trajectory"."prompt"' in q["sql"]]
+        return len(captured)
+
+    judge(users["carol"], 1)
+    few = queries()
+    judge(users["carol"], 5)
+    judge(users["alice"], 6)
+    assert Judgement.objects.filter(pair__queue=queue).count() == 12
+    assert queries() == few
+
+
 def test_a_missing_rationale_is_refused_with_the_form_kept(client_for, users, run, project):
     make_group(run, rewards=[1.0, 0.0])
     queue = services.queue_create(
