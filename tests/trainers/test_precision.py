@@ -96,6 +96,38 @@ def test_autocast_runs_the_matrix_products_in_its_dtype_and_keeps_the_weights():
     assert layer.weight.dtype is torch.float32 and layer.weight.grad.dtype is torch.float32
 
 
+def test_sampling_under_autocast_casts_a_lora_models_frozen_weights_once_and_samples_the_same(tiny):
+    """Autocast casts a frozen weight again at every product (it caches only weights that need a gradient):
+    `PolicyPrecision.sampling` casts LoRA's base layers and the tied head once per call instead. The
+    samples and log-probs are bit-identical to plain autocast's, and the policy keeps its own parameters."""
+    from trainers.models import apply_lora
+    from trainers.rollout.backends.transformers_backend import TransformersBackend
+
+    base, tokenizer = tiny
+    policy = apply_lora(copy.deepcopy(base), {"enabled": True, "r": 4, "alpha": 8})
+    precision = PolicyPrecision(torch.float32, torch.bfloat16, "cpu")
+    parameters = {name: p for name, p in policy.named_parameters()}
+    values = {name: p.detach().clone() for name, p in parameters.items()}
+
+    def sample(backend: TransformersBackend) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
+        prompts = [tokenizer.encode("2 + 3 ="), tokenizer.encode("7 - 4 =")]
+        out = backend.generate(prompts, n=3, max_new_tokens=8, temperature=1.0, seed=5)
+        return [(tuple(c.token_ids), tuple(c.logprobs)) for c in out]
+
+    with precision.autocast():  # what generation with the policy itself did before
+        before = sample(TransformersBackend(model=policy, tokenizer=tokenizer))
+    dtypes_inside: set[torch.dtype] = set()
+    policy.base_model.model.lm_head.register_forward_pre_hook(
+        lambda module, args: dtypes_inside.add(module.weight.dtype)
+    )
+    after = sample(TransformersBackend(model=policy, tokenizer=tokenizer, precision=precision))
+    assert after == before
+    assert dtypes_inside == {torch.bfloat16}  # the frozen head ran on the cast copy
+    assert {name: p for name, p in policy.named_parameters()} == parameters  # the same objects back
+    assert all(torch.equal(p, values[name]) for name, p in parameters.items())
+    assert policy.base_model.model.lm_head.weight is policy.base_model.model.model.embed_tokens.weight
+
+
 def _fraction_changed_by_one_adamw_step(dtype: torch.dtype, lr: float) -> float:
     generator = torch.Generator().manual_seed(0)
     weights = (torch.randn(8192, generator=generator) * 0.05).to(dtype)  # a linear layer's scale

@@ -238,7 +238,7 @@ class TransformersBackend(GenerationBackend):
         self.model.eval()
         try:
             with (
-                self.precision.autocast() if self.precision is not None else nullcontext(),
+                self.precision.sampling(self.model) if self.precision is not None else nullcontext(),
                 checking_cancel(self.model),
             ):
                 return self._generate(
@@ -300,7 +300,7 @@ class TransformersBackend(GenerationBackend):
         environment steps between them run outside: inference mode, the learner's autocast, cancel checks."""
         with (
             torch.inference_mode(),
-            self.precision.autocast() if self.precision is not None else nullcontext(),
+            self.precision.sampling(self.model) if self.precision is not None else nullcontext(),
             checking_cancel(self.model),
         ):
             yield
