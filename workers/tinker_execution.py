@@ -40,6 +40,8 @@ class RedisTransport:
 
 
 def serve_tinker_run(run: Run, sink: Any, out_dir: Any, cancel: Callable[[], bool]) -> str:
+    from pathlib import Path
+
     from trainers.models import model_dir
     from trainers.sdk.events import make_event
     from trainers.tinker.compute import LoraSpec, TinkerModel
@@ -48,12 +50,12 @@ def serve_tinker_run(run: Run, sink: Any, out_dir: Any, cancel: Callable[[], boo
     config = run.resolved_config
     session_id = config.get("session_id", "")
     lora = config.get("lora") or {}
+    sampler = config.get("sampler")  # a sampling client's run: what it samples
     sink.emit(make_event("status", status="RUNNING"))
-    sink.emit(
-        make_event(
-            "log", level="info", message=f"Loading {config['base_model']} with LoRA rank {lora.get('rank')}"
-        )
-    )
+    loading = f"Loading {config['base_model']} with LoRA rank {lora.get('rank')}"
+    if sampler:
+        loading = f"Loading {sampler.get('path') or config['base_model']} to sample from"
+    sink.emit(make_event("log", level="info", message=loading))
     model = TinkerModel(
         config["model"],
         LoraSpec(
@@ -64,12 +66,19 @@ def serve_tinker_run(run: Run, sink: Any, out_dir: Any, cancel: Callable[[], boo
         ),
         device="cuda" if run.queue == "gpu" else "auto",
     )
+    if sampler and sampler.get("local_path"):
+        model.load(Path(sampler["local_path"]), with_optimizer=False)
     model_id = model_id_of(run)
     transport.put_json(transport.model_info_key(run.pk), {"tokenizer_id": model_dir(config["model"])})
-    session = Session(model=model, model_id=model_id, sink=sink, checkpoints_dir=out_dir / "tinker")
-    sink.emit(
-        make_event("log", level="info", message=f"Serving training client {model_id} (session {session_id})")
+    session = Session(
+        model=model,
+        model_id=model_id,
+        sink=sink,
+        checkpoints_dir=out_dir / "tinker",
+        sampling_only=bool(sampler),
     )
+    what = "sampling client" if sampler else "training client"
+    sink.emit(make_event("log", level="info", message=f"Serving {what} {model_id} (session {session_id})"))
 
     def stop() -> str | None:
         if session_id and not transport.session_alive(session_id):
@@ -83,6 +92,8 @@ def serve_tinker_run(run: Run, sink: Any, out_dir: Any, cancel: Callable[[], boo
         fail_pending(run.pk)
     sink.emit(make_event("log", level="info", message=f"Session over: {reason}"))
     sink.emit(make_event("status", status="SUCCEEDED", step=model.version))
+    if sampler:
+        return f"served ({session.trajectories_sent} samples)"
     return f"served ({model.version} optimizer steps)"
 
 

@@ -23,6 +23,7 @@ from trainers.learn.losses import _decoder_and_head, _token_logprobs
 from trainers.learn.metrics import service_pass_metrics, service_step_metrics
 from trainers.models import apply_lora, load_model, load_tokenizer, policy_precision, resolve_device
 from trainers.tinker.losses import LossInputError, tinker_loss
+from trainers.tinker.paths import BASE_SAMPLER
 
 ATTENTION_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj"]
 MLP_MODULES = ["gate_proj", "up_proj", "down_proj"]
@@ -201,9 +202,24 @@ class TinkerModel:
     def freeze_for_sampler(self, sampler_id: str) -> None:
         self.samplers[sampler_id] = SamplerWeights(self.version, self.adapter_state())
 
+    def freeze_saved(self, sampler_id: str, path: Path) -> None:
+        """The adapters of a checkpoint directory as sampler weights, the policy left as it is."""
+        from peft import set_peft_model_state_dict
+
+        current = self.adapter_state()
+        checkpoint.load_weights(path, self.model)
+        # version -1 is never the policy's: these adapters are always put in place to sample.
+        self.samplers[sampler_id] = SamplerWeights(-1, self.adapter_state())
+        set_peft_model_state_dict(self.model, current)
+
     @contextmanager
     def sampler_weights(self, sampler_id: str | None) -> Iterator[None]:
-        """The adapters `sampler_id` froze, put in place while it samples when the policy moved since."""
+        """The adapters `sampler_id` froze, put in place while it samples when the policy moved since;
+        none at all for BASE_SAMPLER (the base model)."""
+        if sampler_id == BASE_SAMPLER:
+            with self.model.disable_adapter():
+                yield
+            return
         frozen = self.samplers.get(sampler_id) if sampler_id else None
         if frozen is None or frozen.version == self.version:
             yield

@@ -16,6 +16,8 @@ from pathlib import PurePath
 
 SCHEME = "tinker://"
 MODEL_ID_PREFIX = "rs-run-"
+# The sampler id of a model's own weights without its adapters: `create_sampling_client(base_model=…)`.
+BASE_SAMPLER = "base"
 # The path segment of a checkpoint → the SDK's `checkpoint_type`.
 SEGMENT_TYPES = {"weights": "training", "sampler_weights": "sampler"}
 _ALIAS = re.compile(r"^(?P<session>[^/:]+):train:(?P<seq>\d+)$")

@@ -47,6 +47,9 @@ class Session:
     max_trajectories: int = 20_000
     checkpoint_paths: dict[str, str] = field(default_factory=dict)
     state_steps: set[int] = field(default_factory=set)  # the steps a save_state was reported at
+    # A sampling client's run (`create_sampling_client` of a base model or of an ended run's weights):
+    # it answers samples only, so the weights it loaded never move.
+    sampling_only: bool = False
     # Sampled sequences not yet reported, by their whole token sequence (prompt + completion): a later
     # forward_backward's datum of the same tokens gives its advantage before they go to the dashboard.
     pending: dict[tuple[int, ...], tuple[int, dict[str, Any]]] = field(default_factory=dict)
@@ -83,6 +86,11 @@ def answer(session: Session, request: Mapping[str, Any]) -> dict[str, Any]:
     handler = HANDLERS.get(kind)
     if handler is None:
         return {"error": f"This service does not do {kind!r} requests.", "category": "user"}
+    if session.sampling_only and kind not in SAMPLING_KINDS:
+        return {
+            "error": f"{session.model_id} is a sampling client: it takes no {kind!r}.",
+            "category": "user",
+        }
     try:
         return {"result": handler(session, request.get("body") or {})}
     except (LossInputError, ValueError, KeyError, TypeError) as exc:
@@ -167,9 +175,22 @@ def handle_load_weights(session: Session, body: Mapping[str, Any]) -> dict[str, 
     return {"path": body.get("path"), "model_id": session.model_id}
 
 
+def sampler_of(session: Session, sampler_id: str | None) -> str | None:
+    """The sampler a request names, made ready: a `tinker://` path of this client's saves samples that
+    save's weights (loaded from its directory the first time); a path it never saved is refused rather
+    than answered with the current weights."""
+    if not sampler_id or not sampler_id.startswith(paths.SCHEME) or sampler_id in session.model.samplers:
+        return sampler_id
+    local = session.checkpoint_paths.get(sampler_id)
+    if local is None:
+        raise ValueError(f"No weights saved at {sampler_id} by this training client.")
+    session.model.freeze_saved(sampler_id, Path(local))
+    return sampler_id
+
+
 def handle_sample(session: Session, body: Mapping[str, Any]) -> dict[str, Any]:
     prompt = [int(t) for t in body["prompt"]]
-    sampler_id = body.get("sampler_id")
+    sampler_id = sampler_of(session, body.get("sampler_id"))
     sequences: list[dict[str, Any]] = []
     if int(body.get("num_samples", 1)) > 0 and (body.get("sampling_params") or {}).get("max_tokens", 1) != 0:
         sequences = session.model.sample(
@@ -178,7 +199,9 @@ def handle_sample(session: Session, body: Mapping[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"sequences": sequences}
     if body.get("prompt_logprobs"):
         result["prompt_logprobs"] = session.model.prompt_logprobs(prompt, sampler_id)
-    if sequences and not body.get("prompt_logprobs"):
+    # A training client's base-model samples are not its policy's: its run's trajectories leave them out.
+    policy = session.sampling_only or sampler_id != paths.BASE_SAMPLER
+    if sequences and not body.get("prompt_logprobs") and policy:
         _report_samples(session, prompt, sequences)
     return result
 
@@ -265,6 +288,7 @@ HANDLERS: dict[str, Callable[[Session, Mapping[str, Any]], dict[str, Any]]] = {
     "load_weights": handle_load_weights,
     "sample": handle_sample,
 }
+SAMPLING_KINDS = {"create_model", "sample"}
 # The requests after which what was sampled before is reported: its step is over (optim_step) or new
 # weights are saved for sampling; serve() reports the rest when the session ends.
 REPORTS_SAMPLES = {"optim_step", "save_weights", "save_weights_for_sampler", "load_weights"}

@@ -196,9 +196,10 @@ def training_run(user: Any, model_id: str) -> dict[str, Any]:
 
 
 def training_runs(user: Any, limit: Any, offset: Any, project_slug: str | None = None) -> dict[str, Any]:
-    """`GET /training_runs`: newest first, optionally of one project."""
+    """`GET /training_runs`: newest first, optionally of one project; sampling clients' runs are not
+    training runs."""
     limit, offset = _page(limit, offset, 20)
-    runs = visible_runs(user).select_related("created_by")
+    runs = visible_runs(user).exclude(resolved_config__has_key="sampler").select_related("created_by")
     if project_slug:
         runs = runs.filter(project__slug=project_slug)
     page = runs.order_by("-created_at", "-pk")[offset : offset + limit]

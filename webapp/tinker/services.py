@@ -150,9 +150,17 @@ def _metadata(user_metadata: Any) -> dict[str, str]:
 
 
 def _training_run_create(
-    *, user: Any, session_id: str, base_model: str, model: str, lora: dict[str, Any], **extra: Any
+    *,
+    user: Any,
+    session_id: str,
+    base_model: str,
+    model: str,
+    lora: dict[str, Any],
+    name: str = "",
+    **extra: Any,
 ) -> Run:
-    """A queued run of kind tinker for a new training client of the session (its model loads on a worker)."""
+    """A queued run of kind tinker for a new client of the session (its model loads on a worker): a
+    training client, or a sampling client's when `extra` has `sampler`."""
     session = session_open(user, session_id)
     queue = settings.TINKER_QUEUE
     if refusal := queue_refusal(queue):
@@ -160,7 +168,7 @@ def _training_run_create(
     lineage = {k: extra.pop(k) for k in ("parent", "parent_checkpoint", "lineage") if k in extra}
     run = Run.objects.create(
         project=Project.objects.get(pk=session["project"]),
-        name=session["name"] or f"tinker · {base_model} · LoRA r{lora['rank']}",
+        name=session["name"] or name or f"tinker · {base_model} · LoRA r{lora['rank']}",
         created_by=user,
         kind=RunKind.TINKER,
         preset="tinker",
@@ -342,43 +350,134 @@ def model_info(user: Any, model_id: str) -> dict[str, Any]:
     }
 
 
-def sampler_register(run: Run) -> str:
-    """A sampling session id for the weights a `save_weights_for_sampler` is about to freeze."""
-    sampler_id = f"{model_id_of(run)}/sampler/{uuid.uuid4().hex[:12]}"
-    transport.put_json(transport.sampler_key(sampler_id), {"run": run.pk, "sampler_id": sampler_id})
+def _sampler_put(sampler_id: str, run: Run, *, weights: str | None, model_path: str | None = None) -> str:
+    """Where a sampling session's requests go: `run`'s worker, sampling `weights` (a sampler id the
+    worker knows, a tinker:// path of its saves, BASE_SAMPLER, or None: its current weights)."""
+    record = {
+        "run": run.pk,
+        "sampler_id": weights,
+        "base_model": run.resolved_config.get("base_model", ""),
+        "model_path": model_path,
+    }
+    transport.put_json(transport.sampler_key(sampler_id), record)
     return sampler_id
 
 
-def sampling_session_create(*, user: Any, model_path: str | None, base_model: str | None) -> str:
-    """A sampling client on saved weights (`tinker://rs-run-N/sampler_weights/name`) or a base model;
-    base-model sampling goes to one of your live training clients of that model, adapters included."""
+def _new_sampler_id(run: Run) -> str:
+    return f"{model_id_of(run)}/sampler/{uuid.uuid4().hex[:12]}"
+
+
+def sampler_register(run: Run) -> str:
+    """A sampling session id for the weights a `save_weights_for_sampler` is about to freeze."""
+    sampler_id = _new_sampler_id(run)
+    return _sampler_put(sampler_id, run, weights=sampler_id)
+
+
+def _live_client(user: Any, model_id: str, *, samplers_too: bool = False) -> Run | None:
+    """The training client `model_id` (or sampling client, `samplers_too`) while its worker still serves
+    it and `user` may send it requests."""
+    try:
+        run = run_of_model(user, model_id)
+    except TinkerRefusal:
+        return None
+    if ended_message(run) or (run.resolved_config.get("sampler") and not samplers_too):
+        return None
+    return run
+
+
+def _sampling_run_create(
+    *, user: Any, session_id: str, checkpoint: Checkpoint | None, base_model: str, sampler: dict[str, Any]
+) -> Run:
+    """A run of kind tinker whose worker loads a base model or a checkpoint and answers samples only (a
+    sampling client no live worker of the session can serve)."""
+    config = checkpoint.run.resolved_config if checkpoint else {}
+    lineage = (
+        {"parent": checkpoint.run, "parent_checkpoint": checkpoint, "lineage": "init"} if checkpoint else {}
+    )
+    return _training_run_create(
+        user=user,
+        session_id=session_id,
+        base_model=base_model,
+        model=offered_models()[base_model] if not checkpoint else config["model"],
+        # A base model's sampler runs with its adapters off: the smallest LoRA, never used.
+        lora=_lora_spec(config.get("lora") or {"rank": 1}),
+        name=f"tinker sampler · {sampler.get('path') or base_model}",
+        sampler=sampler,
+        **lineage,
+    )
+
+
+@transaction.atomic
+def sampling_session_create(
+    *, user: Any, session_id: str, model_path: str | None, base_model: str | None
+) -> str:
+    """A sampling client (`create_sampling_client`), served where its weights are:
+
+    - `model_path` of a live training client of yours: that client's worker, which saved it;
+    - `model_path` of any other checkpoint you can see (a run that has ended, another member's): a new
+      sampling run in the session's project that loads the checkpoint;
+    - `base_model`: the worker of a live client of this session on that model (training or sampling),
+      with its adapters off, else a new sampling run of the base model.
+    A sampling run is a run like a training client's (queued, on the dashboard, ended with the session)."""
     if model_path:
-        prefix = f"{paths.SCHEME}{paths.MODEL_ID_PREFIX}"
-        if not model_path.startswith(prefix):
-            raise TinkerRefusal(f"Unknown model_path {model_path!r}: expected {prefix}<n>/….", 404)
-        run = run_of_model(user, model_path.removeprefix(paths.SCHEME))
-        transport.put_json(transport.sampler_key(model_path), {"run": run.pk, "sampler_id": model_path})
-        return model_path
-    raise TinkerRefusal(
-        "Sampling a base model without a training client is not supported by this service: create a "
-        "LoRA training client and use save_weights_and_get_sampling_client().",
-    )
-
-
-def sample_request(*, user: Any, sampling_session_id: str | None, body: dict[str, Any]) -> str:
-    sampler = (
-        transport.get_json(transport.sampler_key(sampling_session_id or "")) if sampling_session_id else None
-    )
-    if not sampler and body.get("model_path"):
-        sampling_session_id = sampling_session_create(
-            user=user, model_path=body["model_path"], base_model=None
+        target = selectors.parsed(model_path)
+        live = _live_client(user, target.model_id)
+        if live is not None:
+            return _sampler_put(_new_sampler_id(live), live, weights=str(target), model_path=str(target))
+        checkpoint = selectors.checkpoint_of(user, target)
+        run = _sampling_run_create(
+            user=user,
+            session_id=session_id,
+            checkpoint=checkpoint,
+            base_model=checkpoint.run.resolved_config["base_model"],
+            sampler={"path": str(target), "local_path": selectors.saved_directory(checkpoint, target)},
         )
-        sampler = transport.get_json(transport.sampler_key(sampling_session_id))
+        return _sampler_put(_new_sampler_id(run), run, weights=None, model_path=str(target))
+    models = offered_models()
+    if not base_model or base_model not in models:
+        raise TinkerRefusal(f"Unknown base_model {base_model!r}: this deployment offers {', '.join(models)}.")
+    session_open(user, session_id)
+    for run in selectors.session_runs(session_id)[:50]:
+        same_model = run.resolved_config.get("model") == models[base_model]
+        if same_model and _live_client(user, model_id_of(run), samplers_too=True):
+            return _sampler_put(_new_sampler_id(run), run, weights=paths.BASE_SAMPLER)
+    run = _sampling_run_create(
+        user=user, session_id=session_id, checkpoint=None, base_model=base_model, sampler={"base": True}
+    )
+    return _sampler_put(_new_sampler_id(run), run, weights=paths.BASE_SAMPLER)
+
+
+def _sampler_of(user: Any, sampling_session_id: str | None) -> tuple[dict[str, Any], Run]:
+    sampler = transport.get_json(transport.sampler_key(sampling_session_id)) if sampling_session_id else None
     if not sampler:
         raise TinkerRefusal(f"No sampling session {sampling_session_id!r}.", 404)
-    run = Run.objects.filter(pk=sampler["run"]).first()
-    if run is None:
-        raise TinkerRefusal(f"No sampling session {sampling_session_id!r}.", 404)
+    return sampler, run_of_model(user, paths.model_id(sampler["run"]))
+
+
+def sampler_info(user: Any, sampling_session_id: str) -> dict[str, Any]:
+    """`GET /samplers/{id}`: what the SDK asks of a sampling client it made from a model path."""
+    sampler, run = _sampler_of(user, sampling_session_id)
+    return {
+        "sampler_id": sampling_session_id,
+        "base_model": sampler.get("base_model") or run.resolved_config.get("base_model", ""),
+        "model_path": sampler.get("model_path"),
+    }
+
+
+def sample_request(
+    *, user: Any, session_id: str | None, sampling_session_id: str | None, body: dict[str, Any]
+) -> str:
+    if not sampling_session_id and body.get("model_path"):
+        # A sample request naming its weights by path and no sampling session: made once per user and path.
+        sampling_session_id = f"{body['model_path']}@{user.pk}"
+        if transport.get_json(transport.sampler_key(sampling_session_id)) is None:
+            made = sampling_session_create(
+                user=user, session_id=session_id or "", model_path=body["model_path"], base_model=None
+            )
+            transport.put_json(
+                transport.sampler_key(sampling_session_id), transport.get_json(transport.sampler_key(made))
+            )
+    sampler, run = _sampler_of(user, sampling_session_id)
     return model_request(
         user=user,
         model_id=model_id_of(run),

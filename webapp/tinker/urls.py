@@ -25,6 +25,7 @@ urlpatterns = [
     path("save_weights_for_sampler", views.save_weights_for_sampler, name="save_weights_for_sampler"),
     path("create_sampling_session", views.create_sampling_session, name="create_sampling_session"),
     path("asample", views.asample, name="asample"),
+    path("samplers/<path:sampler_id>", views.sampler, name="sampler"),
     path("retrieve_future", views.retrieve_future, name="retrieve_future"),
     # The RestClient's routes. A checkpoint id has a slash (`weights/<name>`): the longer routes first.
     path("weights_info", views_rest.weights_info, name="weights_info"),

@@ -198,9 +198,18 @@ def load_weights(request: HttpRequest, user: Any) -> dict[str, Any]:
 def create_sampling_session(request: HttpRequest, user: Any) -> dict[str, Any]:
     payload = _json(request)
     session_id = services.sampling_session_create(
-        user=user, model_path=payload.get("model_path"), base_model=payload.get("base_model")
+        user=user,
+        session_id=str(payload.get("session_id") or ""),
+        model_path=payload.get("model_path"),
+        base_model=payload.get("base_model"),
     )
     return {"type": "create_sampling_session", "sampling_session_id": session_id}
+
+
+@endpoint
+def sampler(request: HttpRequest, user: Any, sampler_id: str) -> dict[str, Any]:
+    """`GET /samplers/{id}`: the sampling client's base model and the path it was made from."""
+    return services.sampler_info(user, sampler_id)
 
 
 @endpoint
@@ -215,7 +224,10 @@ def asample(request: HttpRequest, user: Any) -> dict[str, Any]:
         "model_path": payload.get("model_path"),
     }
     request_id = services.sample_request(
-        user=user, sampling_session_id=payload.get("sampling_session_id"), body=body
+        user=user,
+        session_id=payload.get("session_id"),
+        sampling_session_id=payload.get("sampling_session_id"),
+        body=body,
     )
     # One id per requested sample: the SDK stamps them on the sequences (and names them in later datums).
     return {

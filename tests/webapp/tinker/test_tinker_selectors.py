@@ -46,3 +46,12 @@ def test_a_path_never_saved_is_still_a_404(project, environment, rubric, users, 
     with pytest.raises(TinkerRefusal) as refused:
         selectors.checkpoint_of(users["bob"], target)
     assert refused.value.status == 404
+
+
+def test_a_sampling_clients_run_is_not_listed_as_a_training_run(project, environment, rubric, users):
+    trained = make_run(project, environment, rubric, users["bob"], kind=RunKind.TINKER)
+    sampling = make_run(project, environment, rubric, users["bob"], kind=RunKind.TINKER)
+    sampling.resolved_config = {**sampling.resolved_config, "sampler": {"base": True}}
+    sampling.save(update_fields=["resolved_config"])
+    listed = selectors.training_runs(users["bob"], None, None)
+    assert [r["training_run_id"] for r in listed["training_runs"]] == [paths.model_id(trained.pk)]
