@@ -52,8 +52,11 @@ class Record:
         with self._lock:
             self.counters[name] = self.counters.get(name, 0) + n
 
-    def in_outage(self, at: float, grace_s: float = 5.0) -> bool:
-        return any(start <= at <= end + grace_s for start, end in self.outages)
+    def in_outage(self, at: float, grace_s: float = 5.0, began: float | None = None) -> bool:
+        """Whether a request that ended `at` (and began `began`) overlapped a planned restart (+ grace): one
+        sent before the restart or during it can fail after it, when its connection is reset or refused."""
+        began = at if began is None else began
+        return any(began <= end + grace_s and at >= start for start, end in self.outages)
 
 
 def timed_request(

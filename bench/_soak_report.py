@@ -40,18 +40,23 @@ def latency_table(record, duration: float) -> None:
 
 def error_answers(record) -> int:
     """Error answers outside the planned web restart (printed), and those during it (printed, not counted)."""
-    outside, during = {}, {}
+    outside, during, when = {}, {}, []
     for s in record.samples:
         if s.kind == "live" or 0 < s.status < 400:
             continue
-        bucket = during if record.in_outage(s.at) else outside
+        overlapped = record.in_outage(s.at, began=s.at - s.ms / 1000)
+        bucket = during if overlapped else outside
         key = f"{s.name} → {s.status or 'no connection'}"
         bucket[key] = bucket.get(key, 0) + 1
+        if not overlapped:
+            when.append(f"{s.at - s.ms / 1000:.1f}–{s.at:.1f} s")
     total = sum(1 for s in record.samples if s.kind != "live")
     print(
         f"\nerror answers: {sum(outside.values())} of {total} requests outside the web restart"
         + (f" ({', '.join(f'{k} ×{n}' for k, n in sorted(outside.items()))})" if outside else "")
     )
+    if when:  # to tell a burst (one cause) from errors spread over the load
+        print(f"  when (sent–failed, s into the load): {', '.join(when[:20])}")
     if during:
         print(
             f"  during the restart (+5 s), not counted: {', '.join(f'{k} ×{n}' for k, n in sorted(during.items()))}"

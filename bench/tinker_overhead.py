@@ -177,7 +177,9 @@ class ServiceLoop:
 
         self.args = args
         self.service = tinker.ServiceClient(base_url=url, api_key=key)
-        self.client = self.service.create_lora_training_client(base_model="smollm2-135m", rank=8, seed=0)
+        self.client = self.service.create_lora_training_client(
+            base_model="smollm2-135m", rank=8, seed=0
+        ).result()
         self.prompt = self.client.get_tokenizer().encode(PROMPT)
 
     def step(self, step: int) -> dict[str, float]:
@@ -185,7 +187,7 @@ class ServiceLoop:
 
         client, prompt = self.client, self.prompt
         started = time.perf_counter()
-        sampler = client.save_weights_and_get_sampling_client()
+        sampler = client.save_weights_and_get_sampling_client().result()
         sampled = sampler.sample(
             types.ModelInput.from_ints(prompt),
             self.args.group,

@@ -38,7 +38,7 @@ def loss_points(page) -> int:
 
 
 def rl_step(client, prompt: list[int]) -> None:
-    sampler = client.save_weights_and_get_sampling_client()
+    sampler = client.save_weights_and_get_sampling_client().result()
     sampled = sampler.sample(
         types.ModelInput.from_ints(prompt), 2, types.SamplingParams(max_tokens=6, temperature=1.0)
     ).result()
@@ -65,7 +65,7 @@ def test_a_loops_loss_and_samples_arrive_live_on_its_run_page(researcher_key, se
         celery_worker("cpu", name="browser-tinker", DASHBOARD_URL=server),
         tinker_service(base_url=server, api_key=key) as service,
     ):
-        client = service.create_lora_training_client(base_model="smollm2-135m", rank=8)
+        client = service.create_lora_training_client(base_model="smollm2-135m", rank=8).result()
         run_id = int(client.model_id.removeprefix("rs-run-"))
         prompt = client.get_tokenizer().encode("Question: what colour is the sky?\nAnswer:")
 

@@ -82,7 +82,7 @@ def test_the_real_sdk_trains_samples_and_the_dashboard_sees_it(project, users, s
         service = clients.enter_context(tinker_service(base_url=url, api_key=sdk_key(raw)))
         names = [m.model_name for m in service.get_server_capabilities().supported_models]
         assert "smollm2-135m" in names
-        client = service.create_lora_training_client(base_model="smollm2-135m", rank=8, seed=0)
+        client = service.create_lora_training_client(base_model="smollm2-135m", rank=8, seed=0).result()
         tokenizer = client.get_tokenizer()
         batch = [
             sl_datum(tokenizer, "The capital of France is Paris."),

@@ -62,6 +62,23 @@ def test_a_custom_loss_trains_like_the_built_in_one(project, users, sdk_env):  #
         builtin_grad = builtin_step.result().metrics["grad_norm"]
         assert custom_grad > 0 and custom_grad == pytest.approx(builtin_grad, rel=1e-3)
 
+        # DRO (a built-in loss) on the sampler's own log-probs has no penalty: with advantages = weights
+        # it is the same NLL.
+        dro_batch = [
+            types.Datum(
+                model_input=datum.model_input,
+                loss_fn_inputs={
+                    "target_tokens": datum.loss_fn_inputs["target_tokens"],
+                    "logprobs": out["logprobs"],
+                    "advantages": datum.loss_fn_inputs["weights"],
+                },
+            )
+            for datum, out in zip(batch, builtin_out.loss_fn_outputs, strict=True)
+        ]
+        dro = client.forward_backward(dro_batch, "dro", loss_fn_config={"beta": 0.5})
+        client.optim_step(FROZEN).result()
+        assert dro.result().metrics["loss:sum"] == pytest.approx(builtin_out.metrics["loss:sum"], rel=1e-4)
+
         losses = []
         for _ in range(3):
             fb = client.forward_backward_custom(batch, nll)

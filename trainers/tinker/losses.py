@@ -3,7 +3,8 @@
 Tinker's losses are sums over every token of every datum (not means): `cross_entropy` is
 -Σ weights · log p(target), `importance_sampling` -Σ advantages · p/q, `ppo` the clipped surrogate with
 ratio bounds [clip_low_threshold, clip_high_threshold] (0.8, 1.2 by default), `cispo` the clipped ratio
-held fixed times the log-prob. The policy-gradient ones are `policy_loss` with the "seq-mean-token-sum"
+held fixed times the log-prob, `dro` (direct reward optimization) the log-prob times the advantage less a
+quadratic penalty ½·beta·(log p − log q)² on moving away from the sampler. The policy-gradient ones are `policy_loss` with the "seq-mean-token-sum"
 aggregation over one sequence, so a clipped surrogate is written once in the code base.
 """
 
@@ -17,14 +18,17 @@ import torch
 
 from trainers.learn.losses import policy_loss
 
-LOSS_FUNCTIONS = ("cross_entropy", "importance_sampling", "ppo", "cispo")
+LOSS_FUNCTIONS = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro")
 # What each loss reads from a datum's loss_fn_inputs besides target_tokens.
 LOSS_INPUTS: dict[str, tuple[str, ...]] = {
     "cross_entropy": ("weights",),
     "importance_sampling": ("logprobs", "advantages"),
     "ppo": ("logprobs", "advantages"),
     "cispo": ("logprobs", "advantages"),
+    "dro": ("logprobs", "advantages"),
 }
+# DRO's penalty weight when a request's loss_fn_config has none (the value Tinker's loss docs show).
+DRO_BETA = 0.05
 
 
 class LossInputError(ValueError):
@@ -67,6 +71,10 @@ def tinker_loss(
         low, high = config.get("clip_low_threshold", 0.8), config.get("clip_high_threshold", 1.2)
         ratio = torch.exp(logp - sampled).clamp(low, high).detach()
         elementwise = -(ratio * advantages * logp) * mask
+        return LossOutcome(loss=elementwise.sum(), elementwise=elementwise.detach())
+    if loss_fn == "dro":
+        beta = float(config.get("beta", DRO_BETA))
+        elementwise = -(logp * advantages - 0.5 * beta * (logp - sampled) ** 2) * mask
         return LossOutcome(loss=elementwise.sum(), elementwise=elementwise.detach())
     if loss_fn == "importance_sampling":
         clip_low = clip_high = math.inf
