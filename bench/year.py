@@ -1,14 +1,14 @@
 """A team's year of data on Postgres, written through the same write paths as real runs, and the pages a team
 opens every day timed on it.
 
-    python bench/year.py [--size smoke|quick|full] [--writers N] [--keep] [--reuse] [--dump]
+    python bench/year.py [--size smoke|quick|tenth|full] [--writers N] [--keep] [--reuse] [--dump]
 
 The year (full size): ~2,000 runs (external runs, as the SDK and every trainer report: the ingestion path
 `webapp.rollouts.ingest.ingest_batch` that `POST /api/runs/<id>/events` calls), 100M metric points (20 long
 runs of 100,000 steps × 25 keys, the rest 1,000 steps × 25 keys), 10M trajectories of six turns (token ids
 and loss masks on a tenth of them), 100k comments through `comment_create` and 100k judgements through
-`judgement_submit` on preference queues built by `queue_create`. `quick` is a hundredth of it (minutes),
-`smoke` a ten-thousandth (seconds; CI's bench lane). Before writing it prints the disk it will need (the
+`judgement_submit` on preference queues built by `queue_create`. `tenth` is a tenth of it (~8 GB, ~25 min at two
+writers on two cores), `quick` a hundredth (minutes), `smoke` a ten-thousandth (seconds; CI's bench lane). Before writing it prints the disk it will need (the
 bytes per metric point and per turn measured here, docs/scale.md), after, the bytes it wrote: the
 database's own size, per metric point and per turn.
 
@@ -69,6 +69,7 @@ class Year:
 
 SIZES = {
     "full": Year(2000, 20, 100_000, 1_000, 25, 10_000_000, 0.1, 100_000, 100_000),
+    "tenth": Year(200, 2, 100_000, 1_000, 25, 1_000_000, 0.1, 10_000, 10_000),
     "quick": Year(20, 1, 100_000, 1_000, 25, 100_000, 0.1, 1_000, 1_000),
     "smoke": Year(4, 1, 2_000, 100, 5, 1_024, 0.1, 20, 20),
 }

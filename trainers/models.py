@@ -311,6 +311,20 @@ def cpu_runs_fast(dtype: Any) -> bool:
     return False
 
 
+def lora_sampling_copy_dtype(device: str) -> Any | None:
+    """The dtype of a plain copy of a LoRA policy (adapters merged in) that samples faster than the policy
+    itself on `device`, or None to sample with the policy. bfloat16 on a CPU with bf16 matrix units: the
+    copy's linear layers run on oneDNN-packed weights and no adapter layer runs per token (SmolLM2, LoRA
+    rank 8, 8 × 32 tokens: 0.8 s against 3.7 s with the fp32 PEFT policy on one core). None on a GPU (the
+    policy samples under its autocast, `PolicyPrecision.sampling`) and on a CPU without bf16 units, where an
+    fp32 copy samples only ~10 % faster than the policy for the merge it costs after every update."""
+    import torch
+
+    if resolve_device(device).split(":")[0] == "cpu" and cpu_runs_fast(torch.bfloat16):
+        return torch.bfloat16
+    return None
+
+
 def cache_argument(model: Any, cache: Any) -> dict[str, Any]:
     """The keyword a model's forward takes its KV cache by: `cache` since transformers 5.2x, before that
     `past_key_values` (deprecated since, warns on every call, and removed in 5.40)."""
@@ -456,7 +470,9 @@ def apply_lora(model: Any, lora: Mapping[str, Any]) -> Any:
 
 def merged_state_dict(model: Any) -> dict[str, Any]:
     """Base-model weights with the LoRA deltas added, keyed like the base model (for generation
-    copies: Ray actors, vLLM). Computed out of place: the trained model is left untouched."""
+    copies: Ray actors, vLLM, a Tinker client's sampling copy): the weights the model computes with now, so
+    none are added while its adapters are disabled (`disable_adapter()`). Computed out of place: the trained
+    model is left untouched."""
     import torch
 
     base = model.get_base_model()
@@ -470,7 +486,7 @@ def merged_state_dict(model: Any) -> dict[str, Any]:
                 owner_name, _, param = key.partition(".base_layer.")
                 owner = modules[owner_name]
                 clean = f"{owner_name}.{param}"
-                if param == "weight":
+                if param == "weight" and not owner.disable_adapters:
                     value = value.clone()
                     for adapter in owner.active_adapters:
                         if adapter in owner.lora_A:

@@ -4,11 +4,15 @@ The service's requests arrive here as plain data (the web app decodes the SDK's 
 a datum is {"tokens": [...], "inputs": {name: {"data": [...], "dtype": ..., "shape": [...]}}}. Gradients
 accumulate over `forward_backward` calls until `optim_step`, as the Tinker API says. The parts are ours:
 the model and LoRA from `trainers.models`, the policy loss from `trainers.learn.losses`, checkpoints from
-`trainers.learn.checkpoint`, sampling through the transformers generation backend.
+`trainers.learn.checkpoint`, sampling through the transformers generation backend — on a CPU with bf16
+matrix units from a bf16 copy with the adapters merged in (`lora_sampling_copy_dtype`), as the GRPO demo
+samples: its log-probs are that sampler's, as a hosted Tinker sampler's are its engine's, while `forward`
+and `compute_logprobs` score with the trained policy itself.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -21,7 +25,15 @@ import torch
 from trainers.learn import checkpoint
 from trainers.learn.losses import _decoder_and_head, _token_logprobs
 from trainers.learn.metrics import service_pass_metrics, service_step_metrics
-from trainers.models import apply_lora, load_model, load_tokenizer, policy_precision, resolve_device
+from trainers.models import (
+    apply_lora,
+    load_model,
+    load_tokenizer,
+    lora_sampling_copy_dtype,
+    merged_state_dict,
+    policy_precision,
+    resolve_device,
+)
 from trainers.tinker.losses import LossInputError, tinker_loss
 from trainers.tinker.paths import BASE_SAMPLER
 
@@ -53,6 +65,7 @@ class SamplerWeights:
 
     version: int
     state: dict[str, torch.Tensor] = field(repr=False)
+    serial: int = 0  # which weights these are, for the sampling copy (TinkerModel.weights_serial)
 
 
 def tensor_of(value: Mapping[str, Any]) -> torch.Tensor:
@@ -90,6 +103,11 @@ class TinkerModel:
         self.version = 0
         self.samplers: dict[str, SamplerWeights] = {}
         self._backend: Any = None
+        # Every change of the policy's or a sampler's weights gets a new serial; the sampling copy (if any)
+        # holds the weights of `_copy_holds` and is refilled when a sample needs others.
+        self._serials = itertools.count(1)
+        self.weights_serial = next(self._serials)
+        self._copy_holds: object = None
         pad = self.tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.tokenizer.eos_token_id or 0)
 
@@ -188,6 +206,7 @@ class TinkerModel:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.version += 1
+        self.weights_serial = next(self._serials)
         return service_step_metrics(
             grad_norm=float(grad_norm), learning_rate=lr, seconds=time.perf_counter() - started
         )
@@ -200,7 +219,9 @@ class TinkerModel:
         return {k: v.detach().clone() for k, v in get_peft_model_state_dict(self.model).items()}
 
     def freeze_for_sampler(self, sampler_id: str) -> None:
-        self.samplers[sampler_id] = SamplerWeights(self.version, self.adapter_state())
+        self.samplers[sampler_id] = SamplerWeights(
+            self.version, self.adapter_state(), serial=self.weights_serial
+        )
 
     def freeze_saved(self, sampler_id: str, path: Path) -> None:
         """The adapters of a checkpoint directory as sampler weights, the policy left as it is."""
@@ -209,7 +230,7 @@ class TinkerModel:
         current = self.adapter_state()
         checkpoint.load_weights(path, self.model)
         # version -1 is never the policy's: these adapters are always put in place to sample.
-        self.samplers[sampler_id] = SamplerWeights(-1, self.adapter_state())
+        self.samplers[sampler_id] = SamplerWeights(-1, self.adapter_state(), serial=next(self._serials))
         set_peft_model_state_dict(self.model, current)
 
     @contextmanager
@@ -252,17 +273,57 @@ class TinkerModel:
         if with_optimizer and state.get("optimizer"):
             checkpoint.load_optimizer(path, self.optimizer, None)
         self.optimizer.zero_grad(set_to_none=True)
+        self.weights_serial = next(self._serials)
 
     # --- sampling -----------------------------------------------------------------------------------
 
     def backend(self) -> Any:
+        """The generation backend: on the policy itself, or on a plain copy in `lora_sampling_copy_dtype`
+        (made at the first sample) that `sampling_weights` fills with merged weights."""
         if self._backend is None:
             from trainers.rollout.backends.transformers_backend import TransformersBackend
 
-            self._backend = TransformersBackend(
-                model=self.model, tokenizer=self.tokenizer, precision=policy_precision("auto", self.device)
-            )
+            dtype = lora_sampling_copy_dtype(self.device)
+            if dtype is None:
+                self._backend = TransformersBackend(
+                    model=self.model,
+                    tokenizer=self.tokenizer,
+                    precision=policy_precision("auto", self.device),
+                )
+            else:
+                copy = load_model(self.base_model, self.device, dtype).eval()
+                for p in copy.parameters():
+                    p.requires_grad_(False)
+                self._backend = TransformersBackend(model=copy, tokenizer=self.tokenizer)
+                self._copy_holds = None
         return self._backend
+
+    @property
+    def samples_with_copy(self) -> bool:
+        return self.backend().model is not self.model
+
+    @contextmanager
+    def sampling_weights(self, sampler_id: str | None) -> Iterator[None]:
+        """Generation with `sampler_id`'s weights (`sampler_weights`): put in place on the policy, or merged
+        into the sampling copy when it holds other weights (once per optimizer step or sampler)."""
+        if not self.samples_with_copy:
+            with self.sampler_weights(sampler_id):
+                yield
+            return
+        frozen = self.samplers.get(sampler_id) if sampler_id else None
+        if sampler_id == BASE_SAMPLER:
+            wanted: object = BASE_SAMPLER
+        elif frozen is None or frozen.version == self.version:
+            wanted = self.weights_serial
+        else:
+            wanted = frozen.serial
+        if wanted != self._copy_holds:
+            with self.sampler_weights(sampler_id):
+                merged = merged_state_dict(self.model)
+            self._copy_holds = None  # not what it held if the push fails half-way
+            self.backend().update_weights(merged)
+            self._copy_holds = wanted
+        yield
 
     def stop_strings(self, stop: Any) -> list[str] | None:
         if stop is None:
@@ -276,7 +337,7 @@ class TinkerModel:
     ) -> list[dict[str, Any]]:
         """`num_samples` completions of `prompt`: their tokens, log-probs and why each stopped."""
         temperature = float(params.get("temperature", 1.0))
-        with self.sampler_weights(sampler_id), torch.no_grad():
+        with self.sampling_weights(sampler_id), torch.no_grad():
             completions = self.backend().generate(
                 [prompt],
                 n=num_samples,
