@@ -17,7 +17,7 @@ from operator import neg
 from typing import NamedTuple
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from webapp.rollouts.models import TILE_STEPS, MetricChunk, MetricFold, MetricTile
 
@@ -187,11 +187,29 @@ def folded_through(run_id: int) -> int:
     return MetricFold.objects.filter(run_id=run_id).values_list("through", flat=True).first() or 0
 
 
+def unfolded_chunks(run_id: int, through: int | None = None) -> QuerySet[MetricChunk]:
+    """The run's chunks not in its tiles yet: ids after `through` (default: `folded_through`), and no later than the run's last
+    chunk. Both bounds, because with only the lower one Postgres walks the primary key from there to the
+    end of the table and filters by run — its estimate of the run's share of the rows makes that look
+    cheaper than the (run_id, id) index — so an old run's curves read every chunk stored since it ended
+    (a tenth of a team's year: 80k rows, 104 ms of the long run's curves; 2.8 ms bounded). The last id
+    comes from that index, ordered by (run_id, id) as it is: the same trap awaits `ORDER BY id DESC`."""
+    last = (
+        MetricChunk.objects.filter(run_id=run_id)
+        .order_by("-run_id", "-id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    if last is None:
+        return MetricChunk.objects.none()
+    after = folded_through(run_id) if through is None else through
+    return MetricChunk.objects.filter(run_id=run_id, id__gt=after, id__lte=last)
+
+
 def fold_run(run_id: int) -> None:
     """Merge the run's chunks stored since its last fold into their tiles. The caller holds the run's row
     lock (ingestion does), so no chunk of the run is being stored meanwhile."""
-    through = folded_through(run_id)
-    chunks = MetricChunk.objects.filter(run_id=run_id, id__gt=through).order_by("id")
+    chunks = unfolded_chunks(run_id).order_by("id")
     rows = list(chunks.values_list("id", "key"))
     if not rows:
         return

@@ -13,8 +13,15 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Max
 from django.test.utils import CaptureQueriesContext
 
+from tests.conftest import make_run
 from webapp.rollouts.ingest import ingest_batch, insert_metrics
-from webapp.rollouts.metric_tiles import SUMMARY_COLUMNS, fold_run, folded_through, refold_tiles
+from webapp.rollouts.metric_tiles import (
+    SUMMARY_COLUMNS,
+    fold_run,
+    folded_through,
+    refold_tiles,
+    unfolded_chunks,
+)
 from webapp.rollouts.models import MetricChunk, MetricPoint, MetricTile
 from webapp.rollouts.selectors.metrics import metric_series
 
@@ -138,6 +145,22 @@ def test_late_chunks_and_equal_steps_reach_the_tiles(run):
     assert max(series.y) == 50.0 and series.x[series.y.index(50.0)] == 9_000
     assert min(series.y) == -50.0 and series.x[series.y.index(-50.0)] == 22_222
     assert_tiles_are_their_chunks_folded(run)
+
+
+def test_an_old_runs_unfolded_chunks_are_read_between_its_own_ids_not_to_the_tables_end(
+    run, project, environment, rubric, users
+):
+    store(run, "kl", range(5_000))
+    later = make_run(project, environment, rubric, users)
+    store(later, "kl", range(5_000))  # written after: chunk ids above every one of `run`'s
+    through, last = folded_through(run.pk), MetricChunk.objects.filter(run=run).latest("id").pk
+    unfolded = unfolded_chunks(run.pk)
+    assert list(unfolded.values_list("id", flat=True).order_by("id")) == list(
+        MetricChunk.objects.filter(run=run, id__gt=through).values_list("id", flat=True).order_by("id")
+    )
+    # The upper bound is what keeps Postgres from walking the primary key through `later`'s chunks.
+    assert f"<= {last}" in str(unfolded.query)
+    assert not unfolded_chunks(make_run(project, environment, rubric, users).pk).exists()
 
 
 def test_deleting_chunks_folds_their_tiles_again_and_deleting_the_run_drops_them(run):

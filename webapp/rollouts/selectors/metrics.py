@@ -25,7 +25,14 @@ from django.db.models.aggregates import Count, Max, Min, Sum
 from django.db.models.functions import Cast, Floor, Least, RowNumber
 
 from webapp.experiments.models import Run
-from webapp.rollouts.metric_tiles import SUMMARY_COLUMNS, Summary, folded_through, point_summary, row_summary
+from webapp.rollouts.metric_tiles import (
+    SUMMARY_COLUMNS,
+    Summary,
+    folded_through,
+    point_summary,
+    row_summary,
+    unfolded_chunks,
+)
 from webapp.rollouts.models import TILE_STEPS, MetricChunk, MetricPoint, MetricTile
 
 X_AXES = {"step": "step", "time": "wall_time", "tokens": "tokens"}
@@ -49,7 +56,7 @@ def metric_keys(run: Run) -> list[str]:
     """Every metric name the run has reported, sorted: the keys of its top-level tiles and of its chunks
     not folded yet (every folded chunk is in a tile), not a scan of every chunk."""
     tiled = MetricTile.objects.filter(run=run, level=len(TILE_STEPS) - 1).values_list("key", flat=True)
-    fresh = MetricChunk.objects.filter(run=run, id__gt=folded_through(run.pk)).values_list("key", flat=True)
+    fresh = unfolded_chunks(run.pk).values_list("key", flat=True)
     return sorted(set(tiled.distinct().order_by()) | set(fresh.distinct().order_by()))
 
 
@@ -357,8 +364,8 @@ def _tiered_series(run_id: int, keys: list[str], max_points: int, steps: _Range)
         if steps.overlaps(s):
             tops[key].append((block, s))
     fresh: dict[str, list[tuple[int, Summary | None]]] = {key: [] for key in keys}
-    chunks = MetricChunk.objects.filter(
-        run_id=run_id, key__in=keys, id__gt=through, min_step__lte=steps.end, max_step__gte=steps.start
+    chunks = unfolded_chunks(run_id, through).filter(
+        key__in=keys, min_step__lte=steps.end, max_step__gte=steps.start
     )
     for key, chunk_id, *summary in chunks.values_list("key", "id", *SUMMARY_COLUMNS).order_by("id"):
         fresh[key].append((chunk_id, None if summary[3] is None else row_summary(summary)))
