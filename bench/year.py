@@ -222,14 +222,15 @@ def write_year(rng: random.Random) -> tuple[Project, list[Run]]:
     ]
     writers = max(1, min(ARGS.writers, YEAR.runs))
     if writers == 1:
-        write_runs(runs, 0, 1, rng.random())
+        write_runs(runs, 0, 1, rng.random(), owner, annotators)
     else:
         # Each writer process takes every n-th run (a run's events come from one writer, in order, as from
         # one trainer); the connections are closed first so that no child shares the parent's socket.
         connections.close_all()
         context = multiprocessing.get_context("fork")
         children = [
-            context.Process(target=write_runs, args=(runs, w, writers, rng.random())) for w in range(writers)
+            context.Process(target=write_runs, args=(runs, w, writers, rng.random(), owner, annotators))
+            for w in range(writers)
         ]
         for child in children:
             child.start()
@@ -238,12 +239,13 @@ def write_year(rng: random.Random) -> tuple[Project, list[Run]]:
         failed = [child.exitcode for child in children if child.exitcode]
         if failed:
             raise SystemExit(f"{len(failed)} of {writers} writer processes failed (exit codes {failed})")
-    write_review(project, owner, annotators, runs, rng)
     return project, runs
 
 
-def write_runs(runs: list[Run], first: int, every: int, seed: float) -> None:
-    """Write the metrics and trajectories of runs[first::every] (one writer's share of the year)."""
+def write_runs(runs: list[Run], first: int, every: int, seed: float, owner, annotators: list) -> None:
+    """Write the metrics and trajectories of runs[first::every] (one writer's share of the year), then its
+    share of the comments and judgements on them (judging is ~80 ms a pair: at full size one process took
+    hours for the 100k)."""
     rng = random.Random(seed)
     keys = [f"metric/{k:02d}" for k in range(YEAR.metric_keys)]
     seq = Seq()
@@ -258,18 +260,22 @@ def write_runs(runs: list[Run], first: int, every: int, seed: float) -> None:
             last_print = time.perf_counter()
             who = f"writer {first + 1}/{every}: " if every > 1 else ""
             print(f"  {who}{done:,}/{len(mine):,} runs written, {last_print - started:.0f} s", flush=True)
+    write_review([runs[i] for i in mine], owner, annotators, rng, range(first, YEAR.comments, every))
     connections.close_all()
 
 
-def write_review(project: Project, owner, annotators: list, runs: list[Run], rng: random.Random) -> None:
-    ids = list(Trajectory.objects.filter(run__project=project).values_list("pk", flat=True))
-    for n in range(YEAR.comments):
+def write_review(annotated: list[Run], owner, annotators: list, rng: random.Random, share: range) -> None:
+    """The comments numbered in `share` on trajectories of `annotated`, and queues of those runs judged
+    until `share`'s part of the year's judgements is in (a writer's part: its runs, every n-th comment)."""
+    project = annotated[0].project
+    ids = list(Trajectory.objects.filter(run__in=annotated).values_list("pk", flat=True))
+    for n in range(share.start, YEAR.comments, share.step):
         trajectory_row = Trajectory.objects.get(pk=rng.choice(ids))
         author = rng.choice([owner, *annotators])
         comment_create(trajectory=trajectory_row, author=author, body=f"note {n}: the carry digit again")
-    judged = 0
-    for run in runs:
-        if judged >= YEAR.judgements:
+    judged, wanted = 0, len(range(share.start, YEAR.judgements, share.step))
+    for run in annotated:
+        if judged >= wanted:
             break
         queue = queue_create(
             project=project,
@@ -277,16 +283,20 @@ def write_review(project: Project, owner, annotators: list, runs: list[Run], rng
             name=f"queue {run.pk}",
             runs=[run],
             annotators=annotators,
-            max_pairs=min(1000, YEAR.judgements - judged),
+            max_pairs=min(1000, wanted - judged),
             distinct_rewards=False,
         )
         for annotator in annotators * 1000:
             assignment = next_pair(queue=queue, annotator=annotator)
-            if assignment is None or judged >= YEAR.judgements:
+            if assignment is None or judged >= wanted:
                 break
             judgement_submit(pair=assignment.pair, annotator=annotator, choice=rng.choice("ab"))
             judged += 1
-    print(f"  {YEAR.comments:,} comments, {judged:,} judgements", flush=True)
+    who = f"writer {share.start + 1}/{share.step}: " if share.step > 1 else ""
+    print(
+        f"  {who}{len(range(share.start, YEAR.comments, share.step)):,} comments, {judged:,} judgements",
+        flush=True,
+    )
 
 
 def percentile(values: list[float], q: float) -> float:
