@@ -39,4 +39,4 @@ COPY static static
 RUN PRODUCTION=true SECRET_KEY="$(python -c 'import secrets; print(secrets.token_urlsafe(50))')" \
     python manage.py collectstatic --noinput
 EXPOSE 8000
-CMD ["sh", "-c", "exec uvicorn webapp.asgi:application --host 0.0.0.0 --port 8000 --workers ${WEB_WORKERS:-2} --no-access-log"]
+CMD ["sh", "-c", "exec uvicorn webapp.asgi:application --host 0.0.0.0 --port 8000 --workers ${WEB_WORKERS:-2} --timeout-keep-alive 75 --no-access-log"]

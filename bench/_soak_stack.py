@@ -119,7 +119,8 @@ class Stack:
         if self.kind == "postgres":  # as docker-compose.yml serves: uvicorn, two worker processes
             return [
                 *(sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1"),
-                *("--port", str(self.port), "--workers", "2", "--no-access-log", "--log-level", "warning"),
+                *("--port", str(self.port), "--workers", "2", "--timeout-keep-alive", "75"),
+                *("--no-access-log", "--log-level", "warning"),
             ]
         return [
             sys.executable,
