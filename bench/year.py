@@ -260,20 +260,23 @@ def write_runs(runs: list[Run], first: int, every: int, seed: float, owner, anno
             last_print = time.perf_counter()
             who = f"writer {first + 1}/{every}: " if every > 1 else ""
             print(f"  {who}{done:,}/{len(mine):,} runs written, {last_print - started:.0f} s", flush=True)
-    write_review([runs[i] for i in mine], owner, annotators, rng, range(first, YEAR.comments, every))
+    write_review([runs[i] for i in mine], owner, annotators, rng, first, every)
     connections.close_all()
 
 
-def write_review(annotated: list[Run], owner, annotators: list, rng: random.Random, share: range) -> None:
-    """The comments numbered in `share` on trajectories of `annotated`, and queues of those runs judged
-    until `share`'s part of the year's judgements is in (a writer's part: its runs, every n-th comment)."""
+def write_review(
+    annotated: list[Run], owner, annotators: list, rng: random.Random, first: int, every: int
+) -> None:
+    """A writer's part of the review: the comments numbered first, first + every, … on trajectories of
+    `annotated` (its runs), and queues of those runs judged until its part of the judgements is in."""
     project = annotated[0].project
     ids = list(Trajectory.objects.filter(run__in=annotated).values_list("pk", flat=True))
-    for n in range(share.start, YEAR.comments, share.step):
+    comments = range(first, YEAR.comments, every)
+    for n in comments:
         trajectory_row = Trajectory.objects.get(pk=rng.choice(ids))
         author = rng.choice([owner, *annotators])
         comment_create(trajectory=trajectory_row, author=author, body=f"note {n}: the carry digit again")
-    judged, wanted = 0, len(range(share.start, YEAR.judgements, share.step))
+    judged, wanted = 0, len(range(first, YEAR.judgements, every))
     for run in annotated:
         if judged >= wanted:
             break
@@ -292,9 +295,9 @@ def write_review(annotated: list[Run], owner, annotators: list, rng: random.Rand
                 break
             judgement_submit(pair=assignment.pair, annotator=annotator, choice=rng.choice("ab"))
             judged += 1
-    who = f"writer {share.start + 1}/{share.step}: " if share.step > 1 else ""
+    who = f"writer {first + 1}/{every}: " if every > 1 else ""
     print(
-        f"  {who}{len(range(share.start, YEAR.comments, share.step)):,} comments, {judged:,} judgements",
+        f"  {who}{len(comments):,} comments, {judged:,} judgements",
         flush=True,
     )
 

@@ -295,7 +295,6 @@ class TinkerModel:
                 for p in copy.parameters():
                     p.requires_grad_(False)
                 self._backend = TransformersBackend(model=copy, tokenizer=self.tokenizer)
-                self._copy_holds = None
         return self._backend
 
     @property

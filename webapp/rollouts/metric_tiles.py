@@ -188,8 +188,8 @@ def folded_through(run_id: int) -> int:
 
 
 def unfolded_chunks(run_id: int, through: int | None = None) -> QuerySet[MetricChunk]:
-    """The run's chunks not in its tiles yet: ids after `through` (default: `folded_through`), and no later than the run's last
-    chunk. Both bounds, because with only the lower one Postgres walks the primary key from there to the
+    """The run's chunks not in its tiles yet: ids after `through` (default: `folded_through`), and no later
+    than the run's last chunk. Both bounds, because with only the lower one Postgres walks the primary key from there to the
     end of the table and filters by run — its estimate of the run's share of the rows makes that look
     cheaper than the (run_id, id) index — so an old run's curves read every chunk stored since it ended
     (a tenth of a team's year: 80k rows, 104 ms of the long run's curves; 2.8 ms bounded). The last id
